@@ -1,0 +1,361 @@
+//! The agent loop: steps, tool calls, limits and statuses. The only place
+//! that decides when a run ends. It never sees a provider type: models come
+//! as a `ChainModel`, tools as a `ToolRegistry`, and everything leaves
+//! through events and the trajectory.
+
+mod prompt;
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use crate::events::{Emitter, Event, ToolCallView};
+use crate::exit::Status;
+use crate::model::chain::{ChainError, ChainModel};
+use crate::model::retry::RequestCtx;
+use crate::model::{FinishReason, Message, Request, Role, ToolCall, ToolSpec};
+use crate::stop::{Stop, StopCause};
+use crate::tools::plan::SharedPlan;
+use crate::tools::{submit_spec, ToolCtx, ToolRegistry};
+use crate::trajectory::{Checkpoint, JournalOp, Trajectory};
+
+pub use prompt::system_prompt;
+
+/// A reply cut off this many times in a row ends the run.
+const MAX_TRUNCATIONS: u32 = 3;
+
+/// Step and cost limits (the time limit lives in `Stop`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub steps: Option<u32>,
+    pub cost_usd: Option<f64>,
+}
+
+/// Per-request options from settings.
+#[derive(Debug, Clone, Default)]
+pub struct RequestOptions {
+    pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<String>,
+    pub output_schema: Option<Value>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: Status,
+    pub output: Value,
+    pub error: Option<String>,
+    pub steps: u32,
+}
+
+/// Everything one run needs, wired by `lib.rs`.
+pub struct Agent {
+    pub chain: ChainModel,
+    pub tools: ToolRegistry,
+    pub emitter: Emitter,
+    pub stop: Stop,
+    pub limits: Limits,
+    pub options: RequestOptions,
+    pub tool_ctx: ToolCtx,
+    pub plan: SharedPlan,
+    /// The run as recorded so far; its `messages` are the conversation.
+    pub doc: Trajectory,
+    pub checkpoint: Option<Checkpoint>,
+    /// Switches recorded before this process (resume).
+    pub prior_switches: usize,
+}
+
+enum StepEnd {
+    Continue,
+    Finish(Status, Value, Option<String>),
+}
+
+impl Agent {
+    /// Runs the loop to its end and returns the outcome; `run.finished` has
+    /// been emitted and the trajectory finished when this returns.
+    pub async fn run(mut self, new_messages: Vec<Message>) -> Outcome {
+        let started = Instant::now();
+        for message in new_messages {
+            self.push_message(message);
+        }
+        let system = system_prompt(&self.tool_ctx.cwd);
+        let mut tool_specs: Vec<ToolSpec> = self.tools.specs().to_vec();
+        tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
+        let mut truncations = 0;
+
+        let (status, output, error) = loop {
+            if let Some(limit) = self.limits.steps {
+                if self.doc.steps >= limit {
+                    break (Status::StepLimit, Value::Null, None);
+                }
+            }
+            if let Some(cause) = self.stop.pending() {
+                break (stop_status(cause), Value::Null, None);
+            }
+            match self.step(&system, &tool_specs, &mut truncations).await {
+                StepEnd::Continue => {}
+                StepEnd::Finish(status, output, error) => break (status, output, error),
+            }
+        };
+        self.finish(status, output, error, started)
+    }
+
+    async fn step(&mut self, system: &str, tool_specs: &[ToolSpec], truncations: &mut u32) -> StepEnd {
+        let step = self.doc.steps + 1;
+        self.emitter.emit(Event::StepStarted {
+            step,
+            model: self.chain.active_spec().to_string(),
+        });
+        let request = Request {
+            system,
+            messages: &self.doc.messages,
+            tools: tool_specs,
+            output_schema: self.options.output_schema.as_ref(),
+            max_output_tokens: self.options.max_output_tokens,
+            reasoning_effort: self.options.reasoning_effort.as_deref(),
+            spec: "",
+        };
+        let ctx = RequestCtx {
+            step,
+            emitter: &self.emitter,
+            stop: &self.stop,
+        };
+        let answer = match self.chain.complete(&request, ctx).await {
+            Ok(answer) => answer,
+            Err(ChainError::Stopped(cause)) => {
+                return StepEnd::Finish(stop_status(cause), Value::Null, None)
+            }
+            Err(error) => return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string())),
+        };
+
+        // The step counts once a response arrived.
+        self.doc.steps = step;
+        let response = answer.response;
+        let totals = &mut self.doc.totals;
+        totals.input_tokens += response.usage.input_tokens;
+        totals.output_tokens += response.usage.output_tokens;
+        totals.cached_input_tokens += response.usage.cached_input_tokens;
+        totals.cost_usd += answer.cost_usd;
+        self.doc.active_model = answer.spec.clone();
+        self.emitter.emit(Event::ModelResponse {
+            step,
+            model: answer.spec.clone(),
+            input_tokens: response.usage.input_tokens,
+            output_tokens: response.usage.output_tokens,
+            cost_usd: answer.cost_usd,
+            finish_reason: response.finish.as_str().to_string(),
+        });
+        self.emitter.emit(Event::AssistantMessage {
+            step,
+            model: answer.spec.clone(),
+            text: response.text.clone(),
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|c| ToolCallView {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+        });
+        let calls = response.tool_calls.clone();
+        self.push_message(Message {
+            tool_calls: response.tool_calls,
+            model: Some(answer.spec),
+            extra: response.extra,
+            ..Message::new(Role::Assistant, response.text.clone(), step)
+        });
+
+        let end = self.after_response(step, &response.text, response.finish, &calls, truncations).await;
+        self.journal_state();
+        end
+    }
+
+    async fn after_response(
+        &mut self,
+        step: u32,
+        text: &str,
+        finish: FinishReason,
+        calls: &[ToolCall],
+        truncations: &mut u32,
+    ) -> StepEnd {
+        let over_cost = self
+            .limits
+            .cost_usd
+            .is_some_and(|limit| self.doc.totals.cost_usd >= limit);
+        if over_cost && !calls.is_empty() {
+            self.answer_unrun(step, calls, "not run: the run's cost limit was reached");
+            return StepEnd::Finish(Status::CostLimit, Value::Null, None);
+        }
+        if finish == FinishReason::Length {
+            *truncations += 1;
+            self.answer_unrun(step, calls, "not run: your reply was cut off before this call was complete");
+            if *truncations >= MAX_TRUNCATIONS {
+                return StepEnd::Finish(
+                    Status::OutputTruncated,
+                    Value::Null,
+                    Some(format!("the model's reply was cut off {MAX_TRUNCATIONS} times in a row (output token limit)")),
+                );
+            }
+            self.push_message(Message::new(
+                Role::User,
+                "Your last reply was cut off by the output token limit, so none of its tool calls ran. Continue with a shorter reply, for example by splitting large file writes.",
+                step,
+            ));
+            return StepEnd::Continue;
+        }
+        *truncations = 0;
+        if calls.is_empty() {
+            // A final answer stands even when it crossed the cost limit.
+            return StepEnd::Finish(Status::Completed, Value::String(text.to_string()), None);
+        }
+        self.run_tools(step, calls).await
+    }
+
+    /// Runs a reply's tool calls in order. `submit` ends the run after it.
+    async fn run_tools(&mut self, step: u32, calls: &[ToolCall]) -> StepEnd {
+        for (i, call) in calls.iter().enumerate() {
+            self.emitter.emit(Event::ToolStarted {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            self.journal(&JournalOp::ToolStarted {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            let started = Instant::now();
+            let mut submitted = None;
+            let result = if call.garbled {
+                crate::tools::ToolOutput::err(
+                    "the arguments of this call were not valid JSON, so it was not run; send the call again with valid JSON arguments",
+                )
+            } else if call.name == "submit" {
+                let output = call.arguments.get("output").cloned().unwrap_or(Value::Null);
+                submitted = Some(output);
+                crate::tools::ToolOutput::ok("submitted")
+            } else {
+                match self.tools.get(&call.name) {
+                    Some(tool) => tool.run(&call.arguments, &self.tool_ctx).await,
+                    None => crate::tools::ToolOutput::err(format!("unknown tool '{}'", call.name)),
+                }
+            };
+            let duration_ms = started.elapsed().as_millis() as u64;
+            self.emitter.emit(Event::ToolFinished {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                ok: result.ok,
+                output: result.output.clone(),
+                duration_ms,
+            });
+            self.journal(&JournalOp::ToolFinished {
+                step,
+                call_id: call.id.clone(),
+                ok: result.ok,
+            });
+            self.push_message(Message::tool_result(call, result.output, step));
+            if let Some(output) = submitted {
+                self.answer_unrun(step, &calls[i + 1..], "not run: the task was submitted");
+                return StepEnd::Finish(Status::Submitted, output, None);
+            }
+            if let Some(cause) = self.stop.pending() {
+                self.answer_unrun(step, &calls[i + 1..], "not run: the run was stopped");
+                return StepEnd::Finish(stop_status(cause), Value::Null, None);
+            }
+        }
+        StepEnd::Continue
+    }
+
+    /// Answers calls that will not run, so the history stays well formed.
+    fn answer_unrun(&mut self, step: u32, calls: &[ToolCall], why: &str) {
+        for call in calls {
+            self.push_message(Message::tool_result(call, why, step));
+        }
+    }
+
+    fn push_message(&mut self, message: Message) {
+        let index = self.doc.messages.len();
+        self.doc.messages.push(message);
+        if self.checkpoint.is_some() {
+            let op = JournalOp::Message {
+                index,
+                message: self.doc.messages[index].clone(),
+            };
+            self.journal(&op);
+        }
+    }
+
+    fn sync_doc(&mut self) {
+        self.doc.plan = self.plan.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let switches = self.chain.switches();
+        self.doc.model_switches.truncate(self.prior_switches);
+        self.doc.model_switches.extend(switches.iter().cloned());
+    }
+
+    fn journal_state(&mut self) {
+        self.sync_doc();
+        let op = JournalOp::State {
+            steps: self.doc.steps,
+            totals: self.doc.totals,
+            active_model: self.doc.active_model.clone(),
+            model_switches: self.doc.model_switches.clone(),
+            plan: self.doc.plan.clone(),
+        };
+        self.journal(&op);
+    }
+
+    fn journal(&mut self, op: &JournalOp) {
+        if let Some(cp) = self.checkpoint.as_mut() {
+            if let Err(e) = cp.append(op, &self.doc) {
+                self.checkpoint = None;
+                self.emitter.warn(format!("trajectory checkpoint failed, no longer writing it: {e}"));
+            }
+        }
+    }
+
+    fn finish(mut self, status: Status, output: Value, error: Option<String>, started: Instant) -> Outcome {
+        self.sync_doc();
+        self.doc.active_model = self.chain.active_spec().to_string();
+        self.doc.status = status;
+        self.doc.error = error.clone();
+        self.doc.output = output.clone();
+        self.doc.finished_at = Some(crate::now_rfc3339());
+        if let Some(cp) = self.checkpoint.as_mut() {
+            if let Err(e) = cp.finish(&self.doc) {
+                self.emitter.warn(format!("could not write the trajectory: {e}"));
+            }
+        }
+        self.emitter.emit(Event::RunFinished {
+            status: status.as_str().to_string(),
+            exit_code: status.exit_code(),
+            steps: self.doc.steps,
+            input_tokens: self.doc.totals.input_tokens,
+            output_tokens: self.doc.totals.output_tokens,
+            cost_usd: self.doc.totals.cost_usd,
+            duration_ms: started.elapsed().as_millis() as u64,
+            model_fallbacks: self.chain.switches().len() as u32,
+            active_model: self.doc.active_model.clone(),
+            output: output.clone(),
+            error: error.clone(),
+        });
+        self.emitter.finish();
+        Outcome {
+            status,
+            output,
+            error,
+            steps: self.doc.steps,
+        }
+    }
+}
+
+fn stop_status(cause: StopCause) -> Status {
+    match cause {
+        StopCause::Interrupted => Status::Interrupted,
+        StopCause::TimeLimit => Status::TimeLimit,
+    }
+}

@@ -1,0 +1,72 @@
+//! Command-line flags (SPEC section 1). Doc comments are the `--help` text;
+//! no logic lives here.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// A command-line coding agent that survives provider outages.
+///
+/// Give it a task; it talks to a language model, runs tools in a working
+/// directory, and ends with an answer and an exit code.
+#[derive(Debug, Parser)]
+#[command(name = "tinyagent", version, about, max_term_width = 100)]
+#[command(after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
+3 step/cost/time limit, 130 interrupted.")]
+pub struct Cli {
+    /// The task; `-` (or no TASK with piped stdin) reads it from stdin
+    #[arg(value_name = "TASK")]
+    pub task: Option<String>,
+
+    /// Primary model, <provider>/<model> (config `model`)
+    #[arg(short = 'm', long, value_name = "SPEC")]
+    pub model: Option<String>,
+
+    /// A fallback model, tried in order after transient failures (repeatable; replaces config `fallback_models`)
+    #[arg(long = "fallback-model", value_name = "SPEC", conflicts_with = "no_fallback")]
+    pub fallback_model: Vec<String>,
+
+    /// Ignore any configured fallback chain for this run
+    #[arg(long)]
+    pub no_fallback: bool,
+
+    /// A config file laid over the user config (repeatable, later wins)
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Vec<PathBuf>,
+
+    /// Working directory for tools (default: current directory)
+    #[arg(short = 'C', long = "cwd", value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+
+    /// JSONL events on stdout instead of human output
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the trajectory, a crash-safe checkpoint at every moment
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Stop after N model steps (config `step_limit`)
+    #[arg(long, value_name = "N")]
+    pub step_limit: Option<u32>,
+
+    /// Stop when the run's cost reaches USD (config `cost_limit`)
+    #[arg(long, value_name = "USD")]
+    pub cost_limit: Option<f64>,
+
+    /// Stop after a wall-clock duration such as 90s or 20m (config `time_limit`)
+    #[arg(long, value_name = "DURATION")]
+    pub time_limit: Option<String>,
+
+    /// Reply budget per model request (config `max_output_tokens`)
+    #[arg(long, value_name = "N")]
+    pub max_output_tokens: Option<u32>,
+
+    /// Reasoning effort for providers that support it (config `reasoning_effort`)
+    #[arg(long, value_name = "LEVEL", value_parser = ["low", "medium", "high"])]
+    pub reasoning_effort: Option<String>,
+
+    /// Human mode: print only the final answer and errors
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}

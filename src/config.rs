@@ -1,0 +1,271 @@
+//! The YAML config file types (SPEC section 3), strict: an unknown key
+//! anywhere is an error naming the key and the file. Loading and layering
+//! live here too; defaults and precedence live in `settings.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+use serde_yaml::Value;
+
+/// A duration as written in the config: a string with a unit, or a bare
+/// number (only `0` is valid; the check is in `settings.rs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationText(pub String);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) => Ok(DurationText(s)),
+            Value::Number(n) => Ok(DurationText(n.to_string())),
+            other => Err(serde::de::Error::custom(format!(
+                "expected a duration such as 30s, found {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub model: Option<String>,
+    pub fallback_models: Option<Vec<String>>,
+    pub step_limit: Option<u32>,
+    pub cost_limit: Option<f64>,
+    pub time_limit: Option<DurationText>,
+    pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<String>,
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderConfig>,
+    #[serde(default)]
+    pub retry: RetryConfig,
+    #[serde(default)]
+    pub fallback: FallbackConfig,
+    pub subagents: Option<SubagentsConfig>,
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    #[serde(default)]
+    pub hooks: HooksConfig,
+    pub sandbox_allowed_domains: Option<Vec<String>>,
+    pub health_db: Option<String>,
+}
+
+/// A named provider.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub api: String,
+    pub endpoint: String,
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+}
+
+/// Per-model metadata of a named provider.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub input_price: Option<f64>,
+    pub output_price: Option<f64>,
+    pub cached_input_price: Option<f64>,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+/// `retry:`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    pub attempts: Option<u32>,
+    pub backoff: Option<DurationText>,
+    pub max_backoff: Option<DurationText>,
+    pub jitter: Option<f64>,
+    pub stream_first_event_timeout: Option<DurationText>,
+    pub stream_idle_timeout: Option<DurationText>,
+}
+
+/// `fallback:`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackConfig {
+    pub switch_after: Option<u32>,
+    pub cooldown: Option<DurationText>,
+}
+
+/// `subagents:`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsConfig {
+    pub model: Option<String>,
+    pub step_limit: Option<u32>,
+    pub fallback_models: Option<Vec<String>>,
+}
+
+/// One MCP server started over stdio.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables for the server: name -> the name of a variable of ours to copy.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+}
+
+/// `hooks:`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksConfig {
+    #[serde(default)]
+    pub stop: Vec<HookCommand>,
+    #[serde(default)]
+    pub pre_tool: Vec<HookCommand>,
+    #[serde(default)]
+    pub post_tool: Vec<HookCommand>,
+}
+
+/// One hook command.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookCommand {
+    pub command: String,
+}
+
+/// A config problem, naming the file.
+#[derive(Debug, thiserror::Error)]
+#[error("config {}: {message}", path.display())]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// Reads one config file as YAML and checks it against `Config` on its own,
+/// so an unknown key is reported with this file's name. A missing optional
+/// file yields `None`.
+pub fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError {
+                path: path.to_path_buf(),
+                message: format!("cannot read: {e}"),
+            })
+        }
+    };
+    let err = |message: String| ConfigError {
+        path: path.to_path_buf(),
+        message,
+    };
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))?;
+    let value = match value {
+        Value::Null => Value::Mapping(Default::default()),
+        v @ Value::Mapping(_) => v,
+        _ => return Err(err("expected a mapping of keys at the top level".into())),
+    };
+    check(&value).map_err(err)?;
+    Ok(Some(value))
+}
+
+/// Deserializes a layered value into `Config`, with the key path in errors.
+pub fn check(value: &Value) -> Result<Config, String> {
+    serde_path_to_error::deserialize(value.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let inner = inner
+            .split_once(", expected")
+            .map(|(head, _)| head.to_string())
+            .unwrap_or(inner);
+        if path == "." || path.is_empty() {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+/// Lays `top` over `base` key by key: mappings merge recursively, anything
+/// else replaces.
+pub fn overlay(base: &mut Value, top: Value) {
+    match (base, top) {
+        (Value::Mapping(base), Value::Mapping(top)) => {
+            for (key, value) in top {
+                match base.get_mut(&key) {
+                    Some(existing) => overlay(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, top) => *base = top,
+    }
+}
+
+/// The user config's path: `$TINYAGENT_CONFIG`, else
+/// `$XDG_CONFIG_HOME/tinyagent/config.yaml`, else
+/// `~/.config/tinyagent/config.yaml`.
+pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(p) = env("TINYAGENT_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    if let Some(x) = env("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(x).join("tinyagent/config.yaml"));
+    }
+    env("HOME")
+        .filter(|p| !p.is_empty())
+        .map(|h| PathBuf::from(h).join(".config/tinyagent/config.yaml"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Value {
+        serde_yaml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_path() {
+        let err = check(&yaml("retry: {attempts: 2, tries: 3}")).unwrap_err();
+        assert!(err.contains("retry"), "{err}");
+        assert!(err.contains("unknown field `tries`"), "{err}");
+        let err = check(&yaml("modle: x")).unwrap_err();
+        assert!(err.contains("`modle`"), "{err}");
+    }
+
+    #[test]
+    fn layers_merge_key_by_key() {
+        let mut base = yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
+        overlay(&mut base, yaml("retry: {attempts: 3}\nfallback_models: [z/w]"));
+        let c = check(&base).unwrap();
+        assert_eq!(c.model.as_deref(), Some("a/b"));
+        assert_eq!(c.retry.attempts, Some(3));
+        assert_eq!(c.retry.backoff, Some(DurationText("1s".into())));
+        assert_eq!(c.fallback_models.unwrap(), ["z/w"]);
+    }
+
+    #[test]
+    fn user_config_path_rules() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(
+            user_config_path(&env(&[("TINYAGENT_CONFIG", "/c.yaml"), ("HOME", "/h")])),
+            Some(PathBuf::from("/c.yaml"))
+        );
+        assert_eq!(
+            user_config_path(&env(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")])),
+            Some(PathBuf::from("/x/tinyagent/config.yaml"))
+        );
+        assert_eq!(
+            user_config_path(&env(&[("HOME", "/h")])),
+            Some(PathBuf::from("/h/.config/tinyagent/config.yaml"))
+        );
+    }
+}

@@ -1,0 +1,342 @@
+//! The event vocabulary (SPEC section 6) and the emitter that stamps each
+//! event with `seq`, `ts` and `run_id` and fans it out to sinks.
+//!
+//! Events are the only way out of the agent loop: the terminal view, the
+//! `--json` stream, the log database and the stderr fallback lines all read
+//! the same `EventRecord`.
+
+pub mod human;
+pub mod jsonl;
+
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A tool call as shown in `assistant.message`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolCallView {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+}
+
+/// One event of a run. The serde tag is the wire `type`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    #[serde(rename = "run.started")]
+    RunStarted {
+        task: String,
+        model: String,
+        cwd: String,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        fallback_models: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resumed_from: Option<String>,
+    },
+    #[serde(rename = "step.started")]
+    StepStarted { step: u32, model: String },
+    #[serde(rename = "provider.retry")]
+    ProviderRetry {
+        step: u32,
+        model: String,
+        attempt: u32,
+        next_attempt: u32,
+        wait_seconds: f64,
+        reason: String,
+    },
+    #[serde(rename = "model.attempt_reset")]
+    AttemptReset { step: u32, model: String },
+    #[serde(rename = "model.fallback")]
+    ModelFallback {
+        step: u32,
+        from: String,
+        to: String,
+        reason: String,
+        attempts: u32,
+    },
+    #[serde(rename = "model.restore")]
+    ModelRestore { step: u32, from: String, to: String },
+    #[serde(rename = "model.response")]
+    ModelResponse {
+        step: u32,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        cost_usd: f64,
+        finish_reason: String,
+    },
+    #[serde(rename = "assistant.message")]
+    AssistantMessage {
+        step: u32,
+        model: String,
+        text: String,
+        tool_calls: Vec<ToolCallView>,
+    },
+    #[serde(rename = "tool.started")]
+    ToolStarted {
+        step: u32,
+        call_id: String,
+        tool: String,
+        arguments: Value,
+    },
+    #[serde(rename = "tool.finished")]
+    ToolFinished {
+        step: u32,
+        call_id: String,
+        tool: String,
+        ok: bool,
+        output: String,
+        duration_ms: u64,
+    },
+    #[serde(rename = "context.compacted")]
+    ContextCompacted {
+        step: u32,
+        model: String,
+        tokens_before: u64,
+        tokens_after: u64,
+    },
+    #[serde(rename = "warning")]
+    Warning { message: String },
+    #[serde(rename = "run.finished")]
+    RunFinished {
+        status: String,
+        exit_code: i32,
+        steps: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        cost_usd: f64,
+        duration_ms: u64,
+        model_fallbacks: u32,
+        active_model: String,
+        output: Value,
+        error: Option<String>,
+    },
+}
+
+impl Event {
+    /// The wire `type` of this event.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run.started",
+            Event::StepStarted { .. } => "step.started",
+            Event::ProviderRetry { .. } => "provider.retry",
+            Event::AttemptReset { .. } => "model.attempt_reset",
+            Event::ModelFallback { .. } => "model.fallback",
+            Event::ModelRestore { .. } => "model.restore",
+            Event::ModelResponse { .. } => "model.response",
+            Event::AssistantMessage { .. } => "assistant.message",
+            Event::ToolStarted { .. } => "tool.started",
+            Event::ToolFinished { .. } => "tool.finished",
+            Event::ContextCompacted { .. } => "context.compacted",
+            Event::Warning { .. } => "warning",
+            Event::RunFinished { .. } => "run.finished",
+        }
+    }
+
+    /// The step an event belongs to, when it has one.
+    pub fn step(&self) -> Option<u32> {
+        match self {
+            Event::StepStarted { step, .. }
+            | Event::ProviderRetry { step, .. }
+            | Event::AttemptReset { step, .. }
+            | Event::ModelFallback { step, .. }
+            | Event::ModelRestore { step, .. }
+            | Event::ModelResponse { step, .. }
+            | Event::AssistantMessage { step, .. }
+            | Event::ToolStarted { step, .. }
+            | Event::ToolFinished { step, .. }
+            | Event::ContextCompacted { step, .. } => Some(*step),
+            Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
+        }
+    }
+}
+
+/// An event as it leaves the emitter: the typed event plus its envelope and
+/// the exact JSON object that `--json` prints.
+#[derive(Debug, Clone)]
+pub struct EventRecord {
+    pub seq: u64,
+    pub ts: String,
+    pub run_id: String,
+    pub event: Event,
+    /// `type`, `seq`, `ts`, `run_id`, then the event's own fields.
+    pub json: Value,
+}
+
+/// A consumer of events. Sinks must not fail the run: they report their own
+/// trouble on stderr at most.
+pub trait Sink: Send {
+    fn handle(&mut self, record: &EventRecord);
+    /// Streamed reply text, for live display; not an event.
+    fn text_delta(&mut self, _step: u32, _text: &str) {}
+    /// Called once at the very end, after `run.finished`.
+    fn finish(&mut self) {}
+}
+
+struct EmitterInner {
+    seq: u64,
+    sinks: Vec<Box<dyn Sink>>,
+}
+
+/// Stamps and fans out events. Cheap to clone; shared by the agent loop,
+/// the retry loop and the chain.
+#[derive(Clone)]
+pub struct Emitter {
+    run_id: Arc<str>,
+    inner: Arc<Mutex<EmitterInner>>,
+}
+
+impl Emitter {
+    pub fn new(run_id: &str, sinks: Vec<Box<dyn Sink>>) -> Self {
+        Emitter {
+            run_id: run_id.into(),
+            inner: Arc::new(Mutex::new(EmitterInner { seq: 0, sinks })),
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Adds a sink; events already emitted are not replayed.
+    pub fn add_sink(&self, sink: Box<dyn Sink>) {
+        self.lock().sinks.push(sink);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, EmitterInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Emits one event to every sink, in order.
+    pub fn emit(&self, event: Event) {
+        let mut inner = self.lock();
+        inner.seq += 1;
+        let seq = inner.seq;
+        let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let json = envelope(&event, seq, &ts, &self.run_id);
+        let record = EventRecord {
+            seq,
+            ts,
+            run_id: self.run_id.to_string(),
+            event,
+            json,
+        };
+        for sink in inner.sinks.iter_mut() {
+            sink.handle(&record);
+        }
+    }
+
+    /// Shorthand for a `warning` event.
+    pub fn warn(&self, message: impl Into<String>) {
+        self.emit(Event::Warning {
+            message: message.into(),
+        });
+    }
+
+    /// Forwards streamed reply text to sinks that display it.
+    pub fn text_delta(&self, step: u32, text: &str) {
+        for sink in self.lock().sinks.iter_mut() {
+            sink.text_delta(step, text);
+        }
+    }
+
+    /// Flushes and closes every sink.
+    pub fn finish(&self) {
+        for sink in self.lock().sinks.iter_mut() {
+            sink.finish();
+        }
+    }
+}
+
+fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str) -> Value {
+    let body = serde_json::to_value(event).unwrap_or(Value::Null);
+    let mut map = Map::new();
+    map.insert("type".into(), Value::from(event.type_name()));
+    map.insert("seq".into(), Value::from(seq));
+    map.insert("ts".into(), Value::from(ts));
+    map.insert("run_id".into(), Value::from(run_id));
+    if let Value::Object(fields) = body {
+        for (k, v) in fields {
+            if k != "type" {
+                map.insert(k, v);
+            }
+        }
+    }
+    Value::Object(map)
+}
+
+/// Prints the fallback and restore lines SPEC requires on stderr in every
+/// mode (`--json` and `-q` included).
+pub struct SwitchNotices;
+
+impl Sink for SwitchNotices {
+    fn handle(&mut self, record: &EventRecord) {
+        if let Some(line) = switch_line(&record.event) {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The stderr line for a switch or restore event.
+pub fn switch_line(event: &Event) -> Option<String> {
+    match event {
+        Event::ModelFallback {
+            step,
+            from,
+            to,
+            reason,
+            ..
+        } => Some(format!(
+            "model fallback: {from} -> {to} ({reason}) at step {step}"
+        )),
+        Event::ModelRestore { step, from, to } => {
+            Some(format!("model restore: {from} -> {to} at step {step}"))
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Capture(Arc<Mutex<Vec<Value>>>);
+    impl Sink for Capture {
+        fn handle(&mut self, record: &EventRecord) {
+            self.0.lock().unwrap().push(record.json.clone());
+        }
+    }
+
+    #[test]
+    fn envelope_comes_first_and_seq_counts_from_one() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new("r1", vec![Box::new(Capture(seen.clone()))]);
+        emitter.emit(Event::StepStarted {
+            step: 1,
+            model: "script/a".into(),
+        });
+        emitter.warn("careful");
+        let seen = seen.lock().unwrap();
+        let keys: Vec<&String> = seen[0].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["type", "seq", "ts", "run_id", "step", "model"]);
+        assert_eq!(seen[0]["type"], "step.started");
+        assert_eq!(seen[0]["seq"], 1);
+        assert_eq!(seen[1]["seq"], 2);
+        assert_eq!(seen[1]["message"], "careful");
+    }
+
+    #[test]
+    fn switch_lines_match_spec() {
+        let line = switch_line(&Event::ModelFallback {
+            step: 3,
+            from: "a/x".into(),
+            to: "b/y".into(),
+            reason: "http_503".into(),
+            attempts: 6,
+        });
+        assert_eq!(line.unwrap(), "model fallback: a/x -> b/y (http_503) at step 3");
+    }
+}

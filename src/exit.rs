@@ -1,0 +1,64 @@
+//! Run statuses and the exit-code table (SPEC section 1), in one place.
+
+use serde::{Deserialize, Serialize};
+
+/// How a run ended (or `Running` while it goes on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Submitted,
+    Completed,
+    Error,
+    OutputTruncated,
+    StepLimit,
+    CostLimit,
+    TimeLimit,
+    Interrupted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Submitted => "submitted",
+            Status::Completed => "completed",
+            Status::Error => "error",
+            Status::OutputTruncated => "output_truncated",
+            Status::StepLimit => "step_limit",
+            Status::CostLimit => "cost_limit",
+            Status::TimeLimit => "time_limit",
+            Status::Interrupted => "interrupted",
+        }
+    }
+
+    /// The process exit code for a run that ended with this status.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Status::Submitted | Status::Completed => 0,
+            Status::Error | Status::OutputTruncated | Status::Running => 1,
+            Status::StepLimit | Status::CostLimit | Status::TimeLimit => 3,
+            Status::Interrupted => 130,
+        }
+    }
+}
+
+/// Usage, config or validation error: always before any model request.
+pub const USAGE: i32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_code_table() {
+        assert_eq!(Status::Submitted.exit_code(), 0);
+        assert_eq!(Status::Completed.exit_code(), 0);
+        assert_eq!(Status::Error.exit_code(), 1);
+        assert_eq!(Status::OutputTruncated.exit_code(), 1);
+        assert_eq!(Status::StepLimit.exit_code(), 3);
+        assert_eq!(Status::CostLimit.exit_code(), 3);
+        assert_eq!(Status::TimeLimit.exit_code(), 3);
+        assert_eq!(Status::Interrupted.exit_code(), 130);
+    }
+}

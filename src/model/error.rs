@@ -1,0 +1,207 @@
+//! Typed model errors and the one classification table that says whether a
+//! failure is transient (retry, then maybe switch), quota (switch at once),
+//! context overflow (compact) or fatal (end the run).
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// A failed model request. Adapters build these; they never carry a raw
+/// response body, only a short vendor message.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum ModelError {
+    /// An HTTP error status that is not quota or context overflow.
+    #[error("HTTP {status}{}{}", short(message), hint(*status))]
+    Status {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// The account's quota, credit or billing is exhausted.
+    #[error("quota exhausted{}", short(message))]
+    Quota { status: u16, message: String },
+    /// The prompt does not fit the model's context window.
+    #[error("context overflow{}", short(message))]
+    ContextOverflow { message: String },
+    /// Connection refused, reset, or dropped before or during a reply.
+    #[error("network error{}", short(message))]
+    Network { message: String },
+    /// No first event in time, or silence past the idle limit.
+    #[error("timeout{}", short(message))]
+    Timeout { message: String },
+    /// The stream ended without its finish marker.
+    #[error("stream ended without its finish marker")]
+    StreamIncomplete,
+    /// A request we could not even build or send (bad local setup); never retried.
+    #[error("{message}")]
+    Invalid { message: String },
+}
+
+fn short(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
+    }
+}
+
+fn hint(status: u16) -> &'static str {
+    if status == 404 {
+        " (hint: the model name may be wrong)"
+    } else {
+        ""
+    }
+}
+
+/// What to do about a failure. Every `ModelError` maps to exactly one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Retry with backoff; after the retry budget, the chain may switch.
+    /// Carries the failure reason (`http_503`, `network`, ...).
+    Transient(String),
+    /// Not retried on this model; the chain switches at once.
+    Quota,
+    /// Compact the history and retry once; never a switch by itself.
+    ContextOverflow,
+    /// End the run with `error`; never a switch.
+    Fatal,
+}
+
+impl ModelError {
+    /// The one classification table (SPEC section 4).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            ModelError::Status { status, .. } if *status == 429 || (500..600).contains(status) => {
+                ErrorClass::Transient(format!("http_{status}"))
+            }
+            ModelError::Status { .. } => ErrorClass::Fatal,
+            ModelError::Quota { .. } => ErrorClass::Quota,
+            ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
+            ModelError::Network { .. } => ErrorClass::Transient("network".into()),
+            ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
+            ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
+            ModelError::Invalid { .. } => ErrorClass::Fatal,
+        }
+    }
+
+    /// The failure reason used by `provider.retry`, `model.fallback` and the
+    /// stderr line, for failures that have one.
+    pub fn reason(&self) -> String {
+        match self.class() {
+            ErrorClass::Transient(reason) => reason,
+            ErrorClass::Quota => "quota".into(),
+            ErrorClass::ContextOverflow => "context_overflow".into(),
+            ErrorClass::Fatal => match self {
+                ModelError::Status { status, .. } => format!("http_{status}"),
+                _ => "error".into(),
+            },
+        }
+    }
+
+    /// The server's requested wait, if it sent one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Classifies an HTTP error status plus the vendor's short message and error
+/// code into a `ModelError`, recognising quota and context-overflow errors
+/// that vendors report under ordinary statuses (OpenAI `insufficient_quota`,
+/// Anthropic "credit balance is too low", "prompt is too long", ...).
+pub fn classify_status(
+    status: u16,
+    code: Option<&str>,
+    message: &str,
+    retry_after: Option<Duration>,
+) -> ModelError {
+    let lower = message.to_ascii_lowercase();
+    let code = code.unwrap_or("").to_ascii_lowercase();
+    let quota = code == "insufficient_quota"
+        || code == "billing_hard_limit_reached"
+        || lower.contains("credit balance is too low")
+        || lower.contains("insufficient_quota")
+        || lower.contains("exceeded your current quota")
+        || lower.contains("billing");
+    if quota && (status == 429 || (400..500).contains(&status)) {
+        return ModelError::Quota {
+            status,
+            message: message.to_string(),
+        };
+    }
+    let overflow = code == "context_length_exceeded"
+        || lower.contains("prompt is too long")
+        || lower.contains("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("context window")
+        || lower.contains("too many tokens");
+    if overflow && (400..500).contains(&status) && status != 429 {
+        return ModelError::ContextOverflow {
+            message: message.to_string(),
+        };
+    }
+    ModelError::Status {
+        status,
+        message: message.to_string(),
+        retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(s: u16) -> ModelError {
+        classify_status(s, None, "", None)
+    }
+
+    #[test]
+    fn transient_statuses() {
+        for s in [429, 500, 502, 503, 504, 529] {
+            assert_eq!(status(s).class(), ErrorClass::Transient(format!("http_{s}")));
+        }
+    }
+
+    #[test]
+    fn fatal_statuses() {
+        for s in [400, 401, 403, 404, 413, 422] {
+            assert_eq!(status(s).class(), ErrorClass::Fatal, "{s}");
+        }
+    }
+
+    #[test]
+    fn not_found_hints_at_model_name() {
+        assert!(status(404).to_string().contains("model name may be wrong"));
+    }
+
+    #[test]
+    fn quota_is_recognised_by_code_and_message() {
+        let openai = classify_status(429, Some("insufficient_quota"), "You exceeded your current quota", None);
+        assert_eq!(openai.class(), ErrorClass::Quota);
+        let anthropic = classify_status(
+            400,
+            Some("invalid_request_error"),
+            "Your credit balance is too low to access the Anthropic API.",
+            None,
+        );
+        assert_eq!(anthropic.class(), ErrorClass::Quota);
+        assert_eq!(anthropic.reason(), "quota");
+    }
+
+    #[test]
+    fn context_overflow_is_recognised() {
+        let anthropic = classify_status(400, Some("invalid_request_error"), "prompt is too long: 210000 tokens > 200000 maximum", None);
+        assert_eq!(anthropic.class(), ErrorClass::ContextOverflow);
+        let openai = classify_status(400, Some("context_length_exceeded"), "This model's maximum context length is 128000 tokens.", None);
+        assert_eq!(openai.class(), ErrorClass::ContextOverflow);
+    }
+
+    #[test]
+    fn stream_failures_are_transient_with_reasons() {
+        assert_eq!(ModelError::Network { message: String::new() }.reason(), "network");
+        assert_eq!(ModelError::Timeout { message: String::new() }.reason(), "timeout");
+        assert_eq!(ModelError::StreamIncomplete.reason(), "stream_incomplete");
+    }
+}

@@ -1,0 +1,124 @@
+//! Builds chain members from specs: resolves the provider (built-in or
+//! named), its endpoint, key, headers, prices and limits, then the adapter.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::chain::Member;
+use super::price::{builtin_price, Pricing};
+use super::script::ScriptModel;
+use super::spec::{builtin, ModelSpec, WireApi};
+use super::Model;
+use crate::config::ProviderConfig;
+use crate::settings::{Env, SetupError};
+
+/// A provider resolved for one model: everything an adapter needs.
+#[derive(Clone)]
+pub struct ResolvedProvider {
+    pub api: WireApi,
+    /// Base URL the API's own paths are appended to.
+    pub endpoint: String,
+    /// The key's value. Never printed, logged or stored.
+    pub api_key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub pricing: Option<Pricing>,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for ResolvedProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedProvider")
+            .field("api", &self.api)
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Resolves `spec` against the built-in table and the named providers.
+pub fn resolve(
+    spec: &ModelSpec,
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+) -> Result<ResolvedProvider, SetupError> {
+    if let Some(b) = builtin(&spec.provider) {
+        let endpoint = b
+            .endpoint_env
+            .and_then(|var| env(var))
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| b.endpoint.to_string());
+        let endpoint = if b.api == WireApi::Ollama && !endpoint.contains("://") {
+            format!("http://{endpoint}")
+        } else {
+            endpoint
+        };
+        return Ok(ResolvedProvider {
+            api: b.api,
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            api_key: b.key_env.and_then(|var| env(var)),
+            headers: BTreeMap::new(),
+            pricing: builtin_price(&spec.provider, &spec.model),
+            context_window: None,
+            max_output_tokens: None,
+        });
+    }
+    let p = providers
+        .get(&spec.provider)
+        .ok_or_else(|| SetupError(format!("model '{spec}': unknown provider '{}'", spec.provider)))?;
+    let api = WireApi::from_config(&p.api)
+        .ok_or_else(|| SetupError(format!("providers.{}: unknown api '{}'", spec.provider, p.api)))?;
+    let model = p.models.get(&spec.model).cloned().unwrap_or_default();
+    let pricing = match (model.input_price, model.output_price) {
+        (None, None) => None,
+        (input, output) => {
+            let input = input.unwrap_or(0.0);
+            Some(Pricing {
+                input,
+                output: output.unwrap_or(0.0),
+                cached_input: model.cached_input_price.unwrap_or(input),
+            })
+        }
+    };
+    Ok(ResolvedProvider {
+        api,
+        endpoint: p.endpoint.trim_end_matches('/').to_string(),
+        api_key: p.api_key_env.as_deref().and_then(|var| env(var)),
+        headers: p.headers.clone(),
+        pricing,
+        context_window: model.context_window,
+        max_output_tokens: model.max_output_tokens,
+    })
+}
+
+/// What adapters need beyond the provider: the retry policy's stream timeouts.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTimeouts {
+    pub first_event: std::time::Duration,
+    pub idle: std::time::Duration,
+}
+
+/// Builds the chain member for `spec`.
+pub fn build_member(
+    spec: &ModelSpec,
+    providers: &BTreeMap<String, ProviderConfig>,
+    timeouts: StreamTimeouts,
+    env: Env,
+) -> Result<Member, SetupError> {
+    let resolved = resolve(spec, providers, env)?;
+    let model: Box<dyn Model> = match resolved.api {
+        WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
+        api => {
+            let _ = timeouts;
+            return Err(SetupError(format!(
+                "model '{spec}': the {api:?} wire API is not available in this build"
+            )));
+        }
+    };
+    Ok(Member::new(
+        spec.to_string(),
+        model,
+        resolved.pricing,
+        resolved.context_window,
+    ))
+}

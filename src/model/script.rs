@@ -1,0 +1,314 @@
+//! The offline scripted model (`script/<file>`, SPEC section 10): a YAML list
+//! of replies used one per request, the last repeating.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::classify_status;
+use super::{FinishReason, Model, ModelError, Request, Response, StreamObserver, ToolCall, Usage};
+
+/// One scripted reply as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptReply {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ScriptToolCall>,
+    #[serde(default)]
+    usage: Option<ScriptUsage>,
+    #[serde(default)]
+    finish: Option<String>,
+    #[serde(default)]
+    error: Option<ScriptError>,
+    /// Use this reply this many times in a row.
+    #[serde(default)]
+    repeat: Option<usize>,
+    /// Extension: the reply's cost in USD, overriding the price table.
+    #[serde(default)]
+    cost: Option<f64>,
+    /// Extension: wait this long before answering (e.g. `2s`).
+    #[serde(default)]
+    delay: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    name: String,
+    /// An object; a string is read as raw JSON text (garbled when invalid).
+    #[serde(default)]
+    arguments: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptUsage {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cached_input: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptError {
+    #[serde(default)]
+    status: Option<u16>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    retry_after: Option<f64>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// A scripted model: replies in file order, one per request.
+#[derive(Debug)]
+pub struct ScriptModel {
+    replies: Vec<ScriptReply>,
+    next: AtomicUsize,
+}
+
+impl ScriptModel {
+    /// Reads and checks a script file; the error names the file.
+    pub fn load(path: &Path) -> Result<ScriptModel, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
+    }
+
+    fn parse(text: &str) -> Result<ScriptModel, String> {
+        let raw: Vec<ScriptReply> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let mut replies = Vec::new();
+        for (i, reply) in raw.into_iter().enumerate() {
+            if let Some(kind) = reply.error.as_ref().and_then(|e| e.kind.as_deref()) {
+                if !matches!(
+                    kind,
+                    "quota" | "network" | "timeout" | "context_overflow" | "stream_incomplete"
+                ) {
+                    return Err(format!("reply {}: unknown error kind '{kind}'", i + 1));
+                }
+            }
+            if let Some(err) = &reply.error {
+                if err.status.is_none() && err.kind.is_none() {
+                    return Err(format!("reply {}: error needs a status or a kind", i + 1));
+                }
+            }
+            if let Some(delay) = &reply.delay {
+                crate::duration::parse(delay).map_err(|e| format!("reply {}: delay: {e}", i + 1))?;
+            }
+            let count = reply.repeat.unwrap_or(1).max(1);
+            for _ in 0..count {
+                replies.push(reply.clone());
+            }
+        }
+        if replies.is_empty() {
+            return Err("the script has no replies".into());
+        }
+        Ok(ScriptModel {
+            replies,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    fn take(&self) -> &ScriptReply {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        &self.replies[i.min(self.replies.len() - 1)]
+    }
+}
+
+fn scripted_error(error: &ScriptError) -> ModelError {
+    let message = error.message.clone().unwrap_or_default();
+    let retry_after = error.retry_after.map(Duration::from_secs_f64);
+    match error.kind.as_deref() {
+        Some("quota") => ModelError::Quota {
+            status: error.status.unwrap_or(429),
+            message,
+        },
+        Some("network") => ModelError::Network { message },
+        Some("timeout") => ModelError::Timeout { message },
+        Some("context_overflow") => ModelError::ContextOverflow { message },
+        Some("stream_incomplete") => ModelError::StreamIncomplete,
+        _ => classify_status(error.status.unwrap_or(500), None, &message, retry_after),
+    }
+}
+
+fn tool_call(call: &ScriptToolCall, index: usize, serial: usize) -> ToolCall {
+    let id = call
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("call_{serial}_{}", index + 1));
+    let (arguments, garbled) = match &call.arguments {
+        None => (Value::Object(Default::default()), false),
+        Some(serde_yaml::Value::String(raw)) => match serde_json::from_str::<Value>(raw) {
+            Ok(value @ Value::Object(_)) => (value, false),
+            _ => (Value::String(raw.clone()), true),
+        },
+        Some(other) => (
+            serde_json::to_value(other).unwrap_or(Value::Null),
+            false,
+        ),
+    };
+    ToolCall {
+        id,
+        name: call.name.clone(),
+        arguments,
+        garbled,
+    }
+}
+
+/// A rough token estimate for replies that give no usage.
+fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4)
+}
+
+#[async_trait]
+impl Model for ScriptModel {
+    async fn complete(
+        &self,
+        request: &Request<'_>,
+        observer: &dyn StreamObserver,
+    ) -> Result<Response, ModelError> {
+        let serial = self.next.load(Ordering::Relaxed) + 1;
+        let reply = self.take();
+        if let Some(delay) = reply.delay.as_deref().and_then(|d| crate::duration::parse(d).ok()) {
+            tokio::time::sleep(delay).await;
+        }
+        if let Some(text) = &reply.text {
+            if !text.is_empty() {
+                observer.text_delta(text);
+            }
+        }
+        if let Some(error) = &reply.error {
+            return Err(scripted_error(error));
+        }
+        let tool_calls: Vec<ToolCall> = reply
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| tool_call(c, i, serial))
+            .collect();
+        let text = reply.text.clone().unwrap_or_default();
+        let finish = match reply.finish.as_deref() {
+            Some("length") => FinishReason::Length,
+            _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
+            _ => FinishReason::Stop,
+        };
+        let usage = match &reply.usage {
+            Some(u) => Usage {
+                input_tokens: u.input,
+                output_tokens: u.output,
+                cached_input_tokens: u.cached_input,
+            },
+            None => {
+                let input_chars: usize = request.system.len()
+                    + request
+                        .messages
+                        .iter()
+                        .map(|m| m.content.len() + 16)
+                        .sum::<usize>();
+                let output_chars = text.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.name.len() + c.arguments.to_string().len())
+                        .sum::<usize>();
+                Usage {
+                    input_tokens: estimate_tokens(input_chars),
+                    output_tokens: estimate_tokens(output_chars),
+                    cached_input_tokens: 0,
+                }
+            }
+        };
+        Ok(Response {
+            text,
+            tool_calls,
+            usage,
+            finish,
+            extra: None,
+            cost_override: reply.cost,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ErrorClass, NoObserver};
+
+    fn request() -> Request<'static> {
+        Request {
+            system: "",
+            messages: &[],
+            tools: &[],
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec: "script/t.yaml",
+        }
+    }
+
+    fn run(model: &ScriptModel) -> Result<Response, ModelError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(model.complete(&request(), &NoObserver))
+    }
+
+    #[test]
+    fn replies_in_order_then_the_last_repeats() {
+        let m = ScriptModel::parse(
+            "- error: {status: 503}\n  repeat: 2\n- text: hi\n  usage: {input: 10, output: 2}\n",
+        )
+        .unwrap();
+        assert_eq!(run(&m).unwrap_err().class(), ErrorClass::Transient("http_503".into()));
+        assert!(run(&m).is_err());
+        let ok = run(&m).unwrap();
+        assert_eq!(ok.text, "hi");
+        assert_eq!(ok.usage.input_tokens, 10);
+        assert_eq!(run(&m).unwrap().text, "hi");
+    }
+
+    #[test]
+    fn error_kinds_map_to_classes() {
+        let m = ScriptModel::parse(
+            "- error: {kind: quota}\n- error: {kind: network}\n- error: {kind: timeout}\n- error: {kind: context_overflow}\n- error: {status: 401}\n",
+        )
+        .unwrap();
+        assert_eq!(run(&m).unwrap_err().class(), ErrorClass::Quota);
+        assert_eq!(run(&m).unwrap_err().reason(), "network");
+        assert_eq!(run(&m).unwrap_err().reason(), "timeout");
+        assert_eq!(run(&m).unwrap_err().class(), ErrorClass::ContextOverflow);
+        assert_eq!(run(&m).unwrap_err().class(), ErrorClass::Fatal);
+    }
+
+    #[test]
+    fn tool_calls_and_garbled_arguments() {
+        let m = ScriptModel::parse(
+            "- tool_calls:\n  - {name: bash, arguments: {command: ls}}\n  - {name: bash, arguments: '{\"command\": '}\n",
+        )
+        .unwrap();
+        let r = run(&m).unwrap();
+        assert_eq!(r.finish, FinishReason::ToolCalls);
+        assert_eq!(r.tool_calls[0].arguments["command"], "ls");
+        assert!(!r.tool_calls[0].garbled);
+        assert!(r.tool_calls[1].garbled);
+    }
+
+    #[test]
+    fn unknown_keys_and_kinds_are_errors() {
+        assert!(ScriptModel::parse("- txt: hi\n").is_err());
+        assert!(ScriptModel::parse("- error: {kind: weird}\n").is_err());
+        assert!(ScriptModel::parse("[]").is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! `Settings::resolve`: flags, config layers and environment into one
+//! validated value. Defaults and precedence are decided here, once; nothing
+//! downstream re-checks an option that has a default.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::Cli;
+use crate::config::{self, Config, DurationText, ProviderConfig};
+use crate::duration;
+use crate::model::chain::{Cooldown, FallbackPolicy};
+use crate::model::retry::RetryPolicy;
+use crate::model::spec::{builtin, ModelSpec, WireApi};
+
+/// Most fallback entries a chain may have.
+pub const MAX_FALLBACKS: usize = 3;
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub task: String,
+    pub cwd: PathBuf,
+    pub json: bool,
+    pub quiet: bool,
+    pub output: Option<PathBuf>,
+    pub primary: ModelSpec,
+    pub fallbacks: Vec<ModelSpec>,
+    pub step_limit: Option<u32>,
+    pub cost_limit: Option<f64>,
+    pub time_limit: Option<Duration>,
+    pub max_output_tokens: Option<u32>,
+    pub reasoning_effort: Option<String>,
+    pub retry: RetryPolicy,
+    pub fallback: FallbackPolicy,
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// The merged config, for features that read their own section.
+    pub config: Config,
+}
+
+/// A usage, config or validation error (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetupError(pub String);
+
+impl From<config::ConfigError> for SetupError {
+    fn from(e: config::ConfigError) -> Self {
+        SetupError(e.to_string())
+    }
+}
+
+/// Reads environment variables; a parameter so tests need no global state.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, SetupError> {
+    text.as_ref()
+        .map(|t| duration::parse(&t.0).map_err(|e| SetupError(format!("config {key}: {e}"))))
+        .transpose()
+}
+
+impl Settings {
+    /// Loads the user config and `-c` layers and resolves them with `cli`.
+    pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, SetupError> {
+        let config = load_config(&cli.config, env)?;
+        let task = read_task(cli.task.as_deref())?;
+        Self::from_parts(cli, config, task, env)
+    }
+
+    /// Resolution once the config is loaded and the task known.
+    pub fn from_parts(cli: &Cli, config: Config, task: String, env: Env) -> Result<Settings, SetupError> {
+        let cwd = match &cli.cwd {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
+        };
+        if !cwd.is_dir() {
+            return Err(SetupError(format!("--cwd {}: not a directory", cwd.display())));
+        }
+        let cwd = cwd.canonicalize().unwrap_or(cwd);
+
+        for name in config.providers.keys() {
+            if builtin(name).is_some() {
+                return Err(SetupError(format!(
+                    "config providers.{name}: a named provider may not shadow the built-in provider '{name}'"
+                )));
+            }
+        }
+        for (name, p) in &config.providers {
+            if WireApi::from_config(&p.api).is_none() {
+                return Err(SetupError(format!(
+                    "config providers.{name}.api: unknown API '{}' (expected openai, responses, anthropic or ollama)",
+                    p.api
+                )));
+            }
+        }
+
+        let model_text = cli.model.clone().or_else(|| config.model.clone()).ok_or_else(|| {
+            SetupError("no model: give -m <provider>/<model> or set `model` in the config".into())
+        })?;
+        let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
+        check_known(&primary, &config.providers, env, "model")?;
+
+        let fallback_texts: Vec<String> = if cli.no_fallback {
+            Vec::new()
+        } else if !cli.fallback_model.is_empty() {
+            cli.fallback_model.clone()
+        } else {
+            config.fallback_models.clone().unwrap_or_default()
+        };
+        let fallbacks = validate_chain(&primary, &fallback_texts, &config.providers, env)?;
+
+        let time_limit = match &cli.time_limit {
+            Some(t) => Some(duration::parse(t).map_err(|e| SetupError(format!("--time-limit: {e}")))?),
+            None => dur(&config.time_limit, "time_limit")?,
+        };
+        let cost_limit = cli.cost_limit.or(config.cost_limit);
+        if let Some(c) = cost_limit {
+            if !(c >= 0.0) {
+                return Err(SetupError(format!("cost limit must be a non-negative number, got {c}")));
+            }
+        }
+        let reasoning_effort = cli.reasoning_effort.clone().or(config.reasoning_effort.clone());
+        if let Some(r) = &reasoning_effort {
+            if !matches!(r.as_str(), "low" | "medium" | "high") {
+                return Err(SetupError(format!(
+                    "config reasoning_effort: '{r}' is not one of low, medium, high"
+                )));
+            }
+        }
+
+        let defaults = RetryPolicy::default();
+        let r = &config.retry;
+        let retry = RetryPolicy {
+            attempts: r.attempts.unwrap_or(defaults.attempts),
+            backoff: dur(&r.backoff, "retry.backoff")?.unwrap_or(defaults.backoff),
+            max_backoff: dur(&r.max_backoff, "retry.max_backoff")?.unwrap_or(defaults.max_backoff),
+            jitter: r.jitter.unwrap_or(defaults.jitter),
+            stream_first_event_timeout: dur(&r.stream_first_event_timeout, "retry.stream_first_event_timeout")?
+                .unwrap_or(defaults.stream_first_event_timeout),
+            stream_idle_timeout: dur(&r.stream_idle_timeout, "retry.stream_idle_timeout")?
+                .unwrap_or(defaults.stream_idle_timeout),
+        };
+        if retry.attempts == 0 {
+            return Err(SetupError("config retry.attempts: must be at least 1".into()));
+        }
+        if !(0.0..=10.0).contains(&retry.jitter) {
+            return Err(SetupError("config retry.jitter: must be between 0 and 10".into()));
+        }
+        let cooldown = match config.fallback.cooldown.as_ref().map(|c| c.0.as_str()) {
+            None => Cooldown::For(Duration::from_secs(300)),
+            Some("never") => Cooldown::Never,
+            Some(text) => Cooldown::For(
+                duration::parse(text).map_err(|e| SetupError(format!("config fallback.cooldown: {e}")))?,
+            ),
+        };
+        let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
+        if switch_after == 0 {
+            return Err(SetupError("config fallback.switch_after: must be at least 1".into()));
+        }
+        let fallback = FallbackPolicy {
+            switch_after: switch_after.min(retry.attempts),
+            cooldown,
+        };
+
+        Ok(Settings {
+            task,
+            cwd,
+            json: cli.json,
+            quiet: cli.quiet,
+            output: cli.output.clone(),
+            primary,
+            fallbacks,
+            step_limit: cli.step_limit.or(config.step_limit),
+            cost_limit,
+            time_limit,
+            max_output_tokens: cli.max_output_tokens.or(config.max_output_tokens),
+            reasoning_effort,
+            retry,
+            fallback,
+            providers: config.providers.clone(),
+            config,
+        })
+    }
+}
+
+/// Loads the user config (missing is fine) and lays each `-c` file over it.
+pub fn load_config(layers: &[PathBuf], env: Env) -> Result<Config, SetupError> {
+    let mut merged = serde_yaml::Value::Mapping(Default::default());
+    if let Some(path) = config::user_config_path(env) {
+        if let Some(layer) = config::read_layer(&path, false)? {
+            config::overlay(&mut merged, layer);
+        }
+    }
+    for path in layers {
+        if let Some(layer) = config::read_layer(path, true)? {
+            config::overlay(&mut merged, layer);
+        }
+    }
+    config::check(&merged).map_err(|e| SetupError(format!("config: {e}")))
+}
+
+/// The task from the argument, or stdin for `-` or a piped stdin.
+pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
+    let from_stdin = match arg {
+        Some("-") => true,
+        Some(text) => return non_empty(text.to_string()),
+        None => !std::io::stdin().is_terminal(),
+    };
+    if !from_stdin {
+        return Err(SetupError("no task: give TASK as an argument or pipe it on stdin".into()));
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| SetupError(format!("cannot read the task from stdin: {e}")))?;
+    non_empty(text)
+}
+
+fn non_empty(text: String) -> Result<String, SetupError> {
+    if text.trim().is_empty() {
+        Err(SetupError("no task: the task is empty".into()))
+    } else {
+        Ok(text)
+    }
+}
+
+/// Checks that a spec names a known provider whose key variable is set.
+fn check_known(
+    spec: &ModelSpec,
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    let key_env = if let Some(b) = builtin(&spec.provider) {
+        b.key_env.map(str::to_string)
+    } else if let Some(p) = providers.get(&spec.provider) {
+        p.api_key_env.clone()
+    } else {
+        return Err(SetupError(format!(
+            "{what} '{spec}': unknown provider '{}'",
+            spec.provider
+        )));
+    };
+    if let Some(var) = key_env {
+        if env(&var).is_none_or(|v| v.is_empty()) {
+            return Err(SetupError(format!(
+                "{what} '{spec}': the API key variable {var} is not set"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// SPEC section 5's validation of the fallback chain.
+fn validate_chain(
+    primary: &ModelSpec,
+    entries: &[String],
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+) -> Result<Vec<ModelSpec>, SetupError> {
+    let mut chain: Vec<ModelSpec> = Vec::new();
+    for (i, text) in entries.iter().enumerate() {
+        if i >= MAX_FALLBACKS {
+            return Err(SetupError(format!(
+                "fallback model '{text}': the fallback chain takes at most {MAX_FALLBACKS} models"
+            )));
+        }
+        let spec = ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
+        check_known(&spec, providers, env, "fallback model")?;
+        if &spec == primary {
+            return Err(SetupError(format!(
+                "fallback model '{spec}': it is the primary model"
+            )));
+        }
+        if chain.contains(&spec) {
+            return Err(SetupError(format!(
+                "fallback model '{spec}': listed more than once"
+            )));
+        }
+        chain.push(spec);
+    }
+    Ok(chain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn resolve(args: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SetupError> {
+        let cli = Cli::parse_from(std::iter::once("tinyagent").chain(args.iter().copied()));
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env = move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        Settings::from_parts(&cli, Config::default(), "task".into(), &env)
+    }
+
+    #[test]
+    fn chain_validation_names_the_entry() {
+        let e = resolve(&["-m", "script/a", "--fallback-model", "nope/x"], &[]).unwrap_err();
+        assert!(e.0.contains("'nope/x'") && e.0.contains("unknown provider"), "{e}");
+        let e = resolve(&["-m", "script/a", "--fallback-model", "bad"], &[]).unwrap_err();
+        assert!(e.0.contains("'bad'"), "{e}");
+        let e = resolve(&["-m", "script/a", "--fallback-model", "script/a"], &[]).unwrap_err();
+        assert!(e.0.contains("primary"), "{e}");
+        let e = resolve(&["-m", "script/a", "--fallback-model", "script/b", "--fallback-model", "script/b"], &[]).unwrap_err();
+        assert!(e.0.contains("more than once"), "{e}");
+        let e = resolve(
+            &["-m", "script/a", "--fallback-model", "script/b", "--fallback-model", "script/c", "--fallback-model", "script/d", "--fallback-model", "script/e"],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.0.contains("'script/e'"), "{e}");
+        let e = resolve(&["-m", "script/a", "--fallback-model", "openai/gpt-5"], &[("OPENAI_API_KEY", "")]).unwrap_err();
+        assert!(e.0.contains("OPENAI_API_KEY") && e.0.contains("openai/gpt-5"), "{e}");
+    }
+
+    #[test]
+    fn switch_after_is_capped_by_attempts_and_defaults_to_it() {
+        let s = resolve(&["-m", "script/a"], &[]).unwrap();
+        assert_eq!(s.fallback.switch_after, 6);
+        assert_eq!(s.fallback.cooldown, Cooldown::For(Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn no_fallback_drops_the_config_chain() {
+        let cli = Cli::parse_from(["tinyagent", "-m", "script/a", "--no-fallback"]);
+        let config = Config {
+            fallback_models: Some(vec!["script/b".into()]),
+            ..Config::default()
+        };
+        let s = Settings::from_parts(&cli, config, "t".into(), &|_| None).unwrap();
+        assert!(s.fallbacks.is_empty());
+    }
+}

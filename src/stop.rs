@@ -1,0 +1,64 @@
+//! Why a run must stop early: an interrupt (Ctrl-C, SIGTERM) or the
+//! wall-clock time limit. Waits anywhere in the run race against this.
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+/// What ended a wait early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    Interrupted,
+    TimeLimit,
+}
+
+/// The run's interrupt token and deadline. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Stop {
+    cancel: CancellationToken,
+    deadline: Option<Instant>,
+}
+
+impl Stop {
+    pub fn new(cancel: CancellationToken, deadline: Option<Instant>) -> Self {
+        Stop { cancel, deadline }
+    }
+
+    /// A stop that never fires (tests).
+    pub fn never() -> Self {
+        Stop::new(CancellationToken::new(), None)
+    }
+
+    /// The cause that is already pending, if any (interrupt first).
+    pub fn pending(&self) -> Option<StopCause> {
+        if self.cancel.is_cancelled() {
+            Some(StopCause::Interrupted)
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Some(StopCause::TimeLimit)
+        } else {
+            None
+        }
+    }
+
+    /// Resolves when the run must stop.
+    pub async fn fired(&self) -> StopCause {
+        match self.deadline {
+            Some(deadline) => tokio::select! {
+                _ = self.cancel.cancelled() => StopCause::Interrupted,
+                _ = tokio::time::sleep_until(deadline.into()) => StopCause::TimeLimit,
+            },
+            None => {
+                self.cancel.cancelled().await;
+                StopCause::Interrupted
+            }
+        }
+    }
+
+    /// Sleeps for `duration` unless the run must stop first.
+    pub async fn sleep(&self, duration: Duration) -> Result<(), StopCause> {
+        tokio::select! {
+            cause = self.fired() => Err(cause),
+            _ = tokio::time::sleep(duration) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! The tools the model can call: the `Tool` trait, the registry, and output
+//! shortening. A tool failure the model should see is a result with
+//! `ok: false`; tools never end the run.
+
+pub mod bash;
+pub mod files;
+pub mod plan;
+mod process;
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use crate::model::ToolSpec;
+use crate::stop::Stop;
+
+/// What a tool reports back to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub ok: bool,
+    pub output: String,
+}
+
+impl ToolOutput {
+    pub fn ok(output: impl Into<String>) -> Self {
+        ToolOutput {
+            ok: true,
+            output: output.into(),
+        }
+    }
+    pub fn err(output: impl Into<String>) -> Self {
+        ToolOutput {
+            ok: false,
+            output: output.into(),
+        }
+    }
+}
+
+/// Where a tool runs.
+#[derive(Clone)]
+pub struct ToolCtx {
+    pub cwd: PathBuf,
+    pub stop: Stop,
+}
+
+impl ToolCtx {
+    /// Resolves a tool path argument against the working directory.
+    pub fn resolve(&self, path: &str) -> PathBuf {
+        let p = Path::new(path);
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
+    }
+}
+
+/// One tool: its schema for the model and how to run it.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput;
+}
+
+/// The tools offered in a run, looked up by name.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: Vec<Box<dyn Tool>>,
+    specs: Vec<ToolSpec>,
+}
+
+impl ToolRegistry {
+    pub fn add(&mut self, tool: Box<dyn Tool>) {
+        self.specs.push(tool.spec());
+        self.tools.push(tool);
+    }
+
+    /// Removes every tool whose name matches `pred` (e.g. a dead MCP server's).
+    pub fn remove_where(&mut self, pred: impl Fn(&str) -> bool) {
+        self.tools.retain(|t| !pred(&t.spec().name));
+        self.specs.retain(|s| !pred(&s.name));
+    }
+
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.specs
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| &*self.tools[i])
+    }
+}
+
+/// The schema of `submit`, which the agent loop handles itself.
+pub fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
+    let output = match output_schema {
+        Some(schema) => schema.clone(),
+        None => json!({"type": "string", "description": "The final answer for the user."}),
+    };
+    ToolSpec {
+        name: "submit".into(),
+        description: "Finish the task and hand over the final answer. Call it once, when the work is done.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"output": output},
+            "required": ["output"],
+        }),
+    }
+}
+
+/// Reads a string argument.
+pub fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("missing string argument '{name}'"))
+}
+
+/// Longest tool output kept, in characters.
+pub const MAX_OUTPUT_CHARS: usize = 30_000;
+
+/// Shortens long output, keeping its head and tail, with a note saying how
+/// much was cut.
+pub fn shorten(text: &str, max_chars: usize) -> String {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return text.to_string();
+    }
+    let keep_head = max_chars / 2;
+    let keep_tail = max_chars - keep_head;
+    let head: String = text.chars().take(keep_head).collect();
+    let tail: String = text.chars().skip(total - keep_tail).collect();
+    let cut = total - keep_head - keep_tail;
+    format!("{head}\n[... {cut} characters cut from the middle of {total} ...]\n{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_kept() {
+        assert_eq!(shorten("hello", 10), "hello");
+    }
+
+    #[test]
+    fn long_text_keeps_head_and_tail_with_a_note() {
+        let text: String = (0..100).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let short = shorten(&text, 20);
+        assert!(short.starts_with(&text[..10]));
+        assert!(short.ends_with(&text[90..]));
+        assert!(short.contains("80 characters cut"), "{short}");
+    }
+
+    #[test]
+    fn shortening_respects_char_boundaries() {
+        let text = "é".repeat(50);
+        let short = shorten(&text, 10);
+        assert!(short.contains("40 characters cut"));
+    }
+}

@@ -1,0 +1,302 @@
+//! The trajectory (`-o FILE`, SPEC section 7): the document, and its
+//! crash-safe checkpoint writer (an atomically replaced FILE plus an
+//! append-only `FILE.journal`), and loading both back.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::exit::Status;
+use crate::model::chain::Switch;
+use crate::model::Message;
+use crate::tools::plan::PlanItem;
+
+/// Token and cost totals of a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub cost_usd: f64,
+}
+
+/// The trajectory document.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Trajectory {
+    pub schema_version: u32,
+    pub tinyagent_version: String,
+    pub run_id: String,
+    pub task: String,
+    /// The primary model.
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
+    pub active_model: String,
+    pub status: Status,
+    pub error: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub steps: u32,
+    pub totals: Totals,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_switches: Vec<Switch>,
+    #[serde(default)]
+    pub plan: Vec<PlanItem>,
+    pub messages: Vec<Message>,
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// One journal line. Each is idempotent when replayed over a FILE that
+/// already holds it (messages carry their index).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum JournalOp {
+    /// Append `message` at position `index` of `messages`.
+    Message { index: usize, message: Message },
+    /// The run's counters after a step (or any other change).
+    State {
+        steps: u32,
+        totals: Totals,
+        active_model: String,
+        #[serde(default)]
+        model_switches: Vec<Switch>,
+        #[serde(default)]
+        plan: Vec<PlanItem>,
+    },
+    /// A tool call about to run.
+    ToolStarted {
+        step: u32,
+        call_id: String,
+        tool: String,
+        arguments: Value,
+    },
+    /// A tool call that has finished (its result follows as a message).
+    ToolFinished {
+        step: u32,
+        call_id: String,
+        ok: bool,
+    },
+}
+
+/// The journal is folded into FILE once it grows past this share of FILE.
+const JOURNAL_SHARE: f64 = 0.5;
+/// ... but never before it reaches this many bytes.
+const JOURNAL_MIN_BYTES: u64 = 64 * 1024;
+
+/// Writes FILE and its journal so that at every moment FILE is one whole
+/// valid document and FILE plus journal is the complete run.
+pub struct Checkpoint {
+    path: PathBuf,
+    journal_path: PathBuf,
+    journal: Option<File>,
+    journal_bytes: u64,
+    file_bytes: u64,
+}
+
+/// `FILE.journal` for a trajectory at `path`.
+pub fn journal_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".journal");
+    PathBuf::from(name)
+}
+
+impl Checkpoint {
+    /// Starts checkpointing to `path` with the document as it is now.
+    pub fn create(path: &Path, doc: &Trajectory) -> io::Result<Checkpoint> {
+        let mut cp = Checkpoint {
+            path: path.to_path_buf(),
+            journal_path: journal_path(path),
+            journal: None,
+            journal_bytes: 0,
+            file_bytes: 0,
+        };
+        cp.rewrite(doc)?;
+        Ok(cp)
+    }
+
+    /// Appends one op to the journal (flushed before returning), folding the
+    /// journal into FILE when it has grown past its share.
+    pub fn append(&mut self, op: &JournalOp, doc: &Trajectory) -> io::Result<()> {
+        let mut line = serde_json::to_vec(op).map_err(io::Error::other)?;
+        line.push(b'\n');
+        if self.journal.is_none() {
+            self.journal = Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.journal_path)?,
+            );
+        }
+        if let Some(journal) = self.journal.as_mut() {
+            journal.write_all(&line)?;
+            journal.flush()?;
+        }
+        self.journal_bytes += line.len() as u64;
+        let limit = ((self.file_bytes as f64 * JOURNAL_SHARE) as u64).max(JOURNAL_MIN_BYTES);
+        if self.journal_bytes > limit {
+            self.rewrite(doc)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces FILE atomically with `doc` and empties the journal.
+    pub fn rewrite(&mut self, doc: &Trajectory) -> io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
+        let mut tmp_name = self.path.as_os_str().to_owned();
+        tmp_name.push(".tmp");
+        let tmp = PathBuf::from(tmp_name);
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.write_all(b"\n")?;
+            f.sync_data()?;
+        }
+        fs::rename(&tmp, &self.path)?;
+        self.file_bytes = bytes.len() as u64;
+        // Replaying the old journal over the new FILE is harmless (ops are
+        // idempotent), so a crash between rename and truncate loses nothing.
+        self.journal = None;
+        if self.journal_bytes > 0 || self.journal_path.exists() {
+            File::create(&self.journal_path)?;
+        }
+        self.journal_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the final FILE and removes the journal.
+    pub fn finish(&mut self, doc: &Trajectory) -> io::Result<()> {
+        self.rewrite(doc)?;
+        self.journal = None;
+        match fs::remove_file(&self.journal_path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads FILE and replays `FILE.journal` over it. A torn last journal line
+/// (a crash mid-write) is ignored.
+pub fn load(path: &Path) -> Result<Trajectory, String> {
+    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut doc: Trajectory = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
+    if let Ok(journal) = fs::read_to_string(journal_path(path)) {
+        for line in journal.lines() {
+            let Ok(op) = serde_json::from_str::<JournalOp>(line) else {
+                break;
+            };
+            apply(&mut doc, op);
+        }
+    }
+    Ok(doc)
+}
+
+fn apply(doc: &mut Trajectory, op: JournalOp) {
+    match op {
+        JournalOp::Message { index, message } => {
+            if index == doc.messages.len() {
+                doc.messages.push(message);
+            }
+        }
+        JournalOp::State {
+            steps,
+            totals,
+            active_model,
+            model_switches,
+            plan,
+        } => {
+            doc.steps = steps;
+            doc.totals = totals;
+            doc.active_model = active_model;
+            doc.model_switches = model_switches;
+            doc.plan = plan;
+        }
+        JournalOp::ToolStarted { .. } | JournalOp::ToolFinished { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Role;
+
+    fn doc() -> Trajectory {
+        Trajectory {
+            schema_version: 1,
+            tinyagent_version: "0".into(),
+            run_id: "r".into(),
+            task: "t".into(),
+            model: "script/a".into(),
+            fallback_models: vec![],
+            active_model: "script/a".into(),
+            status: Status::Running,
+            error: None,
+            started_at: "now".into(),
+            finished_at: None,
+            steps: 0,
+            totals: Totals::default(),
+            model_switches: vec![],
+            plan: vec![],
+            messages: vec![],
+            output: Value::Null,
+            resumed_from: None,
+            cwd: None,
+        }
+    }
+
+    #[test]
+    fn journal_replays_over_file_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        let m = Message::new(Role::User, "hi", 0);
+        d.messages.push(m.clone());
+        let op = JournalOp::Message { index: 0, message: m };
+        cp.append(&op, &d).unwrap();
+        let loaded = load(&path).unwrap();
+        assert_eq!(loaded.messages.len(), 1);
+        // A crash after the rename but before the journal was emptied.
+        let journal = fs::read(journal_path(&path)).unwrap();
+        cp.rewrite(&d).unwrap();
+        fs::write(journal_path(&path), journal).unwrap();
+        assert_eq!(load(&path).unwrap().messages.len(), 1);
+    }
+
+    #[test]
+    fn torn_journal_line_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let d = doc();
+        Checkpoint::create(&path, &d).unwrap();
+        fs::write(journal_path(&path), "{\"op\":\"message\",\"ind").unwrap();
+        assert!(load(&path).unwrap().messages.is_empty());
+    }
+
+    #[test]
+    fn finish_removes_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        cp.append(
+            &JournalOp::ToolFinished {
+                step: 1,
+                call_id: "c".into(),
+                ok: true,
+            },
+            &d,
+        )
+        .unwrap();
+        assert!(journal_path(&path).exists());
+        cp.finish(&d).unwrap();
+        assert!(!journal_path(&path).exists());
+    }
+}
