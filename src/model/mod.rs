@@ -9,6 +9,7 @@
 
 pub mod chain;
 pub mod error;
+pub mod http;
 pub mod price;
 pub mod registry;
 pub mod retry;

@@ -1,1 +1,7 @@
+//! End-to-end tests of the `tinyagent` binary: one test binary, one file per
+//! behaviour area, shared support in `support/`.
 
+mod support;
+
+mod core;
+mod fallback;

@@ -1,0 +1,351 @@
+//! The HTTP side shared by every wire adapter: one reqwest client (rustls,
+//! proxies from the environment), sending a streaming request, turning error
+//! responses into classified `ModelError`s (Retry-After included), and
+//! reading SSE or NDJSON streams under the first-event and idle timeouts.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
+
+use eventsource_stream::{Event as SseEvent, Eventsource};
+use futures::stream::{BoxStream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::Value;
+
+use super::error::classify_status;
+use super::registry::StreamTimeouts;
+use super::ModelError;
+use crate::settings::SetupError;
+
+/// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
+pub fn shared_client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap_or_default()
+    })
+}
+
+/// How a provider wants its key sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// `Authorization: Bearer <key>`
+    Bearer,
+    /// `x-api-key: <key>` (Anthropic)
+    XApiKey,
+}
+
+/// An endpoint with its headers (key included) and stream timeouts.
+#[derive(Clone)]
+pub struct HttpTransport {
+    endpoint: String,
+    headers: HeaderMap,
+    pub timeouts: StreamTimeouts,
+}
+
+impl std::fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print headers: they hold the key.
+        f.debug_struct("HttpTransport")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpTransport {
+    /// `endpoint` is the base URL the API's own paths are appended to.
+    pub fn new(
+        endpoint: &str,
+        api_key: Option<&str>,
+        auth: Auth,
+        extra_headers: &BTreeMap<String, String>,
+        timeouts: StreamTimeouts,
+    ) -> Result<HttpTransport, SetupError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in extra_headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| SetupError(format!("invalid header name '{name}'")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| SetupError(format!("invalid value for header '{name}'")))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+            let (name, value) = match auth {
+                Auth::Bearer => ("authorization", format!("Bearer {key}")),
+                Auth::XApiKey => ("x-api-key", key.to_string()),
+            };
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| SetupError("the API key holds characters a header cannot carry".into()))?;
+            value.set_sensitive(true);
+            headers.insert(HeaderName::from_static(name), value);
+        }
+        Ok(HttpTransport {
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            headers,
+            timeouts,
+        })
+    }
+
+    /// Adds a fixed header (e.g. `anthropic-version`).
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers
+            .insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+        self
+    }
+
+    /// The full URL for an API path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.endpoint, path)
+    }
+
+    /// POSTs `body` as JSON and waits for a successful status within the
+    /// first-event timeout. Error statuses become classified errors.
+    pub async fn post(&self, path: &str, body: &Value) -> Result<(reqwest::Response, Instant), ModelError> {
+        let sent = Instant::now();
+        let request = shared_client()
+            .post(self.url(path))
+            .headers(self.headers.clone())
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default());
+        let response = match tokio::time::timeout(self.timeouts.first_event, request.send()).await {
+            Err(_) => {
+                return Err(ModelError::Timeout {
+                    message: "no response headers within the first-event timeout".into(),
+                })
+            }
+            Ok(Err(e)) => return Err(network_error(&e)),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok((response, sent));
+        }
+        let header_wait = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        let body = match tokio::time::timeout(self.timeouts.idle, response.bytes()).await {
+            Ok(Ok(bytes)) => bytes,
+            _ => Default::default(),
+        };
+        Err(error_from_body(status.as_u16(), &body, header_wait))
+    }
+}
+
+/// A connection-level failure.
+pub fn network_error(e: &reqwest::Error) -> ModelError {
+    let kind = if e.is_connect() {
+        "connection failed"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "connection dropped during the reply"
+    } else {
+        "request failed"
+    };
+    ModelError::Network {
+        message: kind.to_string(),
+    }
+}
+
+/// Builds a classified error from an error response body. Only the vendor's
+/// short message is kept, never the body.
+pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) -> ModelError {
+    let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let error = json.get("error").unwrap_or(&json);
+    let message = match error {
+        Value::String(s) => s.clone(),
+        _ => error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let message: String = message.chars().take(300).collect();
+    let code = error
+        .get("code")
+        .and_then(Value::as_str)
+        .or_else(|| error.get("type").and_then(Value::as_str));
+    let body_wait = [error.get("retry_after"), json.get("retry_after")]
+        .into_iter()
+        .flatten()
+        .find_map(Value::as_f64)
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64);
+    let wait = match (header_wait, body_wait) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    classify_status(status, code, &message, wait)
+}
+
+/// Parses a `Retry-After` value: delay seconds or an HTTP date.
+pub fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+}
+
+/// Reads server-sent events under the first-event and idle timeouts.
+pub struct SseReader {
+    events: BoxStream<'static, Result<SseEvent, ModelError>>,
+    timeouts: StreamTimeouts,
+    sent: Instant,
+    seen_any: bool,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
+        let events = response
+            .bytes_stream()
+            .eventsource()
+            .map(|item| {
+                item.map_err(|e| match e {
+                    eventsource_stream::EventStreamError::Transport(e) => network_error(&e),
+                    _ => ModelError::StreamIncomplete,
+                })
+            })
+            .boxed();
+        SseReader {
+            events,
+            timeouts,
+            sent,
+            seen_any: false,
+        }
+    }
+
+    /// The next event; `Ok(None)` when the stream ended.
+    pub async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
+        let limit = if self.seen_any {
+            self.timeouts.idle
+        } else {
+            self.timeouts
+                .first_event
+                .saturating_sub(self.sent.elapsed())
+        };
+        match tokio::time::timeout(limit, self.events.next()).await {
+            Err(_) => Err(ModelError::Timeout {
+                message: if self.seen_any {
+                    "the stream went silent past the idle timeout".into()
+                } else {
+                    "no first stream event within the first-event timeout".into()
+                },
+            }),
+            Ok(None) => Ok(None),
+            Ok(Some(Err(e))) => Err(e),
+            Ok(Some(Ok(event))) => {
+                self.seen_any = true;
+                Ok(Some(event))
+            }
+        }
+    }
+}
+
+/// Reads newline-delimited JSON under the first-event and idle timeouts.
+pub struct NdjsonReader {
+    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+    buffer: Vec<u8>,
+    timeouts: StreamTimeouts,
+    sent: Instant,
+    seen_any: bool,
+    ended: bool,
+}
+
+impl NdjsonReader {
+    pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
+        NdjsonReader {
+            bytes: response.bytes_stream().boxed(),
+            buffer: Vec::new(),
+            timeouts,
+            sent,
+            seen_any: false,
+            ended: false,
+        }
+    }
+
+    /// The next JSON line; `Ok(None)` at the end of the stream. A line that
+    /// is not JSON fails the attempt as an incomplete stream.
+    pub async fn next(&mut self) -> Result<Option<Value>, ModelError> {
+        loop {
+            if let Some(pos) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=pos).collect();
+                let line = line.trim_ascii();
+                if line.is_empty() {
+                    continue;
+                }
+                return serde_json::from_slice(line)
+                    .map(Some)
+                    .map_err(|_| ModelError::StreamIncomplete);
+            }
+            if self.ended {
+                let rest = std::mem::take(&mut self.buffer);
+                let rest = rest.trim_ascii();
+                if rest.is_empty() {
+                    return Ok(None);
+                }
+                return serde_json::from_slice(rest)
+                    .map(Some)
+                    .map_err(|_| ModelError::StreamIncomplete);
+            }
+            let limit = if self.seen_any {
+                self.timeouts.idle
+            } else {
+                self.timeouts.first_event.saturating_sub(self.sent.elapsed())
+            };
+            match tokio::time::timeout(limit, self.bytes.next()).await {
+                Err(_) => {
+                    return Err(ModelError::Timeout {
+                        message: "the stream went silent past its timeout".into(),
+                    })
+                }
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Ok(chunk))) => {
+                    self.seen_any = true;
+                    self.buffer.extend_from_slice(&chunk);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ErrorClass;
+
+    #[test]
+    fn retry_after_seconds_and_http_date() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        let future = SystemTime::now() + Duration::from_secs(120);
+        let date = httpdate::fmt_http_date(future);
+        let wait = parse_retry_after(&date).unwrap();
+        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120), "{wait:?}");
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn vendor_error_bodies_are_classified_without_the_body() {
+        let openai = br#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
+        assert_eq!(error_from_body(429, openai, None).class(), ErrorClass::Quota);
+        let anthropic = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let e = error_from_body(529, anthropic, None);
+        assert_eq!(e.class(), ErrorClass::Transient("http_529".into()));
+        assert_eq!(e.to_string(), "HTTP 529: Overloaded");
+        let with_field = br#"{"error":{"message":"slow down","retry_after":3}}"#;
+        assert_eq!(
+            error_from_body(429, with_field, Some(Duration::from_secs(1))).retry_after(),
+            Some(Duration::from_secs(3))
+        );
+        let top = br#"{"error":"rate limited","retry_after":2.5}"#;
+        assert_eq!(error_from_body(429, top, None).retry_after(), Some(Duration::from_millis(2500)));
+    }
+}

@@ -1,0 +1,1 @@
+//! The fallback chain over script models (SPEC section 5).

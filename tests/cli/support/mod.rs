@@ -1,0 +1,141 @@
+//! Test support: a `TestEnv` with a temp home and working directory, script
+//! model helpers, JSONL parsing, and a loopback stub server (`stub`).
+
+#![allow(dead_code)]
+
+pub mod stub;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// Environment variables that must never leak from the developer's shell.
+const SCRUBBED: &[&str] = &[
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "OPENROUTER_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+    "OLLAMA_HOST",
+    "TINYAGENT_CONFIG",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "NO_COLOR",
+];
+
+/// A sandboxed place to run the binary: `home/` (config and state live
+/// there), `work/` (the working directory) and `files/` (scripts, outputs).
+pub struct TestEnv {
+    pub dir: TempDir,
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["home", "work", "files"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        TestEnv { dir }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// A path under `files/`.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join("files").join(name)
+    }
+
+    /// Writes `files/<name>` and returns its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.file(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// Writes a script model and returns its spec, `script/<abs path>`.
+    pub fn script(&self, name: &str, yaml: &str) -> String {
+        format!("script/{}", self.write(name, yaml).display())
+    }
+
+    /// Writes the user config (`$XDG_CONFIG_HOME/tinyagent/config.yaml`).
+    pub fn user_config(&self, yaml: &str) -> PathBuf {
+        let path = self.home().join(".config/tinyagent/config.yaml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, yaml).unwrap();
+        path
+    }
+
+    /// The binary with a clean environment: HOME and XDG dirs in the temp
+    /// dir, no API keys, working directory `work/`, stdin empty.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("tinyagent").expect("binary");
+        for var in SCRUBBED {
+            cmd.env_remove(var);
+        }
+        cmd.env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .current_dir(self.work())
+            .write_stdin("");
+        cmd
+    }
+
+    /// A std command for the same binary and environment (for spawning).
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tinyagent"));
+        for var in SCRUBBED {
+            cmd.env_remove(var);
+        }
+        cmd.env("HOME", self.home())
+            .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .current_dir(self.work());
+        cmd
+    }
+}
+
+/// Parses JSONL stdout, checking every line is a JSON object.
+pub fn events(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+            assert!(v.is_object(), "not an object: {line}");
+            v
+        })
+        .collect()
+}
+
+/// The events of one type.
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// The last event, which must be `run.finished`.
+pub fn finished(events: &[Value]) -> &Value {
+    let last = events.last().expect("no events");
+    assert_eq!(last["type"], "run.finished", "last event: {last}");
+    last
+}
+
+/// Reads a JSON file.
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
