@@ -514,14 +514,24 @@ fn tool_processes_die_with_a_killed_agent() {
         .unwrap();
     let pid_file = env.work().join("child.pid");
     for _ in 0..100 {
-        if pid_file.exists() && !std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        if pid_file.exists()
+            && !std::fs::read_to_string(&pid_file)
+                .unwrap()
+                .trim()
+                .is_empty()
+        {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pids: Vec<String> = ["shell.pid", "child.pid"]
         .iter()
-        .map(|f| std::fs::read_to_string(env.work().join(f)).unwrap().trim().to_string())
+        .map(|f| {
+            std::fs::read_to_string(env.work().join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
         .collect();
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
