@@ -10,6 +10,8 @@
 pub mod chain;
 pub mod error;
 pub mod http;
+pub mod ollama;
+pub mod openai;
 pub mod price;
 pub mod registry;
 pub mod retry;
@@ -127,6 +129,15 @@ impl<'a> Request<'a> {
         match (&message.extra, &message.model) {
             (Some(extra), Some(model)) if model == self.spec => Some(extra),
             _ => None,
+        }
+    }
+
+    /// The reply budget for a model whose config caps replies at `cap`:
+    /// the smaller of the two, or whichever is set.
+    pub fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
+        match (self.max_output_tokens, cap) {
+            (Some(asked), Some(cap)) => Some(asked.min(cap)),
+            (asked, cap) => asked.or(cap),
         }
     }
 }

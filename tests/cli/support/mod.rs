@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod ollama;
+pub mod openai;
 pub mod stub;
 
 use std::path::{Path, PathBuf};
