@@ -7,11 +7,13 @@
 //! (`script::ScriptModel`, the HTTP adapters). The agent loop only sees
 //! `ChainModel::complete`.
 
+pub mod anthropic;
 pub mod chain;
 pub mod error;
 pub mod http;
 pub mod price;
 pub mod registry;
+pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod spec;

@@ -4,8 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::anthropic::AnthropicModel;
 use super::chain::Member;
+use super::http::{Auth, HttpTransport};
 use super::price::{builtin_price, Pricing};
+use super::responses::ResponsesModel;
 use super::script::ScriptModel;
 use super::spec::{builtin, ModelSpec, WireApi};
 use super::Model;
@@ -63,11 +66,18 @@ pub fn resolve(
             max_output_tokens: None,
         });
     }
-    let p = providers
-        .get(&spec.provider)
-        .ok_or_else(|| SetupError(format!("model '{spec}': unknown provider '{}'", spec.provider)))?;
-    let api = WireApi::from_config(&p.api)
-        .ok_or_else(|| SetupError(format!("providers.{}: unknown api '{}'", spec.provider, p.api)))?;
+    let p = providers.get(&spec.provider).ok_or_else(|| {
+        SetupError(format!(
+            "model '{spec}': unknown provider '{}'",
+            spec.provider
+        ))
+    })?;
+    let api = WireApi::from_config(&p.api).ok_or_else(|| {
+        SetupError(format!(
+            "providers.{}: unknown api '{}'",
+            spec.provider, p.api
+        ))
+    })?;
     let model = p.models.get(&spec.model).cloned().unwrap_or_default();
     let pricing = match (model.input_price, model.output_price) {
         (None, None) => None,
@@ -108,6 +118,34 @@ pub fn build_member(
     let resolved = resolve(spec, providers, env)?;
     let model: Box<dyn Model> = match resolved.api {
         WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
+        WireApi::Anthropic => {
+            let transport = HttpTransport::new(
+                &resolved.endpoint,
+                resolved.api_key.as_deref(),
+                Auth::XApiKey,
+                &resolved.headers,
+                timeouts,
+            )?;
+            Box::new(AnthropicModel::new(
+                transport,
+                &spec.model,
+                resolved.max_output_tokens,
+            ))
+        }
+        WireApi::Responses => {
+            let transport = HttpTransport::new(
+                &resolved.endpoint,
+                resolved.api_key.as_deref(),
+                Auth::Bearer,
+                &resolved.headers,
+                timeouts,
+            )?;
+            Box::new(ResponsesModel::new(
+                transport,
+                &spec.model,
+                resolved.max_output_tokens,
+            ))
+        }
         api => {
             let _ = timeouts;
             return Err(SetupError(format!(
