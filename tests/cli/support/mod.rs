@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod anthropic;
+pub mod responses;
 pub mod stub;
 
 use std::path::{Path, PathBuf};
