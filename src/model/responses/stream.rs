@@ -199,11 +199,11 @@ impl Assembly {
         let finished = new_item(done.clone(), &crate::model::NoObserver);
         let slot = self.item(index, || Item::Other);
         match (slot, finished) {
-            (Item::Message { text, streamed }, Item::Message { text: full, .. }) => {
-                if !*streamed && !full.is_empty() {
-                    observer.text_delta(&full);
-                    *text = full;
-                }
+            (Item::Message { text, streamed }, Item::Message { text: full, .. })
+                if !*streamed && !full.is_empty() =>
+            {
+                observer.text_delta(&full);
+                *text = full;
             }
             (slot @ Item::Other, Item::Message { text: full, .. }) => {
                 observer.text_delta(&full);
