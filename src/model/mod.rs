@@ -7,6 +7,7 @@
 //! (`script::ScriptModel`, the HTTP adapters). The agent loop only sees
 //! `ChainModel::complete`.
 
+pub mod anthropic;
 pub mod chain;
 pub mod error;
 pub mod http;
@@ -14,6 +15,7 @@ pub mod ollama;
 pub mod openai;
 pub mod price;
 pub mod registry;
+pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod spec;

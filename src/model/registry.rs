@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::anthropic::AnthropicModel;
 use super::chain::Member;
 use super::http::{Auth, HttpTransport};
 use super::ollama::OllamaChat;
 use super::openai::{ChatCompletions, Dialect};
 use super::price::{builtin_price, Pricing};
+use super::responses::ResponsesModel;
 use super::script::ScriptModel;
 use super::spec::{builtin, ModelSpec, WireApi};
 use super::Model;
@@ -136,12 +138,22 @@ pub fn build_member(
             &spec.model,
             resolved.max_output_tokens,
         )),
-        api => {
-            let _ = timeouts;
-            return Err(SetupError(format!(
-                "model '{spec}': the {api:?} wire API is not available in this build"
-            )));
-        }
+        WireApi::Anthropic => Box::new(AnthropicModel::new(
+            HttpTransport::new(
+                &resolved.endpoint,
+                resolved.api_key.as_deref(),
+                Auth::XApiKey,
+                &resolved.headers,
+                timeouts,
+            )?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
+        WireApi::Responses => Box::new(ResponsesModel::new(
+            bearer_transport(&resolved, timeouts)?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
     };
     Ok(Member::new(
         spec.to_string(),

@@ -5,5 +5,7 @@ mod support;
 
 mod core;
 mod fallback;
+mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
+mod providers_responses;
