@@ -9,3 +9,4 @@ mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
+mod translation;
