@@ -34,7 +34,11 @@ pub(super) enum Verdict {
 
 impl Agent {
     /// Checks a final answer against the output schema and the stop hooks.
-    pub(super) async fn check_answer(&mut self, answer: FinalAnswer, counters: &mut Counters) -> Verdict {
+    pub(super) async fn check_answer(
+        &mut self,
+        answer: FinalAnswer,
+        counters: &mut Counters,
+    ) -> Verdict {
         counters.answered_this_step = true;
         let status = match answer {
             FinalAnswer::Submitted(_) => "submitted",
@@ -72,7 +76,13 @@ impl Agent {
             return Verdict::Accept(value);
         }
         let payload = json!({"status": status, "output": value});
-        let refusal = hooks::run_all(&self.jobs.hooks.stop, &payload, &self.tool_ctx.cwd, &self.stop).await;
+        let refusal = hooks::run_all(
+            &self.jobs.hooks.stop,
+            &payload,
+            &self.tool_ctx.cwd,
+            &self.stop,
+        )
+        .await;
         match refusal {
             None => Verdict::Accept(value),
             Some(refusal) => {

@@ -40,7 +40,8 @@ const DEFAULT_TRANSCRIPT_CHARS: usize = 400_000;
 const MAX_DIGEST_CHARS: usize = 6_000;
 
 const SUMMARY_SYSTEM: &str = "You summarise the conversation of a coding agent so that it can continue its task with a much shorter context.";
-const SUMMARY_INSTRUCTIONS: &str = "Summarise the conversation below for the agent that will continue the task. \
+const SUMMARY_INSTRUCTIONS: &str =
+    "Summarise the conversation below for the agent that will continue the task. \
 Keep what it needs to go on: decisions made, facts learned about the code, files read or changed, \
 commands run and their results (errors verbatim when short), the plan, and what remains to do. \
 Drop anything it will not need. Reply with the summary only.";
@@ -68,7 +69,9 @@ impl CompactionPolicy {
         let defaults = CompactionPolicy::default();
         let threshold = config.threshold.unwrap_or(defaults.threshold);
         if !(threshold > 0.0 && threshold <= 1.0) {
-            return Err(format!("config compaction.threshold: must be above 0 and at most 1, got {threshold}"));
+            return Err(format!(
+                "config compaction.threshold: must be above 0 and at most 1, got {threshold}"
+            ));
         }
         if config.default_context_window == Some(0) {
             return Err("config compaction.default_context_window: must be at least 1".into());
@@ -98,6 +101,9 @@ pub fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolSpec]) -
 /// The messages to summarise: after the task, before the last `KEEP_TURNS`
 /// assistant turns. `None` when that is empty.
 pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
+    if messages.len() < 2 {
+        return None;
+    }
     let assistants: Vec<usize> = (1..messages.len())
         .filter(|&i| messages[i].role == Role::Assistant)
         .collect();
@@ -107,7 +113,12 @@ pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
         // Keep every turn; only user messages before the first can go.
         assistants.first().copied().unwrap_or(messages.len())
     };
-    (keep_from > 1).then_some(1..keep_from)
+    // Only user messages (an earlier summary, a resumed task) are not worth
+    // a summarising request.
+    let worth_it = messages[1..keep_from]
+        .iter()
+        .any(|m| matches!(m.role, Role::Assistant | Role::Tool));
+    worth_it.then_some(1..keep_from)
 }
 
 /// The conversation as text for the summariser, tool outputs cut first,
@@ -146,7 +157,14 @@ pub fn transcript(messages: &[Message], max_chars: usize) -> String {
 pub fn digest(messages: &[Message]) -> String {
     let mut out = String::from("(outline of the earlier steps; no summary was available)\n");
     for m in messages {
-        let first_line = |text: &str| -> String { text.lines().next().unwrap_or("").chars().take(160).collect() };
+        let first_line = |text: &str| -> String {
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect()
+        };
         match m.role {
             Role::Assistant => {
                 if !m.content.trim().is_empty() {
@@ -158,18 +176,28 @@ pub fn digest(messages: &[Message]) -> String {
                 }
             }
             Role::Tool => out.push_str(&format!("  -> {}\n", first_line(m.content.trim()))),
-            Role::User | Role::System => out.push_str(&format!("- user: {}\n", first_line(m.content.trim()))),
+            Role::User | Role::System => {
+                out.push_str(&format!("- user: {}\n", first_line(m.content.trim())))
+            }
         }
     }
     shorten(&out, MAX_DIGEST_CHARS)
 }
 
 /// The history with `older` replaced by one summary message.
-pub fn replace_with_summary(messages: &[Message], older: Range<usize>, summary: &str) -> Vec<Message> {
+pub fn replace_with_summary(
+    messages: &[Message],
+    older: Range<usize>,
+    summary: &str,
+) -> Vec<Message> {
     let step = messages[older.end - 1].step;
     let mut out = Vec::with_capacity(messages.len() - older.len() + 1);
     out.extend_from_slice(&messages[..older.start]);
-    out.push(Message::new(Role::User, format!("{SUMMARY_MARKER}\n{}", summary.trim()), step));
+    out.push(Message::new(
+        Role::User,
+        format!("{SUMMARY_MARKER}\n{}", summary.trim()),
+        step,
+    ));
     out.extend_from_slice(&messages[older.end..]);
     out
 }
@@ -219,7 +247,12 @@ impl Agent {
     /// and checkpoints the new message list. The summarising request goes
     /// through the chain (priced and retried like any request); its tokens
     /// and cost count in the totals, but it is not a step. `Err` ends the run.
-    pub(super) async fn compact(&mut self, step: u32, system: &str, tools: &[ToolSpec]) -> Result<(), StepEnd> {
+    pub(super) async fn compact(
+        &mut self,
+        step: u32,
+        system: &str,
+        tools: &[ToolSpec],
+    ) -> Result<(), StepEnd> {
         let tokens_before = estimate_tokens(system, &self.doc.messages, tools);
         let mut model = self.chain.active_spec().to_string();
         let compacted = match older_history(&self.doc.messages) {
@@ -227,7 +260,8 @@ impl Agent {
                 let summary = self.summarise(step, older.clone(), &mut model).await?;
                 replace_with_summary(&self.doc.messages, older, &summary)
             }
-            None => shorten_tool_outputs(&self.doc.messages).unwrap_or_else(|| self.doc.messages.clone()),
+            None => shorten_tool_outputs(&self.doc.messages)
+                .unwrap_or_else(|| self.doc.messages.clone()),
         };
         self.doc.messages = compacted;
         let tokens_after = estimate_tokens(system, &self.doc.messages, tools);
@@ -244,13 +278,22 @@ impl Agent {
     /// Asks the active model for a summary of `older`; falls back to a
     /// mechanical digest when the summary request itself overflows or the
     /// reply has no text.
-    async fn summarise(&mut self, step: u32, older: Range<usize>, model: &mut String) -> Result<String, StepEnd> {
+    async fn summarise(
+        &mut self,
+        step: u32,
+        older: Range<usize>,
+        model: &mut String,
+    ) -> Result<String, StepEnd> {
         let max_chars = self
             .context_window()
             .map(|w| (w as usize).saturating_mul(2))
             .unwrap_or(DEFAULT_TRANSCRIPT_CHARS);
         let text = transcript(&self.doc.messages[older.clone()], max_chars);
-        let request_messages = [Message::new(Role::User, format!("{SUMMARY_INSTRUCTIONS}\n\n{text}"), step)];
+        let request_messages = [Message::new(
+            Role::User,
+            format!("{SUMMARY_INSTRUCTIONS}\n\n{text}"),
+            step,
+        )];
         let request = Request {
             system: SUMMARY_SYSTEM,
             messages: &request_messages,
@@ -283,7 +326,11 @@ impl Agent {
                 }
             }
             Err(ChainError::ContextOverflow { .. }) => Ok(digest(&self.doc.messages[older])),
-            Err(ChainError::Stopped(cause)) => Err(StepEnd::Finish(super::stop_status(cause), Value::Null, None)),
+            Err(ChainError::Stopped(cause)) => Err(StepEnd::Finish(
+                super::stop_status(cause),
+                Value::Null,
+                None,
+            )),
             Err(error) => Err(StepEnd::Finish(
                 Status::Error,
                 Value::Null,
@@ -305,8 +352,9 @@ impl Agent {
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.rewrite(&self.doc) {
                 self.checkpoint = None;
-                self.emitter
-                    .warn(format!("trajectory checkpoint failed, no longer writing it: {e}"));
+                self.emitter.warn(format!(
+                    "trajectory checkpoint failed, no longer writing it: {e}"
+                ));
             }
         }
     }
@@ -353,6 +401,16 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_summary_alone_is_not_summarised_again() {
+        let m = history(4);
+        let once = replace_with_summary(&m, older_history(&m).unwrap(), "s");
+        assert!(older_history(&once).is_none());
+        let mut more = once.clone();
+        more.extend(turn(5, "output 5"));
+        assert_eq!(older_history(&more), Some(1..4));
+    }
+
+    #[test]
     fn summary_replaces_the_older_turns() {
         let m = history(4);
         let older = older_history(&m).unwrap();
@@ -371,7 +429,10 @@ mod tests {
         let mut m = history(1);
         m[2].content = "x".repeat(10_000);
         let text = transcript(&m, 100_000);
-        assert!(text.contains("### assistant\nstep 1\n[call bash: {\"command\":\"ls\"}]"), "{text}");
+        assert!(
+            text.contains("### assistant\nstep 1\n[call bash: {\"command\":\"ls\"}]"),
+            "{text}"
+        );
         assert!(text.contains("characters cut"));
         assert!(text.len() < 3_000);
     }

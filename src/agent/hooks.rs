@@ -31,7 +31,8 @@ pub struct Hooks {
 
 impl Hooks {
     pub fn from_config(config: &HooksConfig) -> Hooks {
-        let commands = |list: &[crate::config::HookCommand]| list.iter().map(|h| h.command.clone()).collect();
+        let commands =
+            |list: &[crate::config::HookCommand]| list.iter().map(|h| h.command.clone()).collect();
         Hooks {
             stop: commands(&config.stop),
             pre_tool: commands(&config.pre_tool),
@@ -56,7 +57,12 @@ impl HookRefusal {
 
 /// Runs `commands` in order with `payload` on stdin; the first that exits
 /// non-zero (or cannot run, or times out) stops the list and is returned.
-pub async fn run_all(commands: &[String], payload: &Value, cwd: &Path, stop: &Stop) -> Option<HookRefusal> {
+pub async fn run_all(
+    commands: &[String],
+    payload: &Value,
+    cwd: &Path,
+    stop: &Stop,
+) -> Option<HookRefusal> {
     for command in commands {
         if let Err(message) = run_one(command, payload, cwd, stop).await {
             return Some(HookRefusal {
@@ -113,7 +119,10 @@ async fn run_one(command: &str, payload: &Value, cwd: &Path, stop: &Stop) -> Res
             return Err(reason);
         }
     };
-    let text = shorten(String::from_utf8_lossy(&buf).trim_end(), MAX_HOOK_OUTPUT_CHARS);
+    let text = shorten(
+        String::from_utf8_lossy(&buf).trim_end(),
+        MAX_HOOK_OUTPUT_CHARS,
+    );
     match status.ok().and_then(|s| s.code()) {
         Some(0) => Ok(()),
         Some(code) => Err(format!("failed (exit {code}):\n{text}")),
@@ -129,7 +138,10 @@ mod tests {
     fn run(commands: &[&str], payload: Value) -> Option<HookRefusal> {
         let dir = tempfile::tempdir().unwrap();
         let commands: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(run_all(&commands, &payload, dir.path(), &Stop::never()))
     }
 
@@ -147,7 +159,9 @@ mod tests {
 
     #[test]
     fn the_payload_arrives_on_stdin() {
-        let message = run(&["cat; exit 5"], json!({"tool": "bash"})).unwrap().message;
+        let message = run(&["cat; exit 5"], json!({"tool": "bash"}))
+            .unwrap()
+            .message;
         assert_eq!(message, "failed (exit 5):\n{\"tool\":\"bash\"}");
     }
 }

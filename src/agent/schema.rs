@@ -18,7 +18,9 @@ pub struct OutputSchema {
 
 impl std::fmt::Debug for OutputSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutputSchema").field("value", &self.value).finish_non_exhaustive()
+        f.debug_struct("OutputSchema")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
     }
 }
 
@@ -49,7 +51,11 @@ impl OutputSchema {
             .iter_errors(instance)
             .map(|e| {
                 let path = e.instance_path.to_string();
-                let at = if path.is_empty() { "(root)".to_string() } else { path };
+                let at = if path.is_empty() {
+                    "(root)".to_string()
+                } else {
+                    path
+                };
                 format!("at {at}: {}", one_line(&e.to_string()))
             })
             .collect()
@@ -103,7 +109,10 @@ fn describe(errors: &[String]) -> String {
         text.push_str(e);
     }
     if errors.len() > MAX_ERRORS_SHOWN {
-        text.push_str(&format!("\n- ... and {} more", errors.len() - MAX_ERRORS_SHOWN));
+        text.push_str(&format!(
+            "\n- ... and {} more",
+            errors.len() - MAX_ERRORS_SHOWN
+        ));
     }
     text
 }
@@ -137,18 +146,30 @@ mod tests {
     #[test]
     fn submitted_values_and_json_strings() {
         let s = schema();
-        assert_eq!(s.check_submitted(&json!({"n": 1})).unwrap(), json!({"n": 1}));
-        assert_eq!(s.check_submitted(&json!("{\"n\": 2}")).unwrap(), json!({"n": 2}));
+        assert_eq!(
+            s.check_submitted(&json!({"n": 1})).unwrap(),
+            json!({"n": 1})
+        );
+        assert_eq!(
+            s.check_submitted(&json!("{\"n\": 2}")).unwrap(),
+            json!({"n": 2})
+        );
         let err = s.check_submitted(&json!({"n": "x"})).unwrap_err();
         assert!(err.contains("/n"), "{err}");
-        assert!(s.check_submitted(&json!({})).unwrap_err().contains("required"));
+        assert!(s
+            .check_submitted(&json!({}))
+            .unwrap_err()
+            .contains("required"));
     }
 
     #[test]
     fn text_answers_must_be_json() {
         let s = schema();
         assert_eq!(s.check_text(" {\"n\": 3}\n").unwrap(), json!({"n": 3}));
-        assert_eq!(s.check_text("```json\n{\"n\": 4}\n```").unwrap(), json!({"n": 4}));
+        assert_eq!(
+            s.check_text("```json\n{\"n\": 4}\n```").unwrap(),
+            json!({"n": 4})
+        );
         assert!(s.check_text("n is 3").unwrap_err().contains("not JSON"));
         assert!(s.check_text("{\"n\": 1, \"m\": 2}").is_err());
     }

@@ -14,12 +14,16 @@ use crate::model::registry::{build_member, StreamTimeouts};
 use crate::settings::{process_env, Settings, SetupError};
 
 /// The job options for a run with `settings` and `--output-schema`.
-pub fn job_options(output_schema: Option<&Path>, settings: &Settings) -> Result<JobOptions, SetupError> {
+pub fn job_options(
+    output_schema: Option<&Path>,
+    settings: &Settings,
+) -> Result<JobOptions, SetupError> {
     let output_schema = output_schema
         .map(OutputSchema::load)
         .transpose()
         .map_err(SetupError)?;
-    let compaction = CompactionPolicy::from_config(&settings.config.compaction).map_err(SetupError)?;
+    let compaction =
+        CompactionPolicy::from_config(&settings.config.compaction).map_err(SetupError)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {

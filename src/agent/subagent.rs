@@ -130,7 +130,13 @@ fn add_totals(into: &mut Totals, child: &Totals) {
 }
 
 /// The child's in-memory run record (never written to a file).
-fn child_doc(run_id: &str, task: &str, model: &str, fallback_models: Vec<String>, cwd: String) -> Trajectory {
+fn child_doc(
+    run_id: &str,
+    task: &str,
+    model: &str,
+    fallback_models: Vec<String>,
+    cwd: String,
+) -> Trajectory {
     Trajectory {
         schema_version: 1,
         tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),

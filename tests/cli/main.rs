@@ -5,3 +5,4 @@ mod support;
 
 mod core;
 mod fallback;
+mod schema;
