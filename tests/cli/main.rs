@@ -6,3 +6,4 @@ mod support;
 mod core;
 mod fallback;
 mod schema;
+mod compaction;
