@@ -7,3 +7,4 @@ mod core;
 mod fallback;
 mod schema;
 mod compaction;
+mod subagents;
