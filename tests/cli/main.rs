@@ -8,3 +8,4 @@ mod fallback;
 mod schema;
 mod compaction;
 mod subagents;
+mod hooks;
