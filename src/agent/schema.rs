@@ -144,6 +144,12 @@ mod tests {
     }
 
     #[test]
+    fn remote_references_are_not_fetched() {
+        let err = OutputSchema::compile(json!({"$ref": "https://example.com/schema.json"}));
+        assert!(err.is_err());
+    }
+
+    #[test]
     fn submitted_values_and_json_strings() {
         let s = schema();
         assert_eq!(
