@@ -21,7 +21,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use agent::{Agent, Limits, RequestOptions};
+use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
@@ -45,8 +45,12 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    match prepare(&cli) {
-        Ok((settings, members)) => {
+    let prepared = prepare(&cli).and_then(|(settings, members)| {
+        let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+        Ok((settings, members, jobs))
+    });
+    match prepared {
+        Ok((settings, members, jobs)) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -57,7 +61,7 @@ pub fn run(cli: Cli) -> i32 {
                     return 1;
                 }
             };
-            runtime.block_on(run_agent(settings, members))
+            runtime.block_on(run_agent(settings, members, jobs))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
@@ -140,7 +144,7 @@ fn watch_signals(token: CancellationToken) {
     });
 }
 
-async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
+async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -> i32 {
     let run_id = uuid::Uuid::new_v4().to_string();
     let emitter = Emitter::new(&run_id, sinks(&settings));
     let cancel = CancellationToken::new();
@@ -226,21 +230,24 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         doc,
         checkpoint,
         prior_switches: 0,
+        jobs,
     };
+    let json_answer = agent.jobs.output_schema.is_some();
     let task = Message::new(Role::User, settings.task.clone(), 0);
     let outcome = agent.run(vec![task]).await;
     if !settings.json {
-        print_answer(&outcome.output);
+        print_answer(&outcome.output, json_answer);
     }
     outcome.status.exit_code()
 }
 
-/// Prints the final answer on stdout: text as is, JSON as JSON.
-fn print_answer(output: &Value) {
+/// Prints the final answer on stdout: text as is, JSON as JSON. Under
+/// `--output-schema` it is always the answer's compact JSON on one line.
+fn print_answer(output: &Value, json_answer: bool) {
     use std::io::Write;
     let text = match output {
         Value::Null => return,
-        Value::String(s) => s.clone(),
+        Value::String(s) if !json_answer => s.clone(),
         other => other.to_string(),
     };
     let mut out = std::io::stdout().lock();

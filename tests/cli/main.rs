@@ -3,10 +3,14 @@
 
 mod support;
 
+mod compaction;
 mod core;
 mod fallback;
+mod hooks;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
+mod schema;
+mod subagents;
 mod translation;
