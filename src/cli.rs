@@ -11,8 +11,10 @@ use clap::Parser;
 /// directory, and ends with an answer and an exit code.
 #[derive(Debug, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
-#[command(after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted.")]
+#[command(
+    after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
+3 step/cost/time limit, 130 interrupted."
+)]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin
     #[arg(value_name = "TASK")]
@@ -23,7 +25,11 @@ pub struct Cli {
     pub model: Option<String>,
 
     /// A fallback model, tried in order after transient failures (repeatable; replaces config `fallback_models`)
-    #[arg(long = "fallback-model", value_name = "SPEC", conflicts_with = "no_fallback")]
+    #[arg(
+        long = "fallback-model",
+        value_name = "SPEC",
+        conflicts_with = "no_fallback"
+    )]
     pub fallback_model: Vec<String>,
 
     /// Ignore any configured fallback chain for this run
@@ -45,6 +51,10 @@ pub struct Cli {
     /// Write the trajectory, a crash-safe checkpoint at every moment
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// The final answer must be JSON valid against this JSON Schema
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
 
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]

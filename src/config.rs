@@ -49,6 +49,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub sandbox_allowed_domains: Option<Vec<String>>,
     pub health_db: Option<String>,
+    #[serde(default)]
+    pub compaction: CompactionConfig,
 }
 
 /// A named provider.
@@ -102,6 +104,19 @@ pub struct SubagentsConfig {
     pub model: Option<String>,
     pub step_limit: Option<u32>,
     pub fallback_models: Option<Vec<String>>,
+}
+
+/// `compaction:` (an extension of SPEC section 3): when to compact the
+/// history before a request.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Share of the context window (0 < x <= 1) past which the history is
+    /// compacted before a request (default 0.8).
+    pub threshold: Option<f64>,
+    /// The context window, in tokens, assumed for models whose window is not
+    /// known (built-in providers and scripted models).
+    pub default_context_window: Option<u64>,
 }
 
 /// One MCP server started over stdio.
@@ -241,8 +256,12 @@ mod tests {
 
     #[test]
     fn layers_merge_key_by_key() {
-        let mut base = yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
-        overlay(&mut base, yaml("retry: {attempts: 3}\nfallback_models: [z/w]"));
+        let mut base =
+            yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
+        overlay(
+            &mut base,
+            yaml("retry: {attempts: 3}\nfallback_models: [z/w]"),
+        );
         let c = check(&base).unwrap();
         assert_eq!(c.model.as_deref(), Some("a/b"));
         assert_eq!(c.retry.attempts, Some(3));
@@ -253,7 +272,11 @@ mod tests {
     #[test]
     fn user_config_path_rules() {
         let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert_eq!(
             user_config_path(&env(&[("TINYAGENT_CONFIG", "/c.yaml"), ("HOME", "/h")])),

@@ -22,7 +22,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use agent::{Agent, Limits, RequestOptions};
+use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
@@ -46,8 +46,12 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    match prepare(&cli) {
-        Ok((settings, members)) => {
+    let prepared = prepare(&cli).and_then(|(settings, members)| {
+        let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+        Ok((settings, members, jobs))
+    });
+    match prepared {
+        Ok((settings, members, jobs)) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -58,7 +62,7 @@ pub fn run(cli: Cli) -> i32 {
                     return 1;
                 }
             };
-            runtime.block_on(run_agent(settings, members))
+            runtime.block_on(run_agent(settings, members, jobs))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
@@ -76,7 +80,12 @@ fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
     };
     let mut members = Vec::new();
     for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(spec, &settings.providers, timeouts, &process_env)?);
+        members.push(build_member(
+            spec,
+            &settings.providers,
+            timeouts,
+            &process_env,
+        )?);
     }
     Ok((settings, members))
 }
@@ -119,7 +128,8 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let mut count = 0;
         loop {
             tokio::select! {
@@ -135,7 +145,7 @@ fn watch_signals(token: CancellationToken) {
     });
 }
 
-async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
+async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -> i32 {
     let run_id = uuid::Uuid::new_v4().to_string();
     let emitter = Emitter::new(&run_id, sinks(&settings));
     let cancel = CancellationToken::new();
@@ -179,7 +189,10 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
             Err(e) => {
-                emitter.warn(format!("cannot write the trajectory {}: {e}", path.display()));
+                emitter.warn(format!(
+                    "cannot write the trajectory {}: {e}",
+                    path.display()
+                ));
                 None
             }
         },
@@ -219,21 +232,24 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         doc,
         checkpoint,
         prior_switches: 0,
+        jobs,
     };
+    let json_answer = agent.jobs.output_schema.is_some();
     let task = Message::new(Role::User, settings.task.clone(), 0);
     let outcome = agent.run(vec![task]).await;
     if !settings.json {
-        print_answer(&outcome.output);
+        print_answer(&outcome.output, json_answer);
     }
     outcome.status.exit_code()
 }
 
-/// Prints the final answer on stdout: text as is, JSON as JSON.
-fn print_answer(output: &Value) {
+/// Prints the final answer on stdout: text as is, JSON as JSON. Under
+/// `--output-schema` it is always the answer's compact JSON on one line.
+fn print_answer(output: &Value, json_answer: bool) {
     use std::io::Write;
     let text = match output {
         Value::Null => return,
-        Value::String(s) => s.clone(),
+        Value::String(s) if !json_answer => s.clone(),
         other => other.to_string(),
     };
     let mut out = std::io::stdout().lock();

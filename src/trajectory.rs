@@ -60,6 +60,10 @@ pub struct Trajectory {
 pub enum JournalOp {
     /// Append `message` at position `index` of `messages`.
     Message { index: usize, message: Message },
+    /// Replace the whole message list (after a context compaction). Written
+    /// just before a rewrite, so replaying an old journal over the new FILE
+    /// still ends with the compacted list.
+    Messages { messages: Vec<Message> },
     /// The run's counters after a step (or any other change).
     State {
         steps: u32,
@@ -184,7 +188,8 @@ impl Checkpoint {
 /// Reads FILE and replays `FILE.journal` over it. A torn last journal line
 /// (a crash mid-write) is ignored.
 pub fn load(path: &Path) -> Result<Trajectory, String> {
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut doc: Trajectory = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
     if let Ok(journal) = fs::read_to_string(journal_path(path)) {
@@ -205,6 +210,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
                 doc.messages.push(message);
             }
         }
+        JournalOp::Messages { messages } => doc.messages = messages,
         JournalOp::State {
             steps,
             totals,
@@ -259,7 +265,10 @@ mod tests {
         let mut cp = Checkpoint::create(&path, &d).unwrap();
         let m = Message::new(Role::User, "hi", 0);
         d.messages.push(m.clone());
-        let op = JournalOp::Message { index: 0, message: m };
+        let op = JournalOp::Message {
+            index: 0,
+            message: m,
+        };
         cp.append(&op, &d).unwrap();
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.messages.len(), 1);
@@ -268,6 +277,44 @@ mod tests {
         cp.rewrite(&d).unwrap();
         fs::write(journal_path(&path), journal).unwrap();
         assert_eq!(load(&path).unwrap().messages.len(), 1);
+    }
+
+    #[test]
+    fn a_compaction_survives_a_crash_between_rename_and_journal_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        for i in 0..4 {
+            let m = Message::new(Role::User, format!("m{i}"), 0);
+            d.messages.push(m.clone());
+            cp.append(
+                &JournalOp::Message {
+                    index: i,
+                    message: m,
+                },
+                &d,
+            )
+            .unwrap();
+        }
+        // Compaction: 4 messages become 2, then the compacted doc is written.
+        d.messages = vec![
+            d.messages[0].clone(),
+            Message::new(Role::User, "summary", 0),
+        ];
+        cp.append(
+            &JournalOp::Messages {
+                messages: d.messages.clone(),
+            },
+            &d,
+        )
+        .unwrap();
+        let journal = fs::read(journal_path(&path)).unwrap();
+        cp.rewrite(&d).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
+        // The old journal replayed over the new FILE ends in the same state.
+        fs::write(journal_path(&path), journal).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
     }
 
     #[test]

@@ -118,7 +118,11 @@ impl std::fmt::Display for ChainError {
                         .iter()
                         .map(|(spec, reason)| format!("{spec} ({reason})"))
                         .collect();
-                    write!(f, "every model of the fallback chain failed: {}", list.join(", "))
+                    write!(
+                        f,
+                        "every model of the fallback chain failed: {}",
+                        list.join(", ")
+                    )
                 }
             }
         }
@@ -342,7 +346,10 @@ impl ChainModel {
             let next = self.next_after(index, now);
             let budget = match next {
                 Some(_) => Budget {
-                    max_attempts: self.fallback.switch_after.clamp(1, self.retry.attempts.max(1)),
+                    max_attempts: self
+                        .fallback
+                        .switch_after
+                        .clamp(1, self.retry.attempts.max(1)),
                     can_switch: true,
                 },
                 None => Budget {

@@ -4,8 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::anthropic::AnthropicModel;
 use super::chain::Member;
+use super::http::{Auth, HttpTransport};
+use super::ollama::OllamaChat;
+use super::openai::{ChatCompletions, Dialect};
 use super::price::{builtin_price, Pricing};
+use super::responses::ResponsesModel;
 use super::script::ScriptModel;
 use super::spec::{builtin, ModelSpec, WireApi};
 use super::Model;
@@ -45,7 +50,7 @@ pub fn resolve(
     if let Some(b) = builtin(&spec.provider) {
         let endpoint = b
             .endpoint_env
-            .and_then(|var| env(var))
+            .and_then(env)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| b.endpoint.to_string());
         let endpoint = if b.api == WireApi::Ollama && !endpoint.contains("://") {
@@ -56,18 +61,25 @@ pub fn resolve(
         return Ok(ResolvedProvider {
             api: b.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: b.key_env.and_then(|var| env(var)),
+            api_key: b.key_env.and_then(env),
             headers: BTreeMap::new(),
             pricing: builtin_price(&spec.provider, &spec.model),
             context_window: None,
             max_output_tokens: None,
         });
     }
-    let p = providers
-        .get(&spec.provider)
-        .ok_or_else(|| SetupError(format!("model '{spec}': unknown provider '{}'", spec.provider)))?;
-    let api = WireApi::from_config(&p.api)
-        .ok_or_else(|| SetupError(format!("providers.{}: unknown api '{}'", spec.provider, p.api)))?;
+    let p = providers.get(&spec.provider).ok_or_else(|| {
+        SetupError(format!(
+            "model '{spec}': unknown provider '{}'",
+            spec.provider
+        ))
+    })?;
+    let api = WireApi::from_config(&p.api).ok_or_else(|| {
+        SetupError(format!(
+            "providers.{}: unknown api '{}'",
+            spec.provider, p.api
+        ))
+    })?;
     let model = p.models.get(&spec.model).cloned().unwrap_or_default();
     let pricing = match (model.input_price, model.output_price) {
         (None, None) => None,
@@ -83,7 +95,7 @@ pub fn resolve(
     Ok(ResolvedProvider {
         api,
         endpoint: p.endpoint.trim_end_matches('/').to_string(),
-        api_key: p.api_key_env.as_deref().and_then(|var| env(var)),
+        api_key: p.api_key_env.as_deref().and_then(env),
         headers: p.headers.clone(),
         pricing,
         context_window: model.context_window,
@@ -108,12 +120,40 @@ pub fn build_member(
     let resolved = resolve(spec, providers, env)?;
     let model: Box<dyn Model> = match resolved.api {
         WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
-        api => {
-            let _ = timeouts;
-            return Err(SetupError(format!(
-                "model '{spec}': the {api:?} wire API is not available in this build"
-            )));
+        WireApi::OpenAi => {
+            let dialect = match spec.provider.as_str() {
+                "openai" => Dialect::OpenAi,
+                "openrouter" => Dialect::OpenRouter,
+                _ => Dialect::Compatible,
+            };
+            Box::new(ChatCompletions::new(
+                bearer_transport(&resolved, timeouts)?,
+                &spec.model,
+                dialect,
+                resolved.max_output_tokens,
+            ))
         }
+        WireApi::Ollama => Box::new(OllamaChat::new(
+            bearer_transport(&resolved, timeouts)?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
+        WireApi::Anthropic => Box::new(AnthropicModel::new(
+            HttpTransport::new(
+                &resolved.endpoint,
+                resolved.api_key.as_deref(),
+                Auth::XApiKey,
+                &resolved.headers,
+                timeouts,
+            )?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
+        WireApi::Responses => Box::new(ResponsesModel::new(
+            bearer_transport(&resolved, timeouts)?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
     };
     Ok(Member::new(
         spec.to_string(),
@@ -121,4 +161,18 @@ pub fn build_member(
         resolved.pricing,
         resolved.context_window,
     ))
+}
+
+/// The transport for a provider that takes its key as a bearer token.
+fn bearer_transport(
+    resolved: &ResolvedProvider,
+    timeouts: StreamTimeouts,
+) -> Result<HttpTransport, SetupError> {
+    HttpTransport::new(
+        &resolved.endpoint,
+        resolved.api_key.as_deref(),
+        Auth::Bearer,
+        &resolved.headers,
+        timeouts,
+    )
 }

@@ -3,6 +3,15 @@
 
 mod support;
 
+mod compaction;
 mod core;
 mod fallback;
 mod health;
+mod hooks;
+mod providers_anthropic;
+mod providers_ollama;
+mod providers_openai;
+mod providers_responses;
+mod schema;
+mod subagents;
+mod translation;
