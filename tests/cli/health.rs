@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::support::stub::{Reply, Stub};
 use crate::support::{events, finished, of_type, read_json, TestEnv};
 
 const SUBMIT: &str = "- tool_calls:\n  - {name: submit, arguments: {output: done}}\n";
@@ -351,4 +352,77 @@ fn health_db_path_expands_the_home_directory() {
     let db = env.home().join("shared/health.db");
     assert!(cooling_until(&db, &primary).is_some());
     assert!(!default_db(&env).exists());
+}
+
+/// An OpenAI-style 503, as the Chat Completions API documents its errors.
+fn overloaded() -> Reply {
+    Reply::json(
+        503,
+        &json!({"error": {
+            "message": "The server is overloaded or not ready yet.",
+            "type": "server_error", "param": null, "code": null
+        }}),
+    )
+}
+
+const KEY: &str = "sk-test-HEALTH-SECRET-0042";
+
+/// A std command running `openai/gpt-5` at `stub` with a script fallback.
+fn http_cmd(env: &TestEnv, stub: &Stub, fallback: &str) -> std::process::Command {
+    let mut cmd = env.std_cmd();
+    cmd.env("OPENAI_BASE_URL", format!("{}/v1", stub.url()))
+        .env("OPENAI_API_KEY", KEY)
+        .args(["--json", "-m", "openai/gpt-5", "--fallback-model", fallback])
+        .arg("TASK-MARKER-http fix it")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn eight_runs_against_a_dead_http_primary_send_about_one_budget_in_total() {
+    let (env, _, fallback) = setup("retry: {attempts: 6, backoff: 200ms, jitter: 0}\n");
+    let stub = Stub::sequence(vec![overloaded()]);
+    let children: Vec<_> = (0..8)
+        .map(|_| http_cmd(&env, &stub, &fallback).spawn().unwrap())
+        .collect();
+    let mut reported = 0;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        reported += requests_to(&events(&out.stdout), "openai/gpt-5");
+    }
+    let received = stub.count() as u64;
+    eprintln!("the dead primary received {received} requests");
+    assert_eq!(received, reported, "the events account for every request");
+    // Each run alone would send 6: 48 in all.
+    assert!(
+        received <= 16,
+        "the dead primary received {received} requests"
+    );
+
+    // A ninth run, after them, sends it nothing.
+    let out = http_cmd(&env, &stub, &fallback).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stub.count() as u64, received);
+    let ev = events(&out.stdout);
+    assert_eq!(of_type(&ev, "model.fallback")[0]["reason"], "cooldown");
+
+    // The record names the endpoint with its port, and holds no key or task.
+    let bytes = std::fs::read_dir(env.home().join(".local/state/tinyagent"))
+        .unwrap()
+        .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .collect::<Vec<u8>>();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains(&format!("127.0.0.1:{}/v1", stub.port)),
+        "endpoint with port"
+    );
+    assert!(!text.contains("HEALTH-SECRET") && !text.contains("TASK-MARKER"));
 }
