@@ -292,7 +292,9 @@ impl ChainModel {
         let mut tried: Vec<(String, String)> = Vec::new();
         let now = Instant::now();
         // Half-open probes of members that were left and have cooled down.
-        let candidates: Vec<usize> = (0..self.active).filter(|&i| self.eligible(i, now)).collect();
+        let candidates: Vec<usize> = (0..self.active)
+            .filter(|&i| self.eligible(i, now))
+            .collect();
         for (k, &index) in candidates.iter().enumerate() {
             let probe = Request {
                 spec: &self.members[index].spec,
@@ -304,7 +306,8 @@ impl ChainModel {
             };
             let gate = self.health.gate(index, Vec::new(), false);
             let model = &*self.members[index].model;
-            let result = request_with_retries_gated(model, &probe, ctx, &self.retry, budget, &gate).await;
+            let result =
+                request_with_retries_gated(model, &probe, ctx, &self.retry, budget, &gate).await;
             drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => {
@@ -361,10 +364,13 @@ impl ChainModel {
                 spec: &self.members[index].spec,
                 ..self.request_for(index, request)
             };
-            let gate = self.health.gate(index, self.later(index, now), next.is_some());
+            let gate = self
+                .health
+                .gate(index, self.later(index, now), next.is_some());
             let model = &*self.members[index].model;
             let result =
-                request_with_retries_gated(model, &member_request, ctx, &self.retry, budget, &gate).await;
+                request_with_retries_gated(model, &member_request, ctx, &self.retry, budget, &gate)
+                    .await;
             drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => return Ok(self.answer(index, response)),
@@ -381,7 +387,10 @@ impl ChainModel {
                         .find(|&j| self.eligible(j, now))
                         .or(next)
                         .unwrap_or(last);
-                    tried.push((self.members[index].spec.clone(), COOLDOWN_REASON.to_string()));
+                    tried.push((
+                        self.members[index].spec.clone(),
+                        COOLDOWN_REASON.to_string(),
+                    ));
                     self.switch(ctx, index, to, COOLDOWN_REASON, attempts);
                     continue;
                 }

@@ -17,12 +17,7 @@ fn key(name: &str) -> HealthKey {
 }
 
 /// A run with chain [a, b] on the shared store and a fake clock.
-fn run(
-    store: &Shared,
-    clock: &Arc<AtomicI64>,
-    switch_after: u32,
-    cooldown: Cooldown,
-) -> Health {
+fn run(store: &Shared, clock: &Arc<AtomicI64>, switch_after: u32, cooldown: Cooldown) -> Health {
     let clock = clock.clone();
     Health::new(
         Box::new(store.clone()),
