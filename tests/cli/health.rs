@@ -426,3 +426,28 @@ fn eight_runs_against_a_dead_http_primary_send_about_one_budget_in_total() {
     );
     assert!(!text.contains("HEALTH-SECRET") && !text.contains("TASK-MARKER"));
 }
+
+#[test]
+fn a_locked_health_db_costs_one_warning_not_the_run() {
+    let (env, primary, fallback) = setup(FAST);
+    // A first run creates the record; then another process holds its write lock.
+    let (_, stderr, code) = run(&env, &["-m", &fallback]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let conn = rusqlite::Connection::open(default_db(&env)).unwrap();
+    conn.execute_batch("BEGIN EXCLUSIVE; UPDATE model_health SET updated_at = 0;")
+        .unwrap();
+    let (ev, stderr, code) = chain_run(&env, &primary, &fallback);
+    assert_eq!(code, Some(0), "{stderr}");
+    let warnings = of_type(&ev, "warning");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]["message"].as_str().unwrap().contains("locked"),
+        "{warnings:?}"
+    );
+    let switch = of_type(&ev, "model.fallback")[0];
+    assert_eq!(
+        (switch["reason"].as_str(), switch["attempts"].as_u64()),
+        (Some("http_503"), Some(3))
+    );
+    conn.execute_batch("ROLLBACK").unwrap();
+}
