@@ -11,8 +11,10 @@ use clap::Parser;
 /// directory, and ends with an answer and an exit code.
 #[derive(Debug, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
-#[command(after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted.")]
+#[command(
+    after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
+3 step/cost/time limit, 130 interrupted."
+)]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin
     #[arg(value_name = "TASK")]
@@ -23,7 +25,11 @@ pub struct Cli {
     pub model: Option<String>,
 
     /// A fallback model, tried in order after transient failures (repeatable; replaces config `fallback_models`)
-    #[arg(long = "fallback-model", value_name = "SPEC", conflicts_with = "no_fallback")]
+    #[arg(
+        long = "fallback-model",
+        value_name = "SPEC",
+        conflicts_with = "no_fallback"
+    )]
     pub fallback_model: Vec<String>,
 
     /// Ignore any configured fallback chain for this run

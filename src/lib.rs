@@ -75,7 +75,12 @@ fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
     };
     let mut members = Vec::new();
     for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(spec, &settings.providers, timeouts, &process_env)?);
+        members.push(build_member(
+            spec,
+            &settings.providers,
+            timeouts,
+            &process_env,
+        )?);
     }
     Ok((settings, members))
 }
@@ -118,7 +123,8 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let mut count = 0;
         loop {
             tokio::select! {
@@ -178,7 +184,10 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
             Err(e) => {
-                emitter.warn(format!("cannot write the trajectory {}: {e}", path.display()));
+                emitter.warn(format!(
+                    "cannot write the trajectory {}: {e}",
+                    path.display()
+                ));
                 None
             }
         },

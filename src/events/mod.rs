@@ -337,6 +337,9 @@ mod tests {
             reason: "http_503".into(),
             attempts: 6,
         });
-        assert_eq!(line.unwrap(), "model fallback: a/x -> b/y (http_503) at step 3");
+        assert_eq!(
+            line.unwrap(),
+            "model fallback: a/x -> b/y (http_503) at step 3"
+        );
     }
 }

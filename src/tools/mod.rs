@@ -102,7 +102,9 @@ pub fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
     };
     ToolSpec {
         name: "submit".into(),
-        description: "Finish the task and hand over the final answer. Call it once, when the work is done.".into(),
+        description:
+            "Finish the task and hand over the final answer. Call it once, when the work is done."
+                .into(),
         parameters: json!({
             "type": "object",
             "properties": {"output": output},
@@ -147,7 +149,9 @@ mod tests {
 
     #[test]
     fn long_text_keeps_head_and_tail_with_a_note() {
-        let text: String = (0..100).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..100)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let short = shorten(&text, 20);
         assert!(short.starts_with(&text[..10]));
         assert!(short.ends_with(&text[90..]));
