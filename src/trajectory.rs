@@ -69,6 +69,10 @@ pub enum JournalOp {
         model_switches: Vec<Switch>,
         #[serde(default)]
         plan: Vec<PlanItem>,
+        /// How many messages the run had when this was written; a replay
+        /// skips a state older than the document it is replayed over.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        messages: Option<usize>,
     },
     /// A tool call about to run.
     ToolStarted {
@@ -98,6 +102,7 @@ pub struct Checkpoint {
     journal: Option<File>,
     journal_bytes: u64,
     file_bytes: u64,
+    written: u64,
 }
 
 /// `FILE.journal` for a trajectory at `path`.
@@ -116,13 +121,22 @@ impl Checkpoint {
             journal: None,
             journal_bytes: 0,
             file_bytes: 0,
+            written: 0,
         };
         cp.rewrite(doc)?;
         Ok(cp)
     }
 
+    /// Bytes written to FILE and the journal so far (benchmarks).
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
     /// Appends one op to the journal (flushed before returning), folding the
-    /// journal into FILE when it has grown past its share.
+    /// journal into FILE when it has grown past its share. The fold waits for
+    /// a message or state op, so a started tool call stays in the journal
+    /// until its result is in the document (resume tells "started" from
+    /// "never started" by it).
     pub fn append(&mut self, op: &JournalOp, doc: &Trajectory) -> io::Result<()> {
         let mut line = serde_json::to_vec(op).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -139,8 +153,10 @@ impl Checkpoint {
             journal.flush()?;
         }
         self.journal_bytes += line.len() as u64;
+        self.written += line.len() as u64;
         let limit = ((self.file_bytes as f64 * JOURNAL_SHARE) as u64).max(JOURNAL_MIN_BYTES);
-        if self.journal_bytes > limit {
+        let foldable = matches!(op, JournalOp::Message { .. } | JournalOp::State { .. });
+        if foldable && self.journal_bytes > limit {
             self.rewrite(doc)?;
         }
         Ok(())
@@ -159,7 +175,9 @@ impl Checkpoint {
             f.sync_data()?;
         }
         fs::rename(&tmp, &self.path)?;
+        sync_parent(&self.path);
         self.file_bytes = bytes.len() as u64;
+        self.written += bytes.len() as u64 + 1;
         // Replaying the old journal over the new FILE is harmless (ops are
         // idempotent), so a crash between rename and truncate loses nothing.
         self.journal = None;
@@ -181,22 +199,46 @@ impl Checkpoint {
     }
 }
 
+/// Makes a rename durable across a power loss (best effort).
+fn sync_parent(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// A tool call the journal records as started: `(step, call_id)`.
+pub type StartedCall = (u32, String);
+
 /// Reads FILE and replays `FILE.journal` over it. A torn last journal line
 /// (a crash mid-write) is ignored.
 pub fn load(path: &Path) -> Result<Trajectory, String> {
+    load_checkpoint(path).map(|(doc, _)| doc)
+}
+
+/// Like `load`, also returning the tool calls the journal records as
+/// started, in order (whether or not they finished).
+pub fn load_checkpoint(path: &Path) -> Result<(Trajectory, Vec<StartedCall>), String> {
     let text =
         fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut doc: Trajectory = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
+    let mut started = Vec::new();
     if let Ok(journal) = fs::read_to_string(journal_path(path)) {
         for line in journal.lines() {
             let Ok(op) = serde_json::from_str::<JournalOp>(line) else {
                 break;
             };
+            if let JournalOp::ToolStarted { step, call_id, .. } = &op {
+                started.push((*step, call_id.clone()));
+            }
             apply(&mut doc, op);
         }
     }
-    Ok(doc)
+    Ok((doc, started))
 }
 
 fn apply(doc: &mut Trajectory, op: JournalOp) {
@@ -212,7 +254,11 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
             active_model,
             model_switches,
             plan,
+            messages,
         } => {
+            if messages.is_some_and(|n| n < doc.messages.len()) {
+                return;
+            }
             doc.steps = steps;
             doc.totals = totals;
             doc.active_model = active_model;

@@ -7,6 +7,7 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod sqlite;
 
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
