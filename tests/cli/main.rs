@@ -5,3 +5,5 @@ mod support;
 
 mod core;
 mod fallback;
+mod logdb;
+mod resume;
