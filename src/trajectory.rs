@@ -321,6 +321,65 @@ mod tests {
     }
 
     #[test]
+    fn a_started_tool_call_stays_in_the_journal_until_its_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        let big = "x".repeat(100 * 1024);
+        let started = JournalOp::ToolStarted {
+            step: 1,
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({ "command": big }),
+        };
+        // Past the fold limit, but a started call is never folded away.
+        cp.append(&started, &d).unwrap();
+        let (_, calls) = load_checkpoint(&path).unwrap();
+        assert_eq!(calls, [(1, "c1".to_string())]);
+        // Its result message folds the journal into FILE.
+        let m = Message::new(Role::Tool, "done", 1);
+        d.messages.push(m.clone());
+        cp.append(
+            &JournalOp::Message {
+                index: 0,
+                message: m,
+            },
+            &d,
+        )
+        .unwrap();
+        assert_eq!(fs::metadata(journal_path(&path)).unwrap().len(), 0);
+        let (loaded, calls) = load_checkpoint(&path).unwrap();
+        assert!(calls.is_empty());
+        assert_eq!(loaded.messages.len(), 1);
+    }
+
+    #[test]
+    fn a_stale_state_never_rolls_a_newer_file_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        d.messages.push(Message::new(Role::User, "t", 0));
+        d.messages.push(Message::new(Role::Assistant, "a", 1));
+        d.steps = 1;
+        Checkpoint::create(&path, &d).unwrap();
+        // A journal left over from before that rewrite (crash between the
+        // rename and the truncation).
+        let stale = JournalOp::State {
+            steps: 0,
+            totals: Totals::default(),
+            active_model: "script/a".into(),
+            model_switches: vec![],
+            plan: vec![],
+            messages: Some(1),
+        };
+        let mut line = serde_json::to_string(&stale).unwrap();
+        line.push('\n');
+        fs::write(journal_path(&path), line).unwrap();
+        assert_eq!(load(&path).unwrap().steps, 1);
+    }
+
+    #[test]
     fn torn_journal_line_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
