@@ -240,9 +240,11 @@ fn an_interrupted_checkpoint_resumes_and_a_new_task_is_a_user_message() {
         ),
     );
     let traj = env.file("t.json");
+    let db = env.file("log.db");
     let child = env
         .std_cmd()
-        .args(["-m", &model, "--json", "-o", traj.to_str().unwrap(), "task"])
+        .args(["-m", &model, "--json", "-o", traj.to_str().unwrap()])
+        .args(["--log-db", db.to_str().unwrap(), "task"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -254,6 +256,17 @@ fn an_interrupted_checkpoint_resumes_and_a_new_task_is_a_user_message() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
     assert_eq!(read_json(&traj)["status"], "interrupted");
+    // Ctrl-C flushes the log database: every event, and the run's end.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (status, stored): (String, i64) = conn
+        .query_row(
+            "SELECT status, (SELECT count(*) FROM events) FROM runs",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(status, "interrupted");
+    assert_eq!(stored as usize, events(&out.stdout).len());
 
     env.script("a.yaml", SUBMIT);
     let cfg = env.write("config.yaml", FAST_RETRY);
