@@ -245,9 +245,10 @@ fn bench_checkpoint() {
         let mut window: Vec<Duration> = times[lo..at].to_vec();
         window.sort();
         let median = window[window.len() / 2];
-        // Amortised: the mean over the last tenth of the run up to here,
-        // which includes the occasional fold of the journal into FILE.
-        let span = (at / 10).max(10);
+        // Amortised: the mean over the second half of the run up to here,
+        // which always spans a fold of the journal into FILE (FILE grows
+        // by half between folds).
+        let span = (at / 2).max(5);
         let mean = times[at - span..at].iter().sum::<Duration>() / span as u32;
         let mean_bytes = bytes[at - span..at].iter().sum::<u64>() / span as u64;
         let max = times[at - span..at].iter().max().unwrap();
