@@ -11,6 +11,7 @@ pub mod events;
 pub mod exit;
 pub mod health;
 pub mod model;
+pub mod resume;
 pub mod settings;
 pub mod stop;
 pub mod tools;
@@ -26,6 +27,7 @@ use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
+use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use model::chain::{ChainModel, Member};
@@ -46,12 +48,8 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    let prepared = prepare(&cli).and_then(|(settings, members)| {
-        let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
-        Ok((settings, members, jobs))
-    });
-    match prepared {
-        Ok((settings, members, jobs)) => {
+    match prepare(&cli) {
+        Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -62,7 +60,7 @@ pub fn run(cli: Cli) -> i32 {
                     return 1;
                 }
             };
-            runtime.block_on(run_agent(settings, members, jobs))
+            runtime.block_on(run_agent(prepared))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
@@ -71,9 +69,27 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-/// Everything that can fail before the first request: settings and models.
-fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
-    let settings = Settings::resolve(cli, &process_env)?;
+/// A run resolved and ready for its first request.
+struct Prepared {
+    settings: Settings,
+    members: Vec<Member>,
+    log_db: Option<SqliteSink>,
+    resume: Option<resume::Checkpointed>,
+    jobs: JobOptions,
+}
+
+/// Everything that can fail before the first request: the checkpoint to
+/// resume, settings, models and the log database.
+fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
+    let (cli, resume) = match &cli.resume {
+        Some(path) => {
+            let cp = resume::load(path)?;
+            resume::check_model(cli.model.as_deref(), &cp)?;
+            (resume::resumed_cli(cli, &cp), Some(cp))
+        }
+        None => (cli.clone(), None),
+    };
+    let settings = Settings::resolve(&cli, &process_env)?;
     let timeouts = StreamTimeouts {
         first_event: settings.retry.stream_first_event_timeout,
         idle: settings.retry.stream_idle_timeout,
@@ -87,7 +103,20 @@ fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
             &process_env,
         )?);
     }
-    Ok((settings, members))
+    // The user asked for the record: a database that cannot be opened is a
+    // setup error, before any request, not a run that silently logs nothing.
+    let log_db = match &settings.log_db {
+        Some(path) => Some(SqliteSink::open(path).map_err(SetupError)?),
+        None => None,
+    };
+    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    Ok(Prepared {
+        settings,
+        members,
+        log_db,
+        resume,
+        jobs,
+    })
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -145,9 +174,20 @@ fn watch_signals(token: CancellationToken) {
     });
 }
 
-async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -> i32 {
+async fn run_agent(prepared: Prepared) -> i32 {
+    let Prepared {
+        settings,
+        members,
+        log_db,
+        resume,
+        jobs,
+    } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
-    let emitter = Emitter::new(&run_id, sinks(&settings));
+    let mut sinks = sinks(&settings);
+    if let Some(db) = log_db {
+        sinks.push(Box::new(db));
+    }
+    let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
@@ -155,37 +195,40 @@ async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -
 
     let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
     let cwd = settings.cwd.display().to_string();
+    let mut output_path = settings.output.clone();
+    let (doc, new_messages, answered) = match resume {
+        Some(cp) => {
+            output_path = output_path.or_else(|| Some(cp.path.clone()));
+            let c = resume::continue_run(
+                cp,
+                resume::NewRun {
+                    run_id: &run_id,
+                    fallback_models: fallback_models.clone(),
+                    cwd: &cwd,
+                    task: Some(settings.task.as_str()).filter(|t| !t.is_empty()),
+                    started_at: now_rfc3339(),
+                },
+            );
+            (c.doc, c.new_messages, c.answered)
+        }
+        None => {
+            let doc = fresh_doc(&settings, &run_id, fallback_models.clone(), &cwd);
+            let task = Message::new(Role::User, settings.task.clone(), 0);
+            (doc, vec![task], None)
+        }
+    };
     emitter.emit(Event::RunStarted {
-        task: settings.task.clone(),
+        task: doc.task.clone(),
         model: settings.primary.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
-        resumed_from: None,
+        resumed_from: doc.resumed_from.clone(),
     });
     price_warnings(&members, settings.cost_limit, &emitter);
-
-    let doc = Trajectory {
-        schema_version: 1,
-        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.clone(),
-        task: settings.task.clone(),
-        model: settings.primary.to_string(),
-        fallback_models,
-        active_model: settings.primary.to_string(),
-        status: Status::Running,
-        error: None,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        steps: 0,
-        totals: Totals::default(),
-        model_switches: Vec::new(),
-        plan: Vec::new(),
-        messages: Vec::new(),
-        output: Value::Null,
-        resumed_from: None,
-        cwd: Some(cwd),
-    };
-    let checkpoint = match &settings.output {
+    if doc.resumed_from.is_some() {
+        resume_limit_warnings(&doc, &settings, &emitter);
+    }
+    let checkpoint = match &output_path {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
             Err(e) => {
@@ -199,7 +242,8 @@ async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -
         None => None,
     };
 
-    let plan: SharedPlan = Arc::new(Mutex::new(Vec::new()));
+    let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
+    let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::default();
     tools.add(Box::new(BashTool::new(Box::new(PlainBash))));
     tools.add(Box::new(ReadFile));
@@ -231,16 +275,64 @@ async fn run_agent(settings: Settings, members: Vec<Member>, jobs: JobOptions) -
         plan,
         doc,
         checkpoint,
-        prior_switches: 0,
+        prior_switches,
         jobs,
     };
     let json_answer = agent.jobs.output_schema.is_some();
-    let task = Message::new(Role::User, settings.task.clone(), 0);
-    let outcome = agent.run(vec![task]).await;
+    let outcome = match answered {
+        Some(output) => agent.finish_now(new_messages, Status::Completed, output),
+        None => agent.run(new_messages).await,
+    };
     if !settings.json {
         print_answer(&outcome.output, json_answer);
     }
     outcome.status.exit_code()
+}
+
+/// Limits count the whole run: say so when a resumed run is already past one.
+fn resume_limit_warnings(doc: &Trajectory, settings: &Settings, emitter: &Emitter) {
+    if let Some(limit) = settings.step_limit.filter(|l| doc.steps >= *l) {
+        emitter.warn(format!(
+            "the resumed run has already taken {} steps, the step limit is {limit}: give a higher --step-limit to continue",
+            doc.steps
+        ));
+    }
+    if let Some(limit) = settings.cost_limit.filter(|l| doc.totals.cost_usd >= *l) {
+        emitter.warn(format!(
+            "the resumed run has already cost ${:.4}, the cost limit is ${limit}: give a higher --cost-limit to continue",
+            doc.totals.cost_usd
+        ));
+    }
+}
+
+/// The document of a new run.
+fn fresh_doc(
+    settings: &Settings,
+    run_id: &str,
+    fallback_models: Vec<String>,
+    cwd: &str,
+) -> Trajectory {
+    Trajectory {
+        schema_version: 1,
+        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
+        run_id: run_id.to_string(),
+        task: settings.task.clone(),
+        model: settings.primary.to_string(),
+        fallback_models,
+        active_model: settings.primary.to_string(),
+        status: Status::Running,
+        error: None,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        steps: 0,
+        totals: Totals::default(),
+        model_switches: Vec::new(),
+        plan: Vec::new(),
+        messages: Vec::new(),
+        output: Value::Null,
+        resumed_from: None,
+        cwd: Some(cwd.to_string()),
+    }
 }
 
 /// Prints the final answer on stdout: text as is, JSON as JSON. Under

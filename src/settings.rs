@@ -20,11 +20,16 @@ pub const MAX_FALLBACKS: usize = 3;
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The task; with `--resume`, the new TASK (empty when none was given).
     pub task: String,
     pub cwd: PathBuf,
     pub json: bool,
     pub quiet: bool,
     pub output: Option<PathBuf>,
+    /// `--log-db FILE`.
+    pub log_db: Option<PathBuf>,
+    /// `--resume FILE`.
+    pub resume: Option<PathBuf>,
     pub primary: ModelSpec,
     pub fallbacks: Vec<ModelSpec>,
     pub step_limit: Option<u32>,
@@ -81,7 +86,11 @@ impl Settings {
     /// Loads the user config and `-c` layers and resolves them with `cli`.
     pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, SetupError> {
         let config = load_config(&cli.config, env)?;
-        let task = read_task(cli.task.as_deref())?;
+        let task = if cli.resume.is_some() {
+            read_resume_task(cli.task.as_deref())?.unwrap_or_default()
+        } else {
+            read_task(cli.task.as_deref())?
+        };
         Self::from_parts(cli, config, task, env)
     }
 
@@ -220,6 +229,8 @@ impl Settings {
             json: cli.json,
             quiet: cli.quiet,
             output: cli.output.clone(),
+            log_db: cli.log_db.clone(),
+            resume: cli.resume.clone(),
             primary,
             fallbacks,
             step_limit: cli.step_limit.or(config.step_limit),
@@ -301,6 +312,14 @@ pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
         .read_to_string(&mut text)
         .map_err(|e| SetupError(format!("cannot read the task from stdin: {e}")))?;
     non_empty(text)
+}
+
+/// With `--resume` the task is optional and stdin is read only for `-`.
+pub fn read_resume_task(arg: Option<&str>) -> Result<Option<String>, SetupError> {
+    match arg {
+        None => Ok(None),
+        Some(arg) => read_task(Some(arg)).map(Some),
+    }
 }
 
 fn non_empty(text: String) -> Result<String, SetupError> {

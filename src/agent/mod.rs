@@ -252,6 +252,8 @@ impl Agent {
             extra: response.extra,
             ..Message::new(Role::Assistant, response.text.clone(), step)
         });
+        // The response's totals are durable before any of its tools runs.
+        self.journal_state();
 
         let end = self
             .after_response(step, &response.text, response.finish, &calls, counters)
@@ -477,6 +479,7 @@ impl Agent {
             active_model: self.doc.active_model.clone(),
             model_switches: self.doc.model_switches.clone(),
             plan: self.doc.plan.clone(),
+            messages: Some(self.doc.messages.len()),
         };
         self.journal(&op);
     }
@@ -490,6 +493,20 @@ impl Agent {
                 ));
             }
         }
+    }
+
+    /// Ends the run at once, without a request: a resumed checkpoint whose
+    /// last reply was already a final answer.
+    pub fn finish_now(
+        mut self,
+        new_messages: Vec<Message>,
+        status: Status,
+        output: Value,
+    ) -> Outcome {
+        for message in new_messages {
+            self.push_message(message);
+        }
+        self.finish(status, output, None, Instant::now())
     }
 
     fn finish(
@@ -519,7 +536,7 @@ impl Agent {
             output_tokens: self.doc.totals.output_tokens,
             cost_usd: self.doc.totals.cost_usd,
             duration_ms: started.elapsed().as_millis() as u64,
-            model_fallbacks: self.chain.switches().len() as u32,
+            model_fallbacks: self.doc.model_switches.len() as u32,
             active_model: self.doc.active_model.clone(),
             output: output.clone(),
             error: error.clone(),

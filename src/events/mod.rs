@@ -7,6 +7,7 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
