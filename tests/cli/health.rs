@@ -451,3 +451,33 @@ fn a_locked_health_db_costs_one_warning_not_the_run() {
     );
     conn.execute_batch("ROLLBACK").unwrap();
 }
+
+#[test]
+fn a_resumed_run_skips_the_primary_its_failed_run_recorded() {
+    let (env, primary, fallback) = setup(FAST);
+    let traj = env.file("t.json");
+    let (ev, _, code) = run(&env, &["-m", &primary, "-o", traj.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        of_type(&ev, "provider.retry").len(),
+        2,
+        "no chain: the whole budget"
+    );
+    let out = env
+        .cmd()
+        .args([
+            "--json",
+            "--resume",
+            traj.to_str().unwrap(),
+            "--fallback-model",
+            &fallback,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let ev = events(&out.stdout);
+    let switch = of_type(&ev, "model.fallback")[0];
+    assert_eq!(switch["reason"], "cooldown");
+    assert_eq!(switch["attempts"], 0);
+    assert!(of_type(&ev, "provider.retry").is_empty());
+}
