@@ -60,6 +60,10 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
+    /// The final answer must be JSON valid against this JSON Schema
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]
     pub step_limit: Option<u32>,

@@ -22,7 +22,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use agent::{Agent, Limits, RequestOptions};
+use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
@@ -74,6 +74,7 @@ struct Prepared {
     members: Vec<Member>,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
+    jobs: JobOptions,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -101,6 +102,7 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
             &process_env,
         )?);
     }
+    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -112,6 +114,7 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         members,
         log_db,
         resume,
+        jobs,
     })
 }
 
@@ -176,6 +179,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         members,
         log_db,
         resume,
+        jobs,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let mut sinks = sinks(&settings);
@@ -270,13 +274,15 @@ async fn run_agent(prepared: Prepared) -> i32 {
         doc,
         checkpoint,
         prior_switches,
+        jobs,
     };
+    let json_answer = agent.jobs.output_schema.is_some();
     let outcome = match answered {
         Some(output) => agent.finish_now(new_messages, Status::Completed, output),
         None => agent.run(new_messages).await,
     };
     if !settings.json {
-        print_answer(&outcome.output);
+        print_answer(&outcome.output, json_answer);
     }
     outcome.status.exit_code()
 }
@@ -327,12 +333,13 @@ fn fresh_doc(
     }
 }
 
-/// Prints the final answer on stdout: text as is, JSON as JSON.
-fn print_answer(output: &Value) {
+/// Prints the final answer on stdout: text as is, JSON as JSON. Under
+/// `--output-schema` it is always the answer's compact JSON on one line.
+fn print_answer(output: &Value, json_answer: bool) {
     use std::io::Write;
     let text = match output {
         Value::Null => return,
-        Value::String(s) => s.clone(),
+        Value::String(s) if !json_answer => s.clone(),
         other => other.to_string(),
     };
     let mut out = std::io::stdout().lock();

@@ -42,7 +42,20 @@ pub struct Settings {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The merged config, for features that read their own section.
     pub config: Config,
+    /// `subagents:`, validated (the `delegate` tool exists only with it).
+    pub subagents: Option<SubagentSettings>,
 }
+
+/// The subagents' models and step limit (config `subagents`).
+#[derive(Debug, Clone)]
+pub struct SubagentSettings {
+    pub primary: ModelSpec,
+    pub fallbacks: Vec<ModelSpec>,
+    pub step_limit: u32,
+}
+
+/// A subagent's step limit when `subagents.step_limit` is not set.
+pub const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
 
 /// A usage, config or validation error (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +221,8 @@ impl Settings {
             cooldown,
         };
 
+        let subagents = resolve_subagents(&config, env)?;
+
         Ok(Settings {
             task,
             cwd,
@@ -227,8 +242,41 @@ impl Settings {
             fallback,
             providers: config.providers.clone(),
             config,
+            subagents,
         })
     }
+}
+
+/// Validates `subagents:` like the main chain: the model and each fallback
+/// must name a known provider with its key set.
+fn resolve_subagents(config: &Config, env: Env) -> Result<Option<SubagentSettings>, SetupError> {
+    let Some(sub) = &config.subagents else {
+        return Ok(None);
+    };
+    let text = sub.model.as_deref().ok_or_else(|| {
+        SetupError("config subagents.model: required when subagents is set".into())
+    })?;
+    let primary =
+        ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
+    check_known(&primary, &config.providers, env, "subagents.model")?;
+    let fallbacks = validate_chain(
+        &primary,
+        sub.fallback_models.as_deref().unwrap_or_default(),
+        &config.providers,
+        env,
+    )
+    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let step_limit = sub.step_limit.unwrap_or(DEFAULT_SUBAGENT_STEP_LIMIT);
+    if step_limit == 0 {
+        return Err(SetupError(
+            "config subagents.step_limit: must be at least 1".into(),
+        ));
+    }
+    Ok(Some(SubagentSettings {
+        primary,
+        fallbacks,
+        step_limit,
+    }))
 }
 
 /// Loads the user config (missing is fine) and lays each `-c` file over it.

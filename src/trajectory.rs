@@ -60,6 +60,10 @@ pub struct Trajectory {
 pub enum JournalOp {
     /// Append `message` at position `index` of `messages`.
     Message { index: usize, message: Message },
+    /// Replace the whole message list (after a context compaction). Written
+    /// just before a rewrite, so replaying an old journal over the new FILE
+    /// still ends with the compacted list.
+    Messages { messages: Vec<Message> },
     /// The run's counters after a step (or any other change).
     State {
         steps: u32,
@@ -155,7 +159,10 @@ impl Checkpoint {
         self.journal_bytes += line.len() as u64;
         self.written += line.len() as u64;
         let limit = ((self.file_bytes as f64 * JOURNAL_SHARE) as u64).max(JOURNAL_MIN_BYTES);
-        let foldable = matches!(op, JournalOp::Message { .. } | JournalOp::State { .. });
+        let foldable = !matches!(
+            op,
+            JournalOp::ToolStarted { .. } | JournalOp::ToolFinished { .. }
+        );
         if foldable && self.journal_bytes > limit {
             self.rewrite(doc)?;
         }
@@ -175,7 +182,6 @@ impl Checkpoint {
             f.sync_data()?;
         }
         fs::rename(&tmp, &self.path)?;
-        sync_parent(&self.path);
         self.file_bytes = bytes.len() as u64;
         self.written += bytes.len() as u64 + 1;
         // Replaying the old journal over the new FILE is harmless (ops are
@@ -185,6 +191,9 @@ impl Checkpoint {
             File::create(&self.journal_path)?;
         }
         self.journal_bytes = 0;
+        // Last, so the window between the rename and emptying the journal
+        // stays as short as it can be.
+        sync_parent(&self.path);
         Ok(())
     }
 
@@ -248,6 +257,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
                 doc.messages.push(message);
             }
         }
+        JournalOp::Messages { messages } => doc.messages = messages,
         JournalOp::State {
             steps,
             totals,
@@ -377,6 +387,44 @@ mod tests {
         line.push('\n');
         fs::write(journal_path(&path), line).unwrap();
         assert_eq!(load(&path).unwrap().steps, 1);
+    }
+
+    #[test]
+    fn a_compaction_survives_a_crash_between_rename_and_journal_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        for i in 0..4 {
+            let m = Message::new(Role::User, format!("m{i}"), 0);
+            d.messages.push(m.clone());
+            cp.append(
+                &JournalOp::Message {
+                    index: i,
+                    message: m,
+                },
+                &d,
+            )
+            .unwrap();
+        }
+        // Compaction: 4 messages become 2, then the compacted doc is written.
+        d.messages = vec![
+            d.messages[0].clone(),
+            Message::new(Role::User, "summary", 0),
+        ];
+        cp.append(
+            &JournalOp::Messages {
+                messages: d.messages.clone(),
+            },
+            &d,
+        )
+        .unwrap();
+        let journal = fs::read(journal_path(&path)).unwrap();
+        cp.rewrite(&d).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
+        // The old journal replayed over the new FILE ends in the same state.
+        fs::write(journal_path(&path), journal).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
     }
 
     #[test]

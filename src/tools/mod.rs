@@ -3,9 +3,10 @@
 //! `ok: false`; tools never end the run.
 
 pub mod bash;
+pub mod delegate;
 pub mod files;
 pub mod plan;
-mod process;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 

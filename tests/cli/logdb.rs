@@ -434,7 +434,6 @@ fn a_killed_run_leaves_a_database_that_opens_and_shows_the_started_tool() {
 }
 
 #[test]
-#[ignore = "needs an OpenAI Chat Completions adapter (providers branch); enable after merge"]
 fn no_api_key_in_the_database() {
     let env = TestEnv::new();
     let secret = "sk-SECRET-tinyagent-durable-0123456789";
@@ -470,7 +469,17 @@ fn no_api_key_in_the_database() {
         ])
         .assert()
         .code(0);
-    assert!(stub.count() >= 1);
+    // The key was really in play (sent to the provider) ...
+    let auth = stub.requests()[0]
+        .header("authorization")
+        .map(str::to_string);
+    assert_eq!(auth, Some(format!("Bearer {secret}")));
+    // ... and the run was recorded ...
+    let status: String = open(&db)
+        .query_row("SELECT status FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(status, "completed");
+    // ... yet no byte of the database files holds it.
     let mut bytes = std::fs::read(&db).unwrap();
     for extra in ["log.db-wal", "log.db-shm"] {
         if let Ok(more) = std::fs::read(env.file(extra)) {

@@ -3,7 +3,16 @@
 
 mod support;
 
+mod compaction;
 mod core;
 mod fallback;
+mod hooks;
 mod logdb;
+mod providers_anthropic;
+mod providers_ollama;
+mod providers_openai;
+mod providers_responses;
 mod resume;
+mod schema;
+mod subagents;
+mod translation;
