@@ -206,6 +206,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
                     cwd: &cwd,
                     task: Some(settings.task.as_str()).filter(|t| !t.is_empty()),
                     started_at: now_rfc3339(),
+                    answers_are_checked: jobs.output_schema.is_some()
+                        || !jobs.hooks.stop.is_empty(),
                 },
             );
             (c.doc, c.new_messages, c.answered)
