@@ -56,13 +56,12 @@ pub struct Cli {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Continue a trajectory checkpoint (TASK, if given, is added as a new message)
-    #[arg(long, value_name = "FILE")]
-    pub resume: Option<PathBuf>,
-
     /// The final answer must be JSON valid against this JSON Schema
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
+    /// Continue a trajectory checkpoint (TASK, if given, is added as a new message)
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
 
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]

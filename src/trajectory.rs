@@ -390,6 +390,36 @@ mod tests {
     }
 
     #[test]
+    fn torn_journal_line_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let d = doc();
+        Checkpoint::create(&path, &d).unwrap();
+        fs::write(journal_path(&path), "{\"op\":\"message\",\"ind").unwrap();
+        assert!(load(&path).unwrap().messages.is_empty());
+    }
+
+    #[test]
+    fn finish_removes_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        cp.append(
+            &JournalOp::ToolFinished {
+                step: 1,
+                call_id: "c".into(),
+                ok: true,
+            },
+            &d,
+        )
+        .unwrap();
+        assert!(journal_path(&path).exists());
+        cp.finish(&d).unwrap();
+        assert!(!journal_path(&path).exists());
+    }
+
+    #[test]
     fn a_compaction_survives_a_crash_between_rename_and_journal_truncation() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
@@ -425,35 +455,5 @@ mod tests {
         // The old journal replayed over the new FILE ends in the same state.
         fs::write(journal_path(&path), journal).unwrap();
         assert_eq!(load(&path).unwrap().messages, d.messages);
-    }
-
-    #[test]
-    fn torn_journal_line_is_ignored() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        let d = doc();
-        Checkpoint::create(&path, &d).unwrap();
-        fs::write(journal_path(&path), "{\"op\":\"message\",\"ind").unwrap();
-        assert!(load(&path).unwrap().messages.is_empty());
-    }
-
-    #[test]
-    fn finish_removes_the_journal() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.json");
-        let d = doc();
-        let mut cp = Checkpoint::create(&path, &d).unwrap();
-        cp.append(
-            &JournalOp::ToolFinished {
-                step: 1,
-                call_id: "c".into(),
-                ok: true,
-            },
-            &d,
-        )
-        .unwrap();
-        assert!(journal_path(&path).exists());
-        cp.finish(&d).unwrap();
-        assert!(!journal_path(&path).exists());
     }
 }
