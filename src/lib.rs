@@ -9,6 +9,7 @@ pub mod config;
 pub mod duration;
 pub mod events;
 pub mod exit;
+pub mod health;
 pub mod model;
 pub mod resume;
 pub mod settings;
@@ -253,7 +254,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
     tools.add(Box::new(ListFiles));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
 
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
+    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+        .with_health(health::for_run(&settings, &process_env, &emitter));
     let agent = Agent {
         chain,
         tools,
