@@ -244,7 +244,10 @@ fn a_chain_is_stored_as_json_and_fallbacks_are_queryable() {
     let env = TestEnv::new();
     let a = env.script("a.yaml", "- error: {status: 503}\n");
     let b = env.script("b.yaml", "- text: from b\n  cost: 0.25\n");
-    let cfg = env.write("c.yaml", "retry: {attempts: 2, backoff: 1ms, jitter: 0}\n");
+    let cfg = env.write(
+        "c.yaml",
+        "retry: {attempts: 2, backoff: 1ms, jitter: 0}\nhealth_db: off\n",
+    );
     let db = env.file("log.db");
     env.cmd()
         .args([
