@@ -419,8 +419,17 @@ fn a_killed_run_leaves_a_database_that_opens_and_shows_the_started_tool() {
         .spawn()
         .unwrap();
     crate::resume::wait_for(&marker);
-    // Give the writer thread its moment: writes never wait on the step.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Writes never wait on the step: give the writer thread its moment (the
+    // database can be read while the run writes it).
+    for _ in 0..200 {
+        let started: i64 = open(&db)
+            .query_row("SELECT count(*) FROM tool_calls", [], |r| r.get(0))
+            .unwrap_or(0);
+        if started == 1 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     let conn = open(&db);
