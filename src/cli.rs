@@ -11,8 +11,10 @@ use clap::Parser;
 /// directory, and ends with an answer and an exit code.
 #[derive(Debug, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
-#[command(after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted.")]
+#[command(
+    after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
+3 step/cost/time limit, 130 interrupted."
+)]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin
     #[arg(value_name = "TASK")]
@@ -23,7 +25,11 @@ pub struct Cli {
     pub model: Option<String>,
 
     /// A fallback model, tried in order after transient failures (repeatable; replaces config `fallback_models`)
-    #[arg(long = "fallback-model", value_name = "SPEC", conflicts_with = "no_fallback")]
+    #[arg(
+        long = "fallback-model",
+        value_name = "SPEC",
+        conflicts_with = "no_fallback"
+    )]
     pub fallback_model: Vec<String>,
 
     /// Ignore any configured fallback chain for this run
@@ -65,6 +71,22 @@ pub struct Cli {
     /// Reasoning effort for providers that support it (config `reasoning_effort`)
     #[arg(long, value_name = "LEVEL", value_parser = ["low", "medium", "high"])]
     pub reasoning_effort: Option<String>,
+
+    /// Run inside a new git worktree and branch (tinyagent/NAME) beside the current repository; NAME defaults to the run id
+    #[arg(long, value_name = "NAME", num_args = 0..=1)]
+    pub worktree: Option<Option<String>>,
+
+    /// Run shell commands in a sandbox: no network except --sandbox-allow-domain hosts, writes only in the working directory and temp
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// A host sandboxed commands may reach over HTTP(S), subdomains included (repeatable; replaces config `sandbox_allowed_domains`)
+    #[arg(
+        long = "sandbox-allow-domain",
+        value_name = "HOST",
+        requires = "sandbox"
+    )]
+    pub sandbox_allow_domain: Vec<String>,
 
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]

@@ -241,8 +241,12 @@ mod tests {
 
     #[test]
     fn layers_merge_key_by_key() {
-        let mut base = yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
-        overlay(&mut base, yaml("retry: {attempts: 3}\nfallback_models: [z/w]"));
+        let mut base =
+            yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
+        overlay(
+            &mut base,
+            yaml("retry: {attempts: 3}\nfallback_models: [z/w]"),
+        );
         let c = check(&base).unwrap();
         assert_eq!(c.model.as_deref(), Some("a/b"));
         assert_eq!(c.retry.attempts, Some(3));
@@ -253,7 +257,11 @@ mod tests {
     #[test]
     fn user_config_path_rules() {
         let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
         };
         assert_eq!(
             user_config_path(&env(&[("TINYAGENT_CONFIG", "/c.yaml"), ("HOME", "/h")])),

@@ -9,11 +9,14 @@ pub mod config;
 pub mod duration;
 pub mod events;
 pub mod exit;
+pub mod mcp;
 pub mod model;
+pub mod sandbox;
 pub mod settings;
 pub mod stop;
 pub mod tools;
 pub mod trajectory;
+pub mod worktree;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -27,12 +30,14 @@ use events::human::HumanSink;
 use events::jsonl::JsonlSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
+use mcp::McpServers;
 use model::chain::{ChainModel, Member};
 use model::registry::{build_member, StreamTimeouts};
 use model::{Message, Role};
+use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
-use tools::bash::{BashTool, PlainBash};
+use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
@@ -75,7 +80,12 @@ fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
     };
     let mut members = Vec::new();
     for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(spec, &settings.providers, timeouts, &process_env)?);
+        members.push(build_member(
+            spec,
+            &settings.providers,
+            timeouts,
+            &process_env,
+        )?);
     }
     Ok((settings, members))
 }
@@ -118,7 +128,8 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let mut count = 0;
         loop {
             tokio::select! {
@@ -134,8 +145,44 @@ fn watch_signals(token: CancellationToken) {
     });
 }
 
-async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
+/// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
+/// before anything is emitted. The sandbox comes first, so a refused run
+/// leaves no worktree behind. Moves the run's cwd into the worktree.
+async fn start_isolation(
+    settings: &mut Settings,
+    run_id: &str,
+) -> Result<(Option<Sandbox>, Option<worktree::Worktree>), String> {
+    let sandbox = match &settings.sandbox {
+        Some(allow) => Some(
+            Sandbox::start(allow.clone(), &settings.cwd, process_env("PATH").as_deref())
+                .await
+                .map_err(|e| format!("--sandbox: {e}"))?,
+        ),
+        None => None,
+    };
+    let worktree = match &settings.worktree {
+        Some(name) => {
+            let wt = worktree::create(&settings.cwd, name.as_deref().unwrap_or(run_id))
+                .map_err(|e| format!("--worktree: {e}"))?;
+            eprintln!("worktree: {}", wt.path.display());
+            settings.cwd = wt.cwd.clone();
+            Some(wt)
+        }
+        None => None,
+    };
+    Ok((sandbox, worktree))
+}
+
+async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
     let run_id = uuid::Uuid::new_v4().to_string();
+    let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
+        Ok(isolation) => isolation,
+        Err(e) => {
+            eprintln!("tinyagent: error: {e}");
+            return exit::USAGE;
+        }
+    };
+    let worktree = worktree.map(|wt| wt.path.display().to_string());
     let emitter = Emitter::new(&run_id, sinks(&settings));
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
@@ -150,8 +197,17 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: None,
+        worktree: worktree.clone(),
     });
     price_warnings(&members, settings.cost_limit, &emitter);
+    let mcp = McpServers::start(
+        &settings.config.mcp_servers,
+        &settings.cwd,
+        &process_env,
+        &emitter,
+        mcp::START_TIMEOUT,
+    )
+    .await;
 
     let doc = Trajectory {
         schema_version: 1,
@@ -173,12 +229,16 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
         output: Value::Null,
         resumed_from: None,
         cwd: Some(cwd),
+        worktree,
     };
     let checkpoint = match &settings.output {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
             Err(e) => {
-                emitter.warn(format!("cannot write the trajectory {}: {e}", path.display()));
+                emitter.warn(format!(
+                    "cannot write the trajectory {}: {e}",
+                    path.display()
+                ));
                 None
             }
         },
@@ -187,12 +247,19 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
 
     let plan: SharedPlan = Arc::new(Mutex::new(Vec::new()));
     let mut tools = ToolRegistry::default();
-    tools.add(Box::new(BashTool::new(Box::new(PlainBash))));
+    let bash: Box<dyn CommandBuilder> = match &sandbox {
+        Some(sandbox) => Box::new(sandbox.bash()),
+        None => Box::new(PlainBash),
+    };
+    tools.add(Box::new(BashTool::new(bash)));
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
+    for tool in mcp.tools(&emitter) {
+        tools.add(tool);
+    }
 
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
     let agent = Agent {
@@ -220,6 +287,8 @@ async fn run_agent(settings: Settings, members: Vec<Member>) -> i32 {
     };
     let task = Message::new(Role::User, settings.task.clone(), 0);
     let outcome = agent.run(vec![task]).await;
+    mcp.shutdown().await;
+    drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output);
     }

@@ -13,6 +13,8 @@ use crate::duration;
 use crate::model::chain::{Cooldown, FallbackPolicy};
 use crate::model::retry::RetryPolicy;
 use crate::model::spec::{builtin, ModelSpec, WireApi};
+use crate::sandbox::Allowlist;
+use crate::worktree;
 
 /// Most fallback entries a chain may have.
 pub const MAX_FALLBACKS: usize = 3;
@@ -37,6 +39,10 @@ pub struct Settings {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The merged config, for features that read their own section.
     pub config: Config,
+    /// `--worktree`: `Some(None)` names the worktree after the run id.
+    pub worktree: Option<Option<String>>,
+    /// `--sandbox`, with the hosts its commands may reach.
+    pub sandbox: Option<Allowlist>,
 }
 
 /// A usage, config or validation error (exit 2).
@@ -68,18 +74,29 @@ impl Settings {
     /// Loads the user config and `-c` layers and resolves them with `cli`.
     pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, SetupError> {
         let config = load_config(&cli.config, env)?;
-        let task = read_task(cli.task.as_deref())?;
+        let (task_arg, _) =
+            worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
+        let task = read_task(task_arg)?;
         Self::from_parts(cli, config, task, env)
     }
 
     /// Resolution once the config is loaded and the task known.
-    pub fn from_parts(cli: &Cli, config: Config, task: String, env: Env) -> Result<Settings, SetupError> {
+    pub fn from_parts(
+        cli: &Cli,
+        config: Config,
+        task: String,
+        env: Env,
+    ) -> Result<Settings, SetupError> {
         let cwd = match &cli.cwd {
             Some(dir) => dir.clone(),
-            None => std::env::current_dir().map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
+            None => std::env::current_dir()
+                .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
         };
         if !cwd.is_dir() {
-            return Err(SetupError(format!("--cwd {}: not a directory", cwd.display())));
+            return Err(SetupError(format!(
+                "--cwd {}: not a directory",
+                cwd.display()
+            )));
         }
         let cwd = cwd.canonicalize().unwrap_or(cwd);
 
@@ -99,9 +116,15 @@ impl Settings {
             }
         }
 
-        let model_text = cli.model.clone().or_else(|| config.model.clone()).ok_or_else(|| {
-            SetupError("no model: give -m <provider>/<model> or set `model` in the config".into())
-        })?;
+        let model_text = cli
+            .model
+            .clone()
+            .or_else(|| config.model.clone())
+            .ok_or_else(|| {
+                SetupError(
+                    "no model: give -m <provider>/<model> or set `model` in the config".into(),
+                )
+            })?;
         let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
         check_known(&primary, &config.providers, env, "model")?;
 
@@ -115,16 +138,23 @@ impl Settings {
         let fallbacks = validate_chain(&primary, &fallback_texts, &config.providers, env)?;
 
         let time_limit = match &cli.time_limit {
-            Some(t) => Some(duration::parse(t).map_err(|e| SetupError(format!("--time-limit: {e}")))?),
+            Some(t) => {
+                Some(duration::parse(t).map_err(|e| SetupError(format!("--time-limit: {e}")))?)
+            }
             None => dur(&config.time_limit, "time_limit")?,
         };
         let cost_limit = cli.cost_limit.or(config.cost_limit);
         if let Some(c) = cost_limit {
             if !(c >= 0.0) {
-                return Err(SetupError(format!("cost limit must be a non-negative number, got {c}")));
+                return Err(SetupError(format!(
+                    "cost limit must be a non-negative number, got {c}"
+                )));
             }
         }
-        let reasoning_effort = cli.reasoning_effort.clone().or(config.reasoning_effort.clone());
+        let reasoning_effort = cli
+            .reasoning_effort
+            .clone()
+            .or(config.reasoning_effort.clone());
         if let Some(r) = &reasoning_effort {
             if !matches!(r.as_str(), "low" | "medium" | "high") {
                 return Err(SetupError(format!(
@@ -140,31 +170,61 @@ impl Settings {
             backoff: dur(&r.backoff, "retry.backoff")?.unwrap_or(defaults.backoff),
             max_backoff: dur(&r.max_backoff, "retry.max_backoff")?.unwrap_or(defaults.max_backoff),
             jitter: r.jitter.unwrap_or(defaults.jitter),
-            stream_first_event_timeout: dur(&r.stream_first_event_timeout, "retry.stream_first_event_timeout")?
-                .unwrap_or(defaults.stream_first_event_timeout),
+            stream_first_event_timeout: dur(
+                &r.stream_first_event_timeout,
+                "retry.stream_first_event_timeout",
+            )?
+            .unwrap_or(defaults.stream_first_event_timeout),
             stream_idle_timeout: dur(&r.stream_idle_timeout, "retry.stream_idle_timeout")?
                 .unwrap_or(defaults.stream_idle_timeout),
         };
         if retry.attempts == 0 {
-            return Err(SetupError("config retry.attempts: must be at least 1".into()));
+            return Err(SetupError(
+                "config retry.attempts: must be at least 1".into(),
+            ));
         }
         if !(0.0..=10.0).contains(&retry.jitter) {
-            return Err(SetupError("config retry.jitter: must be between 0 and 10".into()));
+            return Err(SetupError(
+                "config retry.jitter: must be between 0 and 10".into(),
+            ));
         }
         let cooldown = match config.fallback.cooldown.as_ref().map(|c| c.0.as_str()) {
             None => Cooldown::For(Duration::from_secs(300)),
             Some("never") => Cooldown::Never,
             Some(text) => Cooldown::For(
-                duration::parse(text).map_err(|e| SetupError(format!("config fallback.cooldown: {e}")))?,
+                duration::parse(text)
+                    .map_err(|e| SetupError(format!("config fallback.cooldown: {e}")))?,
             ),
         };
         let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
         if switch_after == 0 {
-            return Err(SetupError("config fallback.switch_after: must be at least 1".into()));
+            return Err(SetupError(
+                "config fallback.switch_after: must be at least 1".into(),
+            ));
         }
         let fallback = FallbackPolicy {
             switch_after: switch_after.min(retry.attempts),
             cooldown,
+        };
+
+        let (_, worktree) =
+            worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
+        let worktree = worktree.map(|name| name.map(str::to_string));
+        let sandbox = match (cli.sandbox, cli.sandbox_allow_domain.is_empty()) {
+            (false, _) => None,
+            (true, false) => Some(
+                Allowlist::parse(&cli.sandbox_allow_domain)
+                    .map_err(|e| SetupError(format!("--sandbox-allow-domain {e}")))?,
+            ),
+            (true, true) => Some(
+                Allowlist::parse(
+                    config
+                        .sandbox_allowed_domains
+                        .as_deref()
+                        .unwrap_or_default(),
+                )
+                .map_err(|e| SetupError(format!("config sandbox_allowed_domains: {e}")))?,
+            ),
         };
 
         Ok(Settings {
@@ -184,6 +244,8 @@ impl Settings {
             fallback,
             providers: config.providers.clone(),
             config,
+            worktree,
+            sandbox,
         })
     }
 }
@@ -212,7 +274,9 @@ pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
         None => !std::io::stdin().is_terminal(),
     };
     if !from_stdin {
-        return Err(SetupError("no task: give TASK as an argument or pipe it on stdin".into()));
+        return Err(SetupError(
+            "no task: give TASK as an argument or pipe it on stdin".into(),
+        ));
     }
     let mut text = String::new();
     std::io::stdin()
@@ -270,7 +334,8 @@ fn validate_chain(
                 "fallback model '{text}': the fallback chain takes at most {MAX_FALLBACKS} models"
             )));
         }
-        let spec = ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
+        let spec =
+            ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
         check_known(&spec, providers, env, "fallback model")?;
         if &spec == primary {
             return Err(SetupError(format!(
@@ -294,7 +359,10 @@ mod tests {
 
     fn resolve(args: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SetupError> {
         let cli = Cli::parse_from(std::iter::once("tinyagent").chain(args.iter().copied()));
-        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let env = move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         Settings::from_parts(&cli, Config::default(), "task".into(), &env)
     }
@@ -302,21 +370,53 @@ mod tests {
     #[test]
     fn chain_validation_names_the_entry() {
         let e = resolve(&["-m", "script/a", "--fallback-model", "nope/x"], &[]).unwrap_err();
-        assert!(e.0.contains("'nope/x'") && e.0.contains("unknown provider"), "{e}");
+        assert!(
+            e.0.contains("'nope/x'") && e.0.contains("unknown provider"),
+            "{e}"
+        );
         let e = resolve(&["-m", "script/a", "--fallback-model", "bad"], &[]).unwrap_err();
         assert!(e.0.contains("'bad'"), "{e}");
         let e = resolve(&["-m", "script/a", "--fallback-model", "script/a"], &[]).unwrap_err();
         assert!(e.0.contains("primary"), "{e}");
-        let e = resolve(&["-m", "script/a", "--fallback-model", "script/b", "--fallback-model", "script/b"], &[]).unwrap_err();
+        let e = resolve(
+            &[
+                "-m",
+                "script/a",
+                "--fallback-model",
+                "script/b",
+                "--fallback-model",
+                "script/b",
+            ],
+            &[],
+        )
+        .unwrap_err();
         assert!(e.0.contains("more than once"), "{e}");
         let e = resolve(
-            &["-m", "script/a", "--fallback-model", "script/b", "--fallback-model", "script/c", "--fallback-model", "script/d", "--fallback-model", "script/e"],
+            &[
+                "-m",
+                "script/a",
+                "--fallback-model",
+                "script/b",
+                "--fallback-model",
+                "script/c",
+                "--fallback-model",
+                "script/d",
+                "--fallback-model",
+                "script/e",
+            ],
             &[],
         )
         .unwrap_err();
         assert!(e.0.contains("'script/e'"), "{e}");
-        let e = resolve(&["-m", "script/a", "--fallback-model", "openai/gpt-5"], &[("OPENAI_API_KEY", "")]).unwrap_err();
-        assert!(e.0.contains("OPENAI_API_KEY") && e.0.contains("openai/gpt-5"), "{e}");
+        let e = resolve(
+            &["-m", "script/a", "--fallback-model", "openai/gpt-5"],
+            &[("OPENAI_API_KEY", "")],
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("OPENAI_API_KEY") && e.0.contains("openai/gpt-5"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Trajectory {
     pub resumed_from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The worktree created by `--worktree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
 }
 
 /// One journal line. Each is idempotent when replayed over a FILE that
@@ -184,7 +187,8 @@ impl Checkpoint {
 /// Reads FILE and replays `FILE.journal` over it. A torn last journal line
 /// (a crash mid-write) is ignored.
 pub fn load(path: &Path) -> Result<Trajectory, String> {
-    let text = fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut doc: Trajectory = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
     if let Ok(journal) = fs::read_to_string(journal_path(path)) {
@@ -248,6 +252,7 @@ mod tests {
             output: Value::Null,
             resumed_from: None,
             cwd: None,
+            worktree: None,
         }
     }
 
@@ -259,7 +264,10 @@ mod tests {
         let mut cp = Checkpoint::create(&path, &d).unwrap();
         let m = Message::new(Role::User, "hi", 0);
         d.messages.push(m.clone());
-        let op = JournalOp::Message { index: 0, message: m };
+        let op = JournalOp::Message {
+            index: 0,
+            message: m,
+        };
         cp.append(&op, &d).unwrap();
         let loaded = load(&path).unwrap();
         assert_eq!(loaded.messages.len(), 1);

@@ -79,8 +79,6 @@ impl Agent {
             self.push_message(message);
         }
         let system = system_prompt(&self.tool_ctx.cwd);
-        let mut tool_specs: Vec<ToolSpec> = self.tools.specs().to_vec();
-        tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
         let mut truncations = 0;
 
         let (status, output, error) = loop {
@@ -92,6 +90,9 @@ impl Agent {
             if let Some(cause) = self.stop.pending() {
                 break (stop_status(cause), Value::Null, None);
             }
+            // Recomputed each step: an MCP server that died has its tools withdrawn.
+            let mut tool_specs: Vec<ToolSpec> = self.tools.available_specs();
+            tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
             match self.step(&system, &tool_specs, &mut truncations).await {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
@@ -100,7 +101,12 @@ impl Agent {
         self.finish(status, output, error, started)
     }
 
-    async fn step(&mut self, system: &str, tool_specs: &[ToolSpec], truncations: &mut u32) -> StepEnd {
+    async fn step(
+        &mut self,
+        system: &str,
+        tool_specs: &[ToolSpec],
+        truncations: &mut u32,
+    ) -> StepEnd {
         let step = self.doc.steps + 1;
         self.emitter.emit(Event::StepStarted {
             step,
@@ -125,7 +131,9 @@ impl Agent {
             Err(ChainError::Stopped(cause)) => {
                 return StepEnd::Finish(stop_status(cause), Value::Null, None)
             }
-            Err(error) => return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string())),
+            Err(error) => {
+                return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
+            }
         };
 
         // The step counts once a response arrived.
@@ -167,7 +175,9 @@ impl Agent {
             ..Message::new(Role::Assistant, response.text.clone(), step)
         });
 
-        let end = self.after_response(step, &response.text, response.finish, &calls, truncations).await;
+        let end = self
+            .after_response(step, &response.text, response.finish, &calls, truncations)
+            .await;
         self.journal_state();
         end
     }
@@ -190,7 +200,11 @@ impl Agent {
         }
         if finish == FinishReason::Length {
             *truncations += 1;
-            self.answer_unrun(step, calls, "not run: your reply was cut off before this call was complete");
+            self.answer_unrun(
+                step,
+                calls,
+                "not run: your reply was cut off before this call was complete",
+            );
             if *truncations >= MAX_TRUNCATIONS {
                 return StepEnd::Finish(
                     Status::OutputTruncated,
@@ -313,12 +327,20 @@ impl Agent {
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.append(op, &self.doc) {
                 self.checkpoint = None;
-                self.emitter.warn(format!("trajectory checkpoint failed, no longer writing it: {e}"));
+                self.emitter.warn(format!(
+                    "trajectory checkpoint failed, no longer writing it: {e}"
+                ));
             }
         }
     }
 
-    fn finish(mut self, status: Status, output: Value, error: Option<String>, started: Instant) -> Outcome {
+    fn finish(
+        mut self,
+        status: Status,
+        output: Value,
+        error: Option<String>,
+        started: Instant,
+    ) -> Outcome {
         self.sync_doc();
         self.doc.active_model = self.chain.active_spec().to_string();
         self.doc.status = status;
@@ -327,7 +349,8 @@ impl Agent {
         self.doc.finished_at = Some(crate::now_rfc3339());
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.finish(&self.doc) {
-                self.emitter.warn(format!("could not write the trajectory: {e}"));
+                self.emitter
+                    .warn(format!("could not write the trajectory: {e}"));
             }
         }
         self.emitter.emit(Event::RunFinished {

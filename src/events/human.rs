@@ -84,7 +84,9 @@ impl Sink for HumanSink {
                 ..
             } => self.line(&self.paint(
                 "33",
-                &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),
+                &format!(
+                    "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
+                ),
             )),
             Event::AttemptReset { model, .. } => {
                 self.line(&self.paint("33", &format!("discarded a partial reply from {model}")))
@@ -115,7 +117,10 @@ impl Sink for HumanSink {
                 };
                 let first = output.lines().next().unwrap_or("");
                 let first: String = first.chars().take(80).collect();
-                self.line(&format!("{mark} {tool} ({duration_ms}ms) {}", self.paint("2", &first)));
+                self.line(&format!(
+                    "{mark} {tool} ({duration_ms}ms) {}",
+                    self.paint("2", &first)
+                ));
             }
             Event::ContextCompacted {
                 tokens_before,

@@ -35,6 +35,9 @@ pub enum Event {
         fallback_models: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         resumed_from: Option<String>,
+        /// The worktree created by `--worktree` (an addition to SPEC's fields).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
     },
     #[serde(rename = "step.started")]
     StepStarted { step: u32, model: String },
@@ -337,6 +340,9 @@ mod tests {
             reason: "http_503".into(),
             attempts: 6,
         });
-        assert_eq!(line.unwrap(), "model fallback: a/x -> b/y (http_503) at step 3");
+        assert_eq!(
+            line.unwrap(),
+            "model fallback: a/x -> b/y (http_503) at step 3"
+        );
     }
 }

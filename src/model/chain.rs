@@ -113,7 +113,11 @@ impl std::fmt::Display for ChainError {
                         .iter()
                         .map(|(spec, reason)| format!("{spec} ({reason})"))
                         .collect();
-                    write!(f, "every model of the fallback chain failed: {}", list.join(", "))
+                    write!(
+                        f,
+                        "every model of the fallback chain failed: {}",
+                        list.join(", ")
+                    )
                 }
             }
         }
@@ -262,9 +266,14 @@ impl ChainModel {
                 max_attempts: 1,
                 can_switch: true,
             };
-            let result =
-                request_with_retries(&*self.members[index].model, &probe, ctx, &self.retry, budget)
-                    .await;
+            let result = request_with_retries(
+                &*self.members[index].model,
+                &probe,
+                ctx,
+                &self.retry,
+                budget,
+            )
+            .await;
             let (error, attempts) = match result {
                 Ok(response) => {
                     let from = self.members[self.active].spec.clone();
@@ -303,7 +312,10 @@ impl ChainModel {
             let next = self.next_after(index, now);
             let budget = match next {
                 Some(_) => Budget {
-                    max_attempts: self.fallback.switch_after.clamp(1, self.retry.attempts.max(1)),
+                    max_attempts: self
+                        .fallback
+                        .switch_after
+                        .clamp(1, self.retry.attempts.max(1)),
                     can_switch: true,
                 },
                 None => Budget {

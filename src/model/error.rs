@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn transient_statuses() {
         for s in [429, 500, 502, 503, 504, 529] {
-            assert_eq!(status(s).class(), ErrorClass::Transient(format!("http_{s}")));
+            assert_eq!(
+                status(s).class(),
+                ErrorClass::Transient(format!("http_{s}"))
+            );
         }
     }
 
@@ -178,7 +181,12 @@ mod tests {
 
     #[test]
     fn quota_is_recognised_by_code_and_message() {
-        let openai = classify_status(429, Some("insufficient_quota"), "You exceeded your current quota", None);
+        let openai = classify_status(
+            429,
+            Some("insufficient_quota"),
+            "You exceeded your current quota",
+            None,
+        );
         assert_eq!(openai.class(), ErrorClass::Quota);
         let anthropic = classify_status(
             400,
@@ -192,16 +200,38 @@ mod tests {
 
     #[test]
     fn context_overflow_is_recognised() {
-        let anthropic = classify_status(400, Some("invalid_request_error"), "prompt is too long: 210000 tokens > 200000 maximum", None);
+        let anthropic = classify_status(
+            400,
+            Some("invalid_request_error"),
+            "prompt is too long: 210000 tokens > 200000 maximum",
+            None,
+        );
         assert_eq!(anthropic.class(), ErrorClass::ContextOverflow);
-        let openai = classify_status(400, Some("context_length_exceeded"), "This model's maximum context length is 128000 tokens.", None);
+        let openai = classify_status(
+            400,
+            Some("context_length_exceeded"),
+            "This model's maximum context length is 128000 tokens.",
+            None,
+        );
         assert_eq!(openai.class(), ErrorClass::ContextOverflow);
     }
 
     #[test]
     fn stream_failures_are_transient_with_reasons() {
-        assert_eq!(ModelError::Network { message: String::new() }.reason(), "network");
-        assert_eq!(ModelError::Timeout { message: String::new() }.reason(), "timeout");
+        assert_eq!(
+            ModelError::Network {
+                message: String::new()
+            }
+            .reason(),
+            "network"
+        );
+        assert_eq!(
+            ModelError::Timeout {
+                message: String::new()
+            }
+            .reason(),
+            "timeout"
+        );
         assert_eq!(ModelError::StreamIncomplete.reason(), "stream_incomplete");
     }
 }

@@ -77,8 +77,9 @@ impl HttpTransport {
                 Auth::Bearer => ("authorization", format!("Bearer {key}")),
                 Auth::XApiKey => ("x-api-key", key.to_string()),
             };
-            let mut value = HeaderValue::from_str(&value)
-                .map_err(|_| SetupError("the API key holds characters a header cannot carry".into()))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                SetupError("the API key holds characters a header cannot carry".into())
+            })?;
             value.set_sensitive(true);
             headers.insert(HeaderName::from_static(name), value);
         }
@@ -91,8 +92,10 @@ impl HttpTransport {
 
     /// Adds a fixed header (e.g. `anthropic-version`).
     pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
-        self.headers
-            .insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+        self.headers.insert(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        );
         self
     }
 
@@ -103,7 +106,11 @@ impl HttpTransport {
 
     /// POSTs `body` as JSON and waits for a successful status within the
     /// first-event timeout. Error statuses become classified errors.
-    pub async fn post(&self, path: &str, body: &Value) -> Result<(reqwest::Response, Instant), ModelError> {
+    pub async fn post(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let request = shared_client()
             .post(self.url(path))
@@ -190,7 +197,10 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
     }
     let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+    Some(
+        when.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// Reads server-sent events under the first-event and idle timeouts.
@@ -297,7 +307,9 @@ impl NdjsonReader {
             let limit = if self.seen_any {
                 self.timeouts.idle
             } else {
-                self.timeouts.first_event.saturating_sub(self.sent.elapsed())
+                self.timeouts
+                    .first_event
+                    .saturating_sub(self.sent.elapsed())
             };
             match tokio::time::timeout(limit, self.bytes.next()).await {
                 Err(_) => {
@@ -327,16 +339,26 @@ mod tests {
         let future = SystemTime::now() + Duration::from_secs(120);
         let date = httpdate::fmt_http_date(future);
         let wait = parse_retry_after(&date).unwrap();
-        assert!(wait > Duration::from_secs(100) && wait <= Duration::from_secs(120), "{wait:?}");
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert!(
+            wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
+            "{wait:?}"
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
         assert_eq!(parse_retry_after("soon"), None);
     }
 
     #[test]
     fn vendor_error_bodies_are_classified_without_the_body() {
         let openai = br#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#;
-        assert_eq!(error_from_body(429, openai, None).class(), ErrorClass::Quota);
-        let anthropic = br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            error_from_body(429, openai, None).class(),
+            ErrorClass::Quota
+        );
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         let e = error_from_body(529, anthropic, None);
         assert_eq!(e.class(), ErrorClass::Transient("http_529".into()));
         assert_eq!(e.to_string(), "HTTP 529: Overloaded");
@@ -346,6 +368,9 @@ mod tests {
             Some(Duration::from_secs(3))
         );
         let top = br#"{"error":"rate limited","retry_after":2.5}"#;
-        assert_eq!(error_from_body(429, top, None).retry_after(), Some(Duration::from_millis(2500)));
+        assert_eq!(
+            error_from_body(429, top, None).retry_after(),
+            Some(Duration::from_millis(2500))
+        );
     }
 }

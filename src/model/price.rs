@@ -54,7 +54,10 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
 /// last part, with dots read as dashes.
 pub fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
-    if !matches!(provider, "openai" | "responses" | "anthropic" | "openrouter") {
+    if !matches!(
+        provider,
+        "openai" | "responses" | "anthropic" | "openrouter"
+    ) {
         return None;
     }
     let name = model.rsplit('/').next().unwrap_or(model).replace('.', "-");
@@ -67,7 +70,8 @@ pub fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
         .iter()
         .filter(|(prefix, ..)| {
             name == *prefix
-                || (name.starts_with(prefix) && name[prefix.len()..].starts_with('-')
+                || (name.starts_with(prefix)
+                    && name[prefix.len()..].starts_with('-')
                     && name[prefix.len() + 1..].starts_with(|c: char| c.is_ascii_digit()))
         })
         .max_by_key(|(prefix, ..)| prefix.len())
@@ -87,11 +91,15 @@ mod tests {
         assert_eq!(builtin_price("openai", "gpt-5").unwrap().input, 1.25);
         assert_eq!(builtin_price("openai", "gpt-5-mini").unwrap().input, 0.25);
         assert_eq!(
-            builtin_price("anthropic", "claude-sonnet-4-5-20250929").unwrap().output,
+            builtin_price("anthropic", "claude-sonnet-4-5-20250929")
+                .unwrap()
+                .output,
             15.0
         );
         assert_eq!(
-            builtin_price("openrouter", "anthropic/claude-sonnet-4.5").unwrap().input,
+            builtin_price("openrouter", "anthropic/claude-sonnet-4.5")
+                .unwrap()
+                .input,
             3.0
         );
         assert!(builtin_price("openai", "gpt-5-turbo-unknown").is_none());

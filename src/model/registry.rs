@@ -63,11 +63,18 @@ pub fn resolve(
             max_output_tokens: None,
         });
     }
-    let p = providers
-        .get(&spec.provider)
-        .ok_or_else(|| SetupError(format!("model '{spec}': unknown provider '{}'", spec.provider)))?;
-    let api = WireApi::from_config(&p.api)
-        .ok_or_else(|| SetupError(format!("providers.{}: unknown api '{}'", spec.provider, p.api)))?;
+    let p = providers.get(&spec.provider).ok_or_else(|| {
+        SetupError(format!(
+            "model '{spec}': unknown provider '{}'",
+            spec.provider
+        ))
+    })?;
+    let api = WireApi::from_config(&p.api).ok_or_else(|| {
+        SetupError(format!(
+            "providers.{}: unknown api '{}'",
+            spec.provider, p.api
+        ))
+    })?;
     let model = p.models.get(&spec.model).cloned().unwrap_or_default();
     let pricing = match (model.input_price, model.output_price) {
         (None, None) => None,

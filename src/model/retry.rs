@@ -209,9 +209,18 @@ mod tests {
     #[test]
     fn backoff_doubles_from_the_first_wait() {
         let p = policy();
-        assert_eq!(p.wait_after(1, None, 0.0, false), Wait::For(Duration::from_secs(1)));
-        assert_eq!(p.wait_after(2, None, 0.0, false), Wait::For(Duration::from_secs(2)));
-        assert_eq!(p.wait_after(5, None, 0.0, false), Wait::For(Duration::from_secs(16)));
+        assert_eq!(
+            p.wait_after(1, None, 0.0, false),
+            Wait::For(Duration::from_secs(1))
+        );
+        assert_eq!(
+            p.wait_after(2, None, 0.0, false),
+            Wait::For(Duration::from_secs(2))
+        );
+        assert_eq!(
+            p.wait_after(5, None, 0.0, false),
+            Wait::For(Duration::from_secs(16))
+        );
     }
 
     #[test]
@@ -226,7 +235,10 @@ mod tests {
     #[test]
     fn capped_at_max_backoff() {
         let p = policy();
-        assert_eq!(p.wait_after(10, None, 0.9, false), Wait::For(Duration::from_secs(60)));
+        assert_eq!(
+            p.wait_after(10, None, 0.9, false),
+            Wait::For(Duration::from_secs(60))
+        );
     }
 
     #[test]
@@ -247,6 +259,9 @@ mod tests {
         let p = policy();
         let long = Some(Duration::from_secs(3600));
         assert_eq!(p.wait_after(1, long, 0.0, true), Wait::TooLong);
-        assert_eq!(p.wait_after(1, long, 0.0, false), Wait::For(Duration::from_secs(60)));
+        assert_eq!(
+            p.wait_after(1, long, 0.0, false),
+            Wait::For(Duration::from_secs(60))
+        );
     }
 }

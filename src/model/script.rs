@@ -105,7 +105,8 @@ impl ScriptModel {
                 }
             }
             if let Some(delay) = &reply.delay {
-                crate::duration::parse(delay).map_err(|e| format!("reply {}: delay: {e}", i + 1))?;
+                crate::duration::parse(delay)
+                    .map_err(|e| format!("reply {}: delay: {e}", i + 1))?;
             }
             let count = reply.repeat.unwrap_or(1).max(1);
             for _ in 0..count {
@@ -154,10 +155,7 @@ fn tool_call(call: &ScriptToolCall, index: usize, serial: usize) -> ToolCall {
             Ok(value @ Value::Object(_)) => (value, false),
             _ => (Value::String(raw.clone()), true),
         },
-        Some(other) => (
-            serde_json::to_value(other).unwrap_or(Value::Null),
-            false,
-        ),
+        Some(other) => (serde_json::to_value(other).unwrap_or(Value::Null), false),
     };
     ToolCall {
         id,
@@ -181,7 +179,11 @@ impl Model for ScriptModel {
     ) -> Result<Response, ModelError> {
         let serial = self.next.load(Ordering::Relaxed) + 1;
         let reply = self.take();
-        if let Some(delay) = reply.delay.as_deref().and_then(|d| crate::duration::parse(d).ok()) {
+        if let Some(delay) = reply
+            .delay
+            .as_deref()
+            .and_then(|d| crate::duration::parse(d).ok())
+        {
             tokio::time::sleep(delay).await;
         }
         if let Some(text) = &reply.text {
@@ -271,7 +273,10 @@ mod tests {
             "- error: {status: 503}\n  repeat: 2\n- text: hi\n  usage: {input: 10, output: 2}\n",
         )
         .unwrap();
-        assert_eq!(run(&m).unwrap_err().class(), ErrorClass::Transient("http_503".into()));
+        assert_eq!(
+            run(&m).unwrap_err().class(),
+            ErrorClass::Transient("http_503".into())
+        );
         assert!(run(&m).is_err());
         let ok = run(&m).unwrap();
         assert_eq!(ok.text, "hi");

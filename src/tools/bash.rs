@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
 use super::process::GuardedChild;
-use super::{str_arg, shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
+use super::{shorten, str_arg, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
 use crate::model::ToolSpec;
 
 /// Default and largest command timeouts.
@@ -74,7 +74,9 @@ impl Tool for BashTool {
             .unwrap_or(DEFAULT_TIMEOUT)
             .clamp(1, MAX_TIMEOUT);
         let mut cmd = self.builder.build(command, ctx);
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         let mut guarded = match GuardedChild::spawn(cmd) {
             Ok(g) => g,
             Err(e) => return ToolOutput::err(format!("could not start bash: {e}")),

@@ -47,7 +47,11 @@ impl Tool for ReadFile {
 
     async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput {
         let path = try_arg!(str_arg(args, "path"));
-        let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(1).max(1) as usize;
+        let offset = args
+            .get("offset")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1) as usize;
         let limit = args
             .get("limit")
             .and_then(Value::as_u64)
@@ -80,7 +84,9 @@ impl Tool for WriteFile {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "write_file".into(),
-            description: "Create or overwrite a file with the given content. Parent directories are created.".into(),
+            description:
+                "Create or overwrite a file with the given content. Parent directories are created."
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
@@ -128,7 +134,10 @@ impl Tool for EditFile {
         let path = try_arg!(str_arg(args, "path"));
         let old = try_arg!(str_arg(args, "old_string"));
         let new = try_arg!(str_arg(args, "new_string"));
-        let all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
+        let all = args
+            .get("replace_all")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         if old.is_empty() {
             return ToolOutput::err("old_string must not be empty");
         }
@@ -241,9 +250,17 @@ mod tests {
     #[test]
     fn write_then_read_with_offset_and_limit() {
         let dir = tempfile::tempdir().unwrap();
-        let w = run(&WriteFile, json!({"path": "a/b.txt", "content": "one\ntwo\nthree\n"}), dir.path());
+        let w = run(
+            &WriteFile,
+            json!({"path": "a/b.txt", "content": "one\ntwo\nthree\n"}),
+            dir.path(),
+        );
         assert!(w.ok, "{}", w.output);
-        let r = run(&ReadFile, json!({"path": "a/b.txt", "offset": 2, "limit": 1}), dir.path());
+        let r = run(
+            &ReadFile,
+            json!({"path": "a/b.txt", "offset": 2, "limit": 1}),
+            dir.path(),
+        );
         assert!(r.ok);
         assert!(r.output.starts_with("     2\ttwo\n"), "{}", r.output);
         assert!(r.output.contains("showing lines 2-2 of 3"));
@@ -253,16 +270,35 @@ mod tests {
     fn edit_requires_a_unique_match() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), "x x y").unwrap();
-        let twice = run(&EditFile, json!({"path": "f", "old_string": "x", "new_string": "z"}), dir.path());
+        let twice = run(
+            &EditFile,
+            json!({"path": "f", "old_string": "x", "new_string": "z"}),
+            dir.path(),
+        );
         assert!(!twice.ok);
         assert!(twice.output.contains("occurs 2 times"));
-        let missing = run(&EditFile, json!({"path": "f", "old_string": "q", "new_string": "z"}), dir.path());
+        let missing = run(
+            &EditFile,
+            json!({"path": "f", "old_string": "q", "new_string": "z"}),
+            dir.path(),
+        );
         assert!(!missing.ok);
-        let one = run(&EditFile, json!({"path": "f", "old_string": "y", "new_string": "w"}), dir.path());
+        let one = run(
+            &EditFile,
+            json!({"path": "f", "old_string": "y", "new_string": "w"}),
+            dir.path(),
+        );
         assert!(one.ok);
-        let all = run(&EditFile, json!({"path": "f", "old_string": "x", "new_string": "z", "replace_all": true}), dir.path());
+        let all = run(
+            &EditFile,
+            json!({"path": "f", "old_string": "x", "new_string": "z", "replace_all": true}),
+            dir.path(),
+        );
         assert!(all.ok);
-        assert_eq!(std::fs::read_to_string(dir.path().join("f")).unwrap(), "z z w");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("f")).unwrap(),
+            "z z w"
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 
 pub mod bash;
 pub mod files;
+pub mod mcp;
 pub mod plan;
-mod process;
+pub(crate) mod process;
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +62,11 @@ impl ToolCtx {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput;
+    /// Whether the tool is offered right now (an MCP tool whose server died
+    /// is withdrawn).
+    fn available(&self) -> bool {
+        true
+    }
 }
 
 /// The tools offered in a run, looked up by name.
@@ -86,6 +92,16 @@ impl ToolRegistry {
         &self.specs
     }
 
+    /// The specs of the tools offered right now.
+    pub fn available_specs(&self) -> Vec<ToolSpec> {
+        self.specs
+            .iter()
+            .zip(&self.tools)
+            .filter(|(_, t)| t.available())
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
         self.specs
             .iter()
@@ -102,7 +118,9 @@ pub fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
     };
     ToolSpec {
         name: "submit".into(),
-        description: "Finish the task and hand over the final answer. Call it once, when the work is done.".into(),
+        description:
+            "Finish the task and hand over the final answer. Call it once, when the work is done."
+                .into(),
         parameters: json!({
             "type": "object",
             "properties": {"output": output},
@@ -147,7 +165,9 @@ mod tests {
 
     #[test]
     fn long_text_keeps_head_and_tail_with_a_note() {
-        let text: String = (0..100).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let text: String = (0..100)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
         let short = shorten(&text, 20);
         assert!(short.starts_with(&text[..10]));
         assert!(short.ends_with(&text[90..]));

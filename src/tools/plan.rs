@@ -61,11 +61,7 @@ impl Tool for PlanTool {
     }
 
     async fn run(&self, args: &Value, _ctx: &ToolCtx) -> ToolOutput {
-        let items: Vec<PlanItem> = match args
-            .get("items")
-            .cloned()
-            .map(serde_json::from_value)
-        {
+        let items: Vec<PlanItem> = match args.get("items").cloned().map(serde_json::from_value) {
             Some(Ok(items)) => items,
             Some(Err(e)) => return ToolOutput::err(format!("invalid plan items: {e}")),
             None => return ToolOutput::err("missing argument 'items'"),

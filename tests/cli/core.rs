@@ -31,7 +31,11 @@ fn the_offline_demo_edits_files_and_submits() {
     let env = TestEnv::new();
     let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/demo.yaml");
     env.cmd()
-        .args(["-m", &format!("script/{}", demo.display()), "Write greet.sh"])
+        .args([
+            "-m",
+            &format!("script/{}", demo.display()),
+            "Write greet.sh",
+        ])
         .assert()
         .success()
         .stdout(predicate::str::contains("test.sh passes"))
@@ -55,7 +59,11 @@ fn submitted_exits_zero_and_prints_the_answer() {
 fn completed_without_tool_calls() {
     let env = TestEnv::new();
     let model = env.script("s.yaml", "- text: all good\n");
-    let out = env.cmd().args(["-m", &model, "--json", "hi"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "hi"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let ev = events(&out.stdout);
     let end = finished(&ev);
@@ -75,7 +83,12 @@ fn task_from_stdin() {
         .output()
         .unwrap();
     assert_eq!(events(&out.stdout)[0]["task"], "task from stdin");
-    let out = env.cmd().args(["-m", &model, "--json"]).write_stdin("piped").output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json"])
+        .write_stdin("piped")
+        .output()
+        .unwrap();
     assert_eq!(events(&out.stdout)[0]["task"], "piped");
 }
 
@@ -98,7 +111,11 @@ fn json_events_are_well_formed() {
         "s.yaml",
         "- text: looking\n  tool_calls:\n  - {name: bash, arguments: {command: 'echo hi'}}\n- tool_calls:\n  - {name: submit, arguments: {output: ok}}\n",
     );
-    let out = env.cmd().args(["-m", &model, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
     let ev = events(&out.stdout);
     assert_eq!(ev[0]["type"], "run.started");
     let run_id = ev[0]["run_id"].clone();
@@ -129,7 +146,11 @@ fn failing_tool_does_not_end_the_run() {
         "s.yaml",
         "- tool_calls:\n  - {name: bash, arguments: {command: 'exit 4'}}\n  - {name: read_file, arguments: {path: missing.txt}}\n  - {name: nope, arguments: {}}\n- tool_calls:\n  - {name: submit, arguments: {output: ok}}\n",
     );
-    let out = env.cmd().args(["-m", &model, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
     let ev = events(&out.stdout);
     let done = of_type(&ev, "tool.finished");
     assert_eq!(done.len(), 4);
@@ -140,8 +161,15 @@ fn failing_tool_does_not_end_the_run() {
 #[test]
 fn step_limit_exits_three() {
     let env = TestEnv::new();
-    let model = env.script("s.yaml", "- tool_calls:\n  - {name: bash, arguments: {command: 'true'}}\n");
-    let out = env.cmd().args(["-m", &model, "--json", "--step-limit", "3", "t"]).output().unwrap();
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'true'}}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--step-limit", "3", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let end = &finished(&events(&out.stdout)).clone();
     assert_eq!(end["status"], "step_limit");
@@ -155,12 +183,20 @@ fn cost_limit_leaves_tool_calls_unrun() {
         "s.yaml",
         "- tool_calls:\n  - {name: bash, arguments: {command: 'touch ran'}}\n  cost: 0.6\n",
     );
-    let out = env.cmd().args(["-m", &model, "--json", "--cost-limit", "1", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--cost-limit", "1", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let ev = events(&out.stdout);
     assert_eq!(finished(&ev)["status"], "cost_limit");
     assert_eq!(finished(&ev)["steps"], 2);
-    assert_eq!(of_type(&ev, "tool.started").len(), 1, "the second reply's call must not run");
+    assert_eq!(
+        of_type(&ev, "tool.started").len(),
+        1,
+        "the second reply's call must not run"
+    );
     // The unpriced warning comes before the first request.
     let warn = ev.iter().position(|e| e["type"] == "warning").unwrap();
     let step = ev.iter().position(|e| e["type"] == "step.started").unwrap();
@@ -171,8 +207,15 @@ fn cost_limit_leaves_tool_calls_unrun() {
 #[test]
 fn time_limit_exits_three() {
     let env = TestEnv::new();
-    let model = env.script("s.yaml", "- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 20'}}\n");
-    let out = env.cmd().args(["-m", &model, "--json", "--time-limit", "500ms", "t"]).output().unwrap();
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 20'}}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--time-limit", "500ms", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert_eq!(finished(&events(&out.stdout))["status"], "time_limit");
 }
@@ -184,7 +227,11 @@ fn output_truncated_three_times_ends_the_run() {
         "s.yaml",
         "- text: partial\n  finish: length\n  tool_calls:\n  - {name: bash, arguments: {command: 'touch ran'}}\n",
     );
-    let out = env.cmd().args(["-m", &model, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let ev = events(&out.stdout);
     let end = finished(&ev);
@@ -202,7 +249,11 @@ fn garbled_tool_arguments_are_not_run() {
         "s.yaml",
         "- tool_calls:\n  - {name: bash, arguments: '{\"command\": \"touch ran'}\n- tool_calls:\n  - {name: submit, arguments: {output: ok}}\n",
     );
-    let out = env.cmd().args(["-m", &model, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
     let ev = events(&out.stdout);
     assert_eq!(of_type(&ev, "tool.finished")[0]["ok"], false);
     assert!(!env.work().join("ran").exists());
@@ -214,7 +265,11 @@ fn garbled_tool_arguments_are_not_run() {
 fn fatal_error_exits_one_naming_the_model() {
     let env = TestEnv::new();
     let model = env.script("s.yaml", "- error: {status: 401, message: bad key}\n");
-    let out = env.cmd().args(["-m", &model, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let ev = events(&out.stdout);
     let end = finished(&ev);
@@ -255,13 +310,30 @@ fn config_unknown_key_exits_two_naming_key_and_file() {
 #[test]
 fn config_layers_and_flags_take_precedence() {
     let env = TestEnv::new();
-    let first = env.script("a.yaml", "- tool_calls:\n  - {name: submit, arguments: {output: from-user-config}}\n");
-    let second = env.script("b.yaml", "- tool_calls:\n  - {name: submit, arguments: {output: from-layer}}\n");
-    let third = env.script("c.yaml", "- tool_calls:\n  - {name: submit, arguments: {output: from-flag}}\n");
+    let first = env.script(
+        "a.yaml",
+        "- tool_calls:\n  - {name: submit, arguments: {output: from-user-config}}\n",
+    );
+    let second = env.script(
+        "b.yaml",
+        "- tool_calls:\n  - {name: submit, arguments: {output: from-layer}}\n",
+    );
+    let third = env.script(
+        "c.yaml",
+        "- tool_calls:\n  - {name: submit, arguments: {output: from-flag}}\n",
+    );
     env.user_config(&format!("model: {first}\n"));
-    env.cmd().arg("t").assert().success().stdout("from-user-config\n");
+    env.cmd()
+        .arg("t")
+        .assert()
+        .success()
+        .stdout("from-user-config\n");
     let layer = env.write("layer.yaml", &format!("model: {second}\n"));
-    env.cmd().args(["-c", layer.to_str().unwrap(), "t"]).assert().success().stdout("from-layer\n");
+    env.cmd()
+        .args(["-c", layer.to_str().unwrap(), "t"])
+        .assert()
+        .success()
+        .stdout("from-layer\n");
     env.cmd()
         .args(["-c", layer.to_str().unwrap(), "-m", &third, "t"])
         .assert()
@@ -283,9 +355,20 @@ fn config_is_never_read_from_the_working_repository() {
 fn bad_durations_and_specs_exit_two() {
     let env = TestEnv::new();
     let model = env.script("s.yaml", SUBMIT);
-    env.cmd().args(["-m", &model, "--time-limit", "90", "t"]).assert().code(2);
-    env.cmd().args(["-m", "gpt-5", "t"]).assert().code(2).stderr(predicate::str::contains("gpt-5"));
-    env.cmd().args(["-m", "nope/x", "t"]).assert().code(2).stderr(predicate::str::contains("unknown provider"));
+    env.cmd()
+        .args(["-m", &model, "--time-limit", "90", "t"])
+        .assert()
+        .code(2);
+    env.cmd()
+        .args(["-m", "gpt-5", "t"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("gpt-5"));
+    env.cmd()
+        .args(["-m", "nope/x", "t"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown provider"));
     env.cmd()
         .args(["-m", "openai/gpt-5", "t"])
         .assert()
@@ -305,7 +388,10 @@ fn trajectory_records_the_run() {
         "- tool_calls:\n  - name: plan\n    arguments: {items: [{text: a, status: done}]}\n  usage: {input: 100, output: 10}\n- tool_calls:\n  - {name: submit, arguments: {output: fin}}\n  usage: {input: 200, output: 20}\n",
     );
     let path = env.file("run.json");
-    env.cmd().args(["-m", &model, "-o", path.to_str().unwrap(), "t"]).assert().success();
+    env.cmd()
+        .args(["-m", &model, "-o", path.to_str().unwrap(), "t"])
+        .assert()
+        .success();
     let t = read_json(&path);
     assert_eq!(t["schema_version"], 1);
     assert_eq!(t["status"], "submitted");
@@ -362,7 +448,10 @@ fn trajectory_is_valid_json_while_running_and_after_a_kill() {
 #[test]
 fn sigterm_ends_interrupted_with_130() {
     let env = TestEnv::new();
-    let model = env.script("s.yaml", "- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 30'}}\n");
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 30'}}\n",
+    );
     let path = env.file("run.json");
     let child = env
         .std_cmd()
@@ -396,7 +485,10 @@ fn summary_line_in_human_mode_and_quiet_hides_progress() {
         .args(["-m", &model, "t"])
         .assert()
         .success()
-        .stderr(predicate::str::contains("bash").and(predicate::str::contains("submitted after 2 steps")));
+        .stderr(
+            predicate::str::contains("bash")
+                .and(predicate::str::contains("submitted after 2 steps")),
+        );
     env.cmd()
         .args(["-m", &model, "-q", "t"])
         .assert()

@@ -115,7 +115,8 @@ pub fn events(stdout: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(stdout)
         .lines()
         .map(|line| {
-            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
+            let v: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON: {line:?}: {e}"));
             assert!(v.is_object(), "not an object: {line}");
             v
         })
