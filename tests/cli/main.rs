@@ -5,3 +5,6 @@ mod support;
 
 mod core;
 mod fallback;
+mod mcp;
+mod sandbox;
+mod worktree;

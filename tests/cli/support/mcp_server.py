@@ -9,6 +9,7 @@ Tools:
   fail {}            -> a result with isError: true
   env {name}         -> the value of an environment variable ("<unset>" if none)
   cwd {}             -> the server's working directory
+  pid {}             -> the server's process id
   picture {}         -> one text item and one image item
   crash {}           -> the server exits at once, without answering
 """
@@ -36,6 +37,7 @@ TOOLS = [
         "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
     },
     {"name": "cwd", "description": "The server's working directory.", "inputSchema": {"type": "object"}},
+    {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
     {"name": "picture", "description": "Text and an image.", "inputSchema": {"type": "object"}},
     {"name": "crash", "description": "Exit without answering.", "inputSchema": {"type": "object"}},
 ]
@@ -59,6 +61,8 @@ def call(name, args):
         return text(os.environ.get(args.get("name", ""), "<unset>"))
     if name == "cwd":
         return text(os.getcwd())
+    if name == "pid":
+        return text(str(os.getpid()))
     if name == "picture":
         return {
             "content": [
