@@ -145,7 +145,7 @@ impl Settings {
         };
         let cost_limit = cli.cost_limit.or(config.cost_limit);
         if let Some(c) = cost_limit {
-            if !(c >= 0.0) {
+            if c.is_nan() || c < 0.0 {
                 return Err(SetupError(format!(
                     "cost limit must be a non-negative number, got {c}"
                 )));

@@ -13,6 +13,8 @@ use super::{Event, EventRecord, Sink};
 pub struct HumanSink {
     quiet: bool,
     color: bool,
+    /// On a terminal (and not quiet): show a spinner between outputs.
+    live: bool,
     spinner: Option<ProgressBar>,
     streamed: bool,
 }
@@ -21,21 +23,24 @@ impl HumanSink {
     pub fn new(quiet: bool) -> Self {
         let tty = io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-        let spinner = (tty && !quiet).then(|| {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            bar.enable_steady_tick(Duration::from_millis(100));
-            bar
-        });
+        let live = tty && !quiet;
         HumanSink {
             quiet,
             color,
-            spinner,
+            live,
+            spinner: live.then(new_spinner),
             streamed: false,
         }
+    }
+
+    /// Shows the spinner again (after streamed text) with `message`.
+    fn spin(&mut self, message: String) {
+        if !self.live {
+            return;
+        }
+        self.spinner
+            .get_or_insert_with(new_spinner)
+            .set_message(message);
     }
 
     fn line(&self, text: &str) {
@@ -71,11 +76,7 @@ impl Sink for HumanSink {
                 }
             }
             _ if self.quiet => {}
-            Event::StepStarted { step, model } => {
-                if let Some(bar) = &self.spinner {
-                    bar.set_message(format!("step {step} · {model}"));
-                }
-            }
+            Event::StepStarted { step, model } => self.spin(format!("step {step} · {model}")),
             Event::ProviderRetry {
                 model,
                 next_attempt,
@@ -89,16 +90,21 @@ impl Sink for HumanSink {
                 ),
             )),
             Event::AttemptReset { model, .. } => {
-                self.line(&self.paint("33", &format!("discarded a partial reply from {model}")))
+                if std::mem::take(&mut self.streamed) {
+                    eprintln!();
+                }
+                self.line(&self.paint(
+                    "33",
+                    &format!("(discarded a partial reply from {model}; retrying)"),
+                ))
             }
             Event::AssistantMessage {
                 text, tool_calls, ..
             } => {
                 if self.streamed {
                     self.streamed = false;
-                    if self.spinner.is_some() {
-                        eprintln!();
-                    }
+                    eprintln!();
+                    self.spin("working".into());
                 } else if !text.is_empty() && !tool_calls.is_empty() {
                     self.line(&self.paint("2", text.trim()));
                 }
@@ -142,16 +148,15 @@ impl Sink for HumanSink {
 
     fn text_delta(&mut self, _step: u32, text: &str) {
         // Live text only on a terminal: piped stderr gets whole messages.
-        if self.quiet || self.spinner.is_none() {
+        if !self.live {
             return;
         }
-        self.streamed = true;
-        if let Some(bar) = &self.spinner {
-            bar.suspend(|| {
-                eprint!("{text}");
-                let _ = io::stderr().flush();
-            });
+        if let Some(bar) = self.spinner.take() {
+            bar.finish_and_clear();
         }
+        self.streamed = true;
+        eprint!("{text}");
+        let _ = io::stderr().flush();
     }
 
     fn finish(&mut self) {
@@ -159,6 +164,16 @@ impl Sink for HumanSink {
             bar.finish_and_clear();
         }
     }
+}
+
+fn new_spinner() -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(100));
+    bar
 }
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`

@@ -45,7 +45,7 @@ pub fn resolve(
     if let Some(b) = builtin(&spec.provider) {
         let endpoint = b
             .endpoint_env
-            .and_then(|var| env(var))
+            .and_then(env)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| b.endpoint.to_string());
         let endpoint = if b.api == WireApi::Ollama && !endpoint.contains("://") {
@@ -56,7 +56,7 @@ pub fn resolve(
         return Ok(ResolvedProvider {
             api: b.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: b.key_env.and_then(|var| env(var)),
+            api_key: b.key_env.and_then(env),
             headers: BTreeMap::new(),
             pricing: builtin_price(&spec.provider, &spec.model),
             context_window: None,
@@ -90,7 +90,7 @@ pub fn resolve(
     Ok(ResolvedProvider {
         api,
         endpoint: p.endpoint.trim_end_matches('/').to_string(),
-        api_key: p.api_key_env.as_deref().and_then(|var| env(var)),
+        api_key: p.api_key_env.as_deref().and_then(env),
         headers: p.headers.clone(),
         pricing,
         context_window: model.context_window,

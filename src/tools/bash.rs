@@ -81,39 +81,89 @@ impl Tool for BashTool {
             Ok(g) => g,
             Err(e) => return ToolOutput::err(format!("could not start bash: {e}")),
         };
-        let mut stdout = guarded.child.stdout.take();
-        let read_all = async {
-            let mut buf = Vec::new();
-            if let Some(out) = stdout.as_mut() {
-                let _ = out.read_to_end(&mut buf).await;
+        let Some(mut stdout) = guarded.child.stdout.take() else {
+            return ToolOutput::err("could not capture the command's output");
+        };
+        let mut collected = Collected::default();
+        let mut chunk = vec![0u8; 16 * 1024];
+        let mut status = None;
+        let mut eof = false;
+        let deadline = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(deadline);
+        // After the shell exits, background processes may keep the pipe open:
+        // take what they wrote within a short grace period, then stop them.
+        let grace = tokio::time::sleep(Duration::from_secs(3600));
+        tokio::pin!(grace);
+        let failure = loop {
+            if eof && status.is_some() {
+                break None;
             }
-            buf
-        };
-        let run = async {
-            let buf = read_all.await;
-            let status = guarded.child.wait().await;
-            (buf, status)
-        };
-        let outcome = tokio::select! {
-            done = run => Ok(done),
-            _ = tokio::time::sleep(Duration::from_secs(timeout)) => Err(format!("timed out after {timeout}s")),
-            _ = ctx.stop.fired() => Err("stopped: the run was interrupted".to_string()),
-        };
-        match outcome {
-            Ok((buf, status)) => {
-                let text = String::from_utf8_lossy(&buf).into_owned();
-                let text = shorten(&text, MAX_OUTPUT_CHARS);
-                match status.ok().and_then(|s| s.code()) {
-                    Some(0) => ToolOutput::ok(text),
-                    Some(code) => ToolOutput::err(format!("{text}\n[exit code: {code}]")),
-                    None => ToolOutput::err(format!("{text}\n[killed by a signal]")),
+            tokio::select! {
+                read = stdout.read(&mut chunk), if !eof => match read {
+                    Ok(0) | Err(_) => eof = true,
+                    Ok(n) => collected.push(&chunk[..n]),
+                },
+                exit = guarded.child.wait(), if status.is_none() => {
+                    status = Some(exit.ok().and_then(|s| s.code()));
+                    grace.as_mut().reset(tokio::time::Instant::now() + BACKGROUND_GRACE);
                 }
+                _ = &mut grace, if status.is_some() => break None,
+                _ = &mut deadline => break Some(format!("timed out after {timeout}s")),
+                _ = ctx.stop.fired() => break Some("stopped: the run was interrupted".to_string()),
             }
-            Err(reason) => {
-                guarded.kill_group();
-                ToolOutput::err(format!("[command {reason}; its processes were killed]"))
-            }
+        };
+        guarded.kill_group();
+        let text = shorten(&collected.text(), MAX_OUTPUT_CHARS);
+        match (failure, status.flatten()) {
+            (Some(reason), _) => ToolOutput::err(format!(
+                "{text}\n[command {reason}; its processes were killed]"
+            )),
+            (None, Some(0)) => ToolOutput::ok(text),
+            (None, Some(code)) => ToolOutput::err(format!("{text}\n[exit code: {code}]")),
+            (None, None) => ToolOutput::err(format!("{text}\n[killed by a signal]")),
         }
+    }
+}
+
+/// How long output from background processes is still read after the
+/// shell itself exited.
+const BACKGROUND_GRACE: Duration = Duration::from_millis(200);
+/// Output kept in memory: the head and the tail of anything longer.
+const KEEP_BYTES: usize = 1024 * 1024;
+
+/// A command's output, bounded in memory: past `2 * KEEP_BYTES` the middle
+/// is dropped (and counted) as it arrives.
+#[derive(Default)]
+struct Collected {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    dropped: usize,
+}
+
+impl Collected {
+    fn push(&mut self, bytes: &[u8]) {
+        let room = KEEP_BYTES.saturating_sub(self.head.len());
+        let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(to_head);
+        self.tail.extend(rest);
+        while self.tail.len() > KEEP_BYTES {
+            let excess = self.tail.len() - KEEP_BYTES;
+            self.tail.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            text.push_str(&format!(
+                "\n[... {} bytes of output dropped ...]\n",
+                self.dropped
+            ));
+        }
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
     }
 }
 
@@ -155,6 +205,23 @@ mod tests {
         let out = run(json!({"command": "sleep 30", "timeout_seconds": 1}));
         assert!(!out.ok);
         assert!(out.output.contains("timed out after 1s"), "{}", out.output);
+    }
+
+    #[test]
+    fn background_processes_do_not_hold_the_call() {
+        let started = std::time::Instant::now();
+        let out = run(json!({"command": "sleep 30 & echo started"}));
+        assert!(out.ok, "{}", out.output);
+        assert_eq!(out.output, "started\n");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn huge_output_is_bounded() {
+        let out = run(json!({"command": "head -c 5000000 /dev/zero | tr '\\0' x"}));
+        assert!(out.ok);
+        assert!(out.output.len() < 100_000);
+        assert!(out.output.contains("characters cut"));
     }
 
     #[test]

@@ -496,3 +496,57 @@ fn summary_line_in_human_mode_and_quiet_hides_progress() {
         .stdout("ok\n")
         .stderr("");
 }
+
+#[test]
+fn tool_processes_die_with_a_killed_agent() {
+    let env = TestEnv::new();
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'echo $$ > shell.pid; (sleep 30; echo late > late.txt) & echo $! > child.pid; wait'}}\n",
+    );
+    let mut child = env
+        .std_cmd()
+        .args(["-m", &model, "-q", "t"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = env.work().join("child.pid");
+    for _ in 0..100 {
+        if pid_file.exists()
+            && !std::fs::read_to_string(&pid_file)
+                .unwrap()
+                .trim()
+                .is_empty()
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pids: Vec<String> = ["shell.pid", "child.pid"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(env.work().join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+        .collect();
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let gone = |pid: &str| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for its reaper.
+        stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z")
+    };
+    for _ in 0..100 {
+        if pids.iter().all(|p| gone(p)) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for pid in &pids {
+        assert!(gone(pid), "process {pid} outlived the agent");
+    }
+}
