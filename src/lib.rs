@@ -206,6 +206,7 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
         &process_env,
         &emitter,
         mcp::START_TIMEOUT,
+        &stop,
     )
     .await;
 

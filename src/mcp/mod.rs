@@ -15,6 +15,7 @@ pub use server::{CallError, McpServer};
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::settings::Env;
+use crate::stop::Stop;
 use crate::tools::mcp::McpTool;
 use crate::tools::Tool;
 
@@ -30,17 +31,23 @@ pub struct McpServers {
 impl McpServers {
     /// Starts every configured server at once and waits for each to be
     /// ready (or to fail, or to run out of `timeout`). Failures are warnings.
+    /// An interrupt or the time limit abandons the start (the servers are
+    /// killed) and the run then ends as the loop sees `stop`.
     pub async fn start(
         configs: &BTreeMap<String, McpServerConfig>,
         run_cwd: &Path,
         env: Env<'_>,
         emitter: &Emitter,
         timeout: Duration,
+        stop: &Stop,
     ) -> McpServers {
         let starts = configs
             .iter()
             .map(|(name, config)| McpServer::start(name, config, run_cwd, env, emitter, timeout));
-        let results = futures::future::join_all(starts).await;
+        let results = tokio::select! {
+            results = futures::future::join_all(starts) => results,
+            _ = stop.fired() => return McpServers::default(),
+        };
         let mut servers = Vec::new();
         for ((name, _), result) in configs.iter().zip(results) {
             match result {

@@ -331,6 +331,59 @@ mod tests {
         );
     }
 
+    fn test_server(args: &[&str]) -> McpServerConfig {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/cli/support/mcp_server.py"
+        );
+        McpServerConfig {
+            command: "python3".into(),
+            args: std::iter::once(script)
+                .chain(args.iter().copied())
+                .map(String::from)
+                .collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+        }
+    }
+
+    fn start(config: &McpServerConfig, timeout: Duration) -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let emitter = Emitter::new("r", vec![]);
+        let env = |k: &str| std::env::var(k).ok();
+        rt.block_on(async {
+            let server =
+                McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout).await?;
+            assert!(server.tools.iter().any(|t| t.name == "echo"));
+            server.shutdown().await;
+            assert!(!server.is_alive());
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn a_server_that_never_answers_initialize_times_out() {
+        let started = std::time::Instant::now();
+        let err = start(
+            &test_server(&["--hang-at-start"]),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("did not finish initializing within 0.3s"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_working_server_starts_lists_and_stops() {
+        start(&test_server(&[]), Duration::from_secs(20)).unwrap();
+    }
+
     #[test]
     fn cwd_defaults_to_the_run_and_resolves_relative_and_home() {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_string());

@@ -158,6 +158,39 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 mod tests {
     use super::*;
 
+    struct Fake(&'static str, bool);
+
+    #[async_trait]
+    impl Tool for Fake {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }
+        }
+        async fn run(&self, _: &Value, _: &ToolCtx) -> ToolOutput {
+            ToolOutput::ok("")
+        }
+        fn available(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn unavailable_tools_are_not_offered() {
+        let mut registry = ToolRegistry::default();
+        registry.add(Box::new(Fake("bash", true)));
+        registry.add(Box::new(Fake("mcp__dead__x", false)));
+        let names: Vec<String> = registry
+            .available_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["bash"]);
+        assert_eq!(registry.specs().len(), 2);
+    }
+
     #[test]
     fn short_text_is_kept() {
         assert_eq!(shorten("hello", 10), "hello");

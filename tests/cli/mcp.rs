@@ -232,27 +232,13 @@ fn servers_are_stopped_when_the_run_ends() {
         .as_str()
         .unwrap()
         .to_string();
-    let stat = std::path::PathBuf::from(format!("/proc/{pid}/stat"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        // Gone, or a zombie waiting for a reaper: either way not running.
-        let state = std::fs::read_to_string(&stat).ok();
-        let running = state.as_deref().is_some_and(|s| {
-            let after = s
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start())
-                .unwrap_or("");
-            !after.starts_with('Z') && !after.starts_with('X')
-        });
-        if !running {
+    for _ in 0..100 {
+        if gone(&pid) {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "MCP server {pid} outlived the run"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(gone(&pid), "MCP server {pid} outlived the run");
 }
 
 #[test]
@@ -277,4 +263,51 @@ fn an_unset_env_source_is_a_warning_naming_the_variables_only() {
         message.contains("TOKEN_ENV") && message.contains("DOCS_TOKEN_UNSET"),
         "{message}"
     );
+}
+
+/// Whether `pid` is gone (or a zombie waiting for its reaper).
+fn gone(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.is_empty()
+        || stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with(['Z', 'X']))
+}
+
+#[test]
+fn servers_die_with_a_killed_agent() {
+    use std::io::BufRead;
+    let env = TestEnv::new();
+    let cfg = config(&env, &[("t", "]")]);
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: mcp__t__pid, arguments: {}}\n- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 30'}}\n",
+    );
+    let mut child = env
+        .std_cmd()
+        .args(["-c", &cfg, "-m", &model, "--json", "t"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pid = None;
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["type"] == "tool.finished" && event["tool"] == "mcp__t__pid" {
+            pid = event["output"].as_str().map(str::to_string);
+            break;
+        }
+    }
+    let pid = pid.expect("the server's pid");
+    assert!(!gone(&pid));
+    child.kill().unwrap(); // SIGKILL: no chance to shut servers down politely
+    child.wait().unwrap();
+    for _ in 0..100 {
+        if gone(&pid) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone(&pid), "MCP server {pid} outlived the killed agent");
 }

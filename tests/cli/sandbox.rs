@@ -292,3 +292,38 @@ fn bad_domains_and_a_domain_without_sandbox_are_usage_errors() {
         .code(2)
         .stderr(predicate::str::contains("--sandbox"));
 }
+
+#[test]
+fn sandboxed_commands_die_with_a_killed_agent() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = TestEnv::new();
+    let model = commands(
+        &env,
+        &["(sleep 1; echo late > late.txt) & touch started.txt; wait"],
+    );
+    let mut child = env
+        .std_cmd()
+        .args(["-m", &model, "-q", "--sandbox", "t"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = env.work().join("started.txt");
+    for _ in 0..250 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(started.exists(), "the sandboxed command did not start");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        !env.work().join("late.txt").exists(),
+        "a sandboxed process outlived the agent"
+    );
+}
