@@ -173,6 +173,14 @@ fn bwrap_args(cwd: &Path, exe: &Path, proxy_dir: &Path) -> Vec<OsString> {
     for (flag, path) in [("--ro-bind", exe), ("--bind", proxy_dir), ("--bind", cwd)] {
         args.extend([flag.into(), path.into(), path.into()]);
     }
+    // What git runs later, outside the sandbox, stays read-only: a command
+    // must not plant hooks or config that escape on the user's next commit.
+    for protected in [".git/hooks", ".git/config"] {
+        let path = cwd.join(protected);
+        if path.exists() {
+            args.extend(["--ro-bind".into(), path.clone().into(), path.into()]);
+        }
+    }
     args.extend(["--chdir".into(), cwd.into(), "--".into()]);
     args
 }
@@ -205,6 +213,19 @@ mod tests {
         assert!(pos("--tmpfs") < pos("/tmp/w"));
         assert!(args.contains(&"--unshare-net".into()));
         assert_eq!(args.last().unwrap(), "--");
+    }
+
+    #[test]
+    fn git_hooks_and_config_in_the_working_directory_stay_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".git/hooks")).unwrap();
+        std::fs::write(dir.path().join(".git/config"), "").unwrap();
+        let args = bwrap_args(dir.path(), Path::new("/bin/ta"), Path::new("/tmp/p"));
+        let hooks = dir.path().join(".git/hooks");
+        let at = args.iter().position(|a| a == hooks.as_os_str()).unwrap();
+        assert_eq!(args[at - 1], "--ro-bind");
+        assert!(at > args.iter().position(|a| a == "--bind").unwrap());
+        assert!(args.contains(&dir.path().join(".git/config").into()));
     }
 
     #[test]

@@ -327,3 +327,38 @@ fn sandboxed_commands_die_with_a_killed_agent() {
         "a sandboxed process outlived the agent"
     );
 }
+
+#[test]
+fn git_hooks_of_the_working_directory_cannot_be_planted() {
+    if !sandbox_available() {
+        return;
+    }
+    let env = TestEnv::new();
+    let work = env.work();
+    assert!(Command::new("git")
+        .arg("-C")
+        .arg(&work)
+        .args(["init", "-q"])
+        .status()
+        .unwrap()
+        .success());
+    let model = commands(
+        &env,
+        &[
+            "echo 'echo escaped' > .git/hooks/pre-commit",
+            "echo 'x' > notes.txt",
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--sandbox", "t"])
+        .output()
+        .unwrap();
+    let r = bash_results(&out.stdout);
+    assert_eq!(r[0]["ok"], false, "{}", r[0]);
+    assert!(!work.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        r[1]["ok"], true,
+        "the rest of the working directory stays writable"
+    );
+}
