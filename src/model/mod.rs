@@ -7,11 +7,15 @@
 //! (`script::ScriptModel`, the HTTP adapters). The agent loop only sees
 //! `ChainModel::complete`.
 
+pub mod anthropic;
 pub mod chain;
 pub mod error;
 pub mod http;
+pub mod ollama;
+pub mod openai;
 pub mod price;
 pub mod registry;
+pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod spec;
@@ -127,6 +131,15 @@ impl<'a> Request<'a> {
         match (&message.extra, &message.model) {
             (Some(extra), Some(model)) if model == self.spec => Some(extra),
             _ => None,
+        }
+    }
+
+    /// The reply budget for a model whose config caps replies at `cap`:
+    /// the smaller of the two, or whichever is set.
+    pub fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
+        match (self.max_output_tokens, cap) {
+            (Some(asked), Some(cap)) => Some(asked.min(cap)),
+            (asked, cap) => asked.or(cap),
         }
     }
 }

@@ -4,8 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::anthropic::AnthropicModel;
 use super::chain::Member;
+use super::http::{Auth, HttpTransport};
+use super::ollama::OllamaChat;
+use super::openai::{ChatCompletions, Dialect};
 use super::price::{builtin_price, Pricing};
+use super::responses::ResponsesModel;
 use super::script::ScriptModel;
 use super::spec::{builtin, ModelSpec, WireApi};
 use super::Model;
@@ -115,12 +120,40 @@ pub fn build_member(
     let resolved = resolve(spec, providers, env)?;
     let model: Box<dyn Model> = match resolved.api {
         WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
-        api => {
-            let _ = timeouts;
-            return Err(SetupError(format!(
-                "model '{spec}': the {api:?} wire API is not available in this build"
-            )));
+        WireApi::OpenAi => {
+            let dialect = match spec.provider.as_str() {
+                "openai" => Dialect::OpenAi,
+                "openrouter" => Dialect::OpenRouter,
+                _ => Dialect::Compatible,
+            };
+            Box::new(ChatCompletions::new(
+                bearer_transport(&resolved, timeouts)?,
+                &spec.model,
+                dialect,
+                resolved.max_output_tokens,
+            ))
         }
+        WireApi::Ollama => Box::new(OllamaChat::new(
+            bearer_transport(&resolved, timeouts)?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
+        WireApi::Anthropic => Box::new(AnthropicModel::new(
+            HttpTransport::new(
+                &resolved.endpoint,
+                resolved.api_key.as_deref(),
+                Auth::XApiKey,
+                &resolved.headers,
+                timeouts,
+            )?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
+        WireApi::Responses => Box::new(ResponsesModel::new(
+            bearer_transport(&resolved, timeouts)?,
+            &spec.model,
+            resolved.max_output_tokens,
+        )),
     };
     Ok(Member::new(
         spec.to_string(),
@@ -128,4 +161,18 @@ pub fn build_member(
         resolved.pricing,
         resolved.context_window,
     ))
+}
+
+/// The transport for a provider that takes its key as a bearer token.
+fn bearer_transport(
+    resolved: &ResolvedProvider,
+    timeouts: StreamTimeouts,
+) -> Result<HttpTransport, SetupError> {
+    HttpTransport::new(
+        &resolved.endpoint,
+        resolved.api_key.as_deref(),
+        Auth::Bearer,
+        &resolved.headers,
+        timeouts,
+    )
 }

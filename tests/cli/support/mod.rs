@@ -3,6 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod anthropic;
+pub mod ollama;
+pub mod openai;
+pub mod responses;
 pub mod stub;
 
 use std::path::{Path, PathBuf};

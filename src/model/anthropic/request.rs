@@ -1,0 +1,360 @@
+//! Our provider-neutral request as an Anthropic Messages request body.
+//!
+//! - The system prompt is the top-level `system`.
+//! - Tool results become `tool_result` blocks of a user message; consecutive
+//!   user-side messages (tool results, then any user text) merge into one
+//!   user message, as the API wants roles to alternate.
+//! - Assistant tool calls become `tool_use` blocks with `input` objects.
+//! - Thinking blocks kept in `extra` (`{"anthropic": {"content": [...]}}`)
+//!   are replayed first, in order, but only to the model spec that made them.
+//! - The last message's last block carries `cache_control` so the prompt
+//!   prefix (tools, system, conversation) is cached from step to step.
+
+use serde_json::{json, Map, Value};
+
+use crate::model::{Message, Request, Role};
+
+/// `max_tokens` when neither the request nor the model config sets one.
+pub const DEFAULT_MAX_TOKENS: u32 = 16_000;
+
+/// Room left for the visible answer on top of the thinking budget when
+/// `max_tokens` is the default.
+const ANSWER_ROOM: u32 = 8_192;
+
+/// The API's smallest thinking budget.
+const MIN_THINKING_BUDGET: u32 = 1_024;
+
+/// The thinking budget for a `reasoning_effort`.
+pub fn thinking_budget(effort: &str) -> Option<u32> {
+    match effort {
+        "low" => Some(4_096),
+        "medium" => Some(10_240),
+        "high" => Some(20_480),
+        _ => None,
+    }
+}
+
+/// Older models cap their output below the default.
+fn model_default_max_tokens(model: &str) -> u32 {
+    if model.starts_with("claude-3-5") {
+        8_192
+    } else if model.starts_with("claude-3-") && !model.starts_with("claude-3-7") {
+        4_096
+    } else {
+        DEFAULT_MAX_TOKENS
+    }
+}
+
+/// `max_tokens` and the thinking budget (if any) for a request.
+///
+/// An explicit limit (flag/config, else the named model's
+/// `max_output_tokens`) is kept, and thinking gets at most half of it
+/// (dropped below the API's 1024 minimum). Without one, the default is the
+/// model's, raised to the thinking budget plus room for the answer.
+fn budgets(model: &str, request: &Request<'_>, configured: Option<u32>) -> (u32, Option<u32>) {
+    let thinking = request.reasoning_effort.and_then(thinking_budget);
+    match (request.max_output_tokens.or(configured), thinking) {
+        (Some(max), Some(budget)) => {
+            let budget = budget.min(max / 2);
+            (max, (budget >= MIN_THINKING_BUDGET).then_some(budget))
+        }
+        (Some(max), None) => (max, None),
+        (None, Some(budget)) => (
+            model_default_max_tokens(model).max(budget + ANSWER_ROOM),
+            Some(budget),
+        ),
+        (None, None) => (model_default_max_tokens(model), None),
+    }
+}
+
+/// The whole request body, `stream: true` included.
+pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Value {
+    let (max_tokens, thinking) = budgets(model, request, configured_max);
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("max_tokens".into(), json!(max_tokens));
+    let mut system = request.system.to_string();
+    for m in request.messages.iter().filter(|m| m.role == Role::System) {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(&m.content);
+    }
+    if !system.is_empty() {
+        body.insert("system".into(), json!(system));
+    }
+    body.insert("messages".into(), Value::Array(messages(request)));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(budget) = thinking {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    body.insert("stream".into(), json!(true));
+    Value::Object(body)
+}
+
+/// The conversation as alternating user/assistant messages of content blocks.
+fn messages(request: &Request<'_>) -> Vec<Value> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for message in request.messages {
+        let (role, blocks) = match message.role {
+            Role::System => continue,
+            Role::User => ("user", vec![text_block(&message.content)]),
+            Role::Tool => ("user", vec![tool_result_block(message)]),
+            Role::Assistant => ("assistant", assistant_blocks(request, message)),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((last, existing)) if *last == role => existing.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    }
+    if let Some(block) = out.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
+        let is_thinking = matches!(
+            block["type"].as_str(),
+            Some("thinking" | "redacted_thinking")
+        );
+        if !is_thinking {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+    }
+    out.into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect()
+}
+
+/// A text block; the API refuses empty ones.
+fn text_block(text: &str) -> Value {
+    let text = if text.is_empty() { "(empty)" } else { text };
+    json!({"type": "text", "text": text})
+}
+
+fn tool_result_block(message: &Message) -> Value {
+    let id = message.tool_call_id.as_deref().unwrap_or_default();
+    let content = if message.content.is_empty() {
+        "(no output)"
+    } else {
+        &message.content
+    };
+    json!({"type": "tool_result", "tool_use_id": block_id(id), "content": content})
+}
+
+fn assistant_blocks(request: &Request<'_>, message: &Message) -> Vec<Value> {
+    let mut blocks: Vec<Value> = request
+        .extra_of(message)
+        .and_then(|extra| extra.pointer("/anthropic/content"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if !message.content.is_empty() {
+        blocks.push(json!({"type": "text", "text": message.content}));
+    }
+    for call in &message.tool_calls {
+        // A garbled call's raw text is no object; the API wants one.
+        let input = if call.garbled || !call.arguments.is_object() {
+            json!({})
+        } else {
+            call.arguments.clone()
+        };
+        blocks.push(json!({"type": "tool_use", "id": block_id(&call.id), "name": call.name, "input": input}));
+    }
+    blocks
+}
+
+/// Tool-use ids must match `^[a-zA-Z0-9_-]+$`; ids made by another
+/// provider are mapped onto that alphabet (the same way on both sides).
+fn block_id(id: &str) -> String {
+    let id: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if id.is_empty() {
+        "call".into()
+    } else {
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ToolCall, ToolSpec};
+
+    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
+        Request {
+            system: "be brief",
+            messages,
+            tools,
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec,
+        }
+    }
+
+    fn call(id: &str, args: Value) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments: args,
+            garbled: false,
+        }
+    }
+
+    fn conversation(extra: Option<Value>) -> Vec<Message> {
+        let c1 = call("toolu_1", json!({"command": "ls"}));
+        let c2 = call("toolu_2", json!({"command": "pwd"}));
+        vec![
+            Message::new(Role::User, "task", 0),
+            Message {
+                tool_calls: vec![c1.clone(), c2.clone()],
+                model: Some("anthropic/claude-sonnet-4-5".into()),
+                extra,
+                ..Message::new(Role::Assistant, "Looking.", 1)
+            },
+            Message::tool_result(&c1, "a.txt", 1),
+            Message::tool_result(&c2, "/work", 1),
+            Message::new(Role::User, "keep going", 1),
+        ]
+    }
+
+    #[test]
+    fn tool_results_merge_into_one_user_message() {
+        let msgs = conversation(None);
+        let tools = [ToolSpec {
+            name: "bash".into(),
+            description: "run".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = request_body(
+            "claude-sonnet-4-5",
+            &request(&msgs, &tools, "anthropic/claude-sonnet-4-5"),
+            None,
+        );
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+        assert_eq!(
+            body["tools"][0],
+            json!({"name": "bash", "description": "run", "input_schema": {"type": "object"}})
+        );
+        let m = body["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(
+            m[0],
+            json!({"role": "user", "content": [{"type": "text", "text": "task"}]})
+        );
+        assert_eq!(
+            m[1],
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "pwd"}},
+            ]})
+        );
+        assert_eq!(
+            m[2],
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "/work"},
+                {"type": "text", "text": "keep going", "cache_control": {"type": "ephemeral"}},
+            ]})
+        );
+        assert!(body.get("thinking").is_none());
+    }
+
+    #[test]
+    fn thinking_is_replayed_only_to_the_same_spec() {
+        let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "sig=="});
+        let msgs = conversation(Some(json!({"anthropic": {"content": [thinking.clone()]}})));
+        let same = request_body(
+            "claude-sonnet-4-5",
+            &request(&msgs, &[], "anthropic/claude-sonnet-4-5"),
+            None,
+        );
+        assert_eq!(same["messages"][1]["content"][0], thinking);
+        let other = request_body(
+            "claude-haiku-4-5",
+            &request(&msgs, &[], "anthropic/claude-haiku-4-5"),
+            None,
+        );
+        assert_eq!(other["messages"][1]["content"][0]["type"], "text");
+    }
+
+    #[test]
+    fn garbled_calls_and_foreign_ids_stay_valid() {
+        let mut bad = call("call.9/x", Value::String("{\"command\": ".into()));
+        bad.garbled = true;
+        let msgs = vec![
+            Message::new(Role::User, "task", 0),
+            Message {
+                tool_calls: vec![bad.clone()],
+                ..Message::new(Role::Assistant, "", 1)
+            },
+            Message::tool_result(&bad, "", 1),
+        ];
+        let body = request_body("claude-sonnet-4-5", &request(&msgs, &[], "x/y"), None);
+        let m = &body["messages"];
+        assert_eq!(
+            m[1]["content"],
+            json!([{"type": "tool_use", "id": "call_9_x", "name": "bash", "input": {}}])
+        );
+        assert_eq!(m[2]["content"][0]["tool_use_id"], "call_9_x");
+        assert_eq!(m[2]["content"][0]["content"], "(no output)");
+    }
+
+    #[test]
+    fn max_tokens_and_thinking_budgets() {
+        let msgs = [Message::new(Role::User, "t", 0)];
+        let mut r = request(&msgs, &[], "a/b");
+        assert_eq!(
+            request_body("claude-3-5-haiku-latest", &r, None)["max_tokens"],
+            8192
+        );
+        assert_eq!(
+            request_body("claude-3-haiku-20240307", &r, None)["max_tokens"],
+            4096
+        );
+        assert_eq!(
+            request_body("claude-opus-4-1", &r, Some(32000))["max_tokens"],
+            32000
+        );
+        r.reasoning_effort = Some("high");
+        let body = request_body("claude-sonnet-4-5", &r, None);
+        assert_eq!(body["max_tokens"], 20_480 + 8_192);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 20_480})
+        );
+        r.reasoning_effort = Some("low");
+        assert_eq!(
+            request_body("claude-sonnet-4-5", &r, None)["max_tokens"],
+            DEFAULT_MAX_TOKENS
+        );
+        r.max_output_tokens = Some(6000);
+        let body = request_body("claude-sonnet-4-5", &r, None);
+        assert_eq!(body["max_tokens"], 6000);
+        assert_eq!(body["thinking"]["budget_tokens"], 3000);
+        r.max_output_tokens = Some(1500);
+        assert!(request_body("claude-sonnet-4-5", &r, None)
+            .get("thinking")
+            .is_none());
+    }
+}

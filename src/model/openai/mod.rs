@@ -1,0 +1,62 @@
+//! The OpenAI Chat Completions adapter (providers `openai`, `openrouter` and
+//! named providers with `api: openai`): one streaming POST to
+//! `{endpoint}/chat/completions` per call, read as server-sent events.
+
+mod request;
+mod stream;
+
+use async_trait::async_trait;
+
+use super::http::{HttpTransport, SseReader};
+use super::{Model, ModelError, Request, Response, StreamObserver};
+
+pub use request::{request_body, Dialect};
+pub use stream::{parse_arguments, ChunkAssembler};
+
+/// One model behind a Chat Completions endpoint.
+#[derive(Debug)]
+pub struct ChatCompletions {
+    transport: HttpTransport,
+    model: String,
+    dialect: Dialect,
+    /// The model's own reply limit from config (`max_output_tokens`).
+    output_cap: Option<u32>,
+}
+
+impl ChatCompletions {
+    pub fn new(
+        transport: HttpTransport,
+        model: &str,
+        dialect: Dialect,
+        output_cap: Option<u32>,
+    ) -> Self {
+        ChatCompletions {
+            transport,
+            model: model.to_string(),
+            dialect,
+            output_cap,
+        }
+    }
+}
+
+#[async_trait]
+impl Model for ChatCompletions {
+    async fn complete(
+        &self,
+        request: &Request<'_>,
+        observer: &dyn StreamObserver,
+    ) -> Result<Response, ModelError> {
+        let budget = request.reply_budget(self.output_cap);
+        let body = request_body(&self.model, self.dialect, budget, request);
+        let (response, sent) = self.transport.post("/chat/completions", &body).await?;
+        let mut events = SseReader::new(response, sent, self.transport.timeouts);
+        let mut reply = ChunkAssembler::default();
+        while let Some(event) = events.next().await? {
+            reply.feed(&event.data, observer)?;
+            if reply.is_done() {
+                break;
+            }
+        }
+        reply.finish()
+    }
+}

@@ -1,0 +1,232 @@
+//! Translates a provider-neutral `Request` into a Chat Completions request
+//! body: messages, tools, the reply budget and reasoning effort, in the
+//! parameter names of each OpenAI-compatible dialect.
+
+use serde_json::{json, Map, Value};
+
+use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
+
+/// Which OpenAI-compatible server we talk to; they differ in the names of
+/// two parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenAI itself: `max_completion_tokens` (its `max_tokens` is deprecated
+    /// and refused by reasoning models) and `reasoning_effort`.
+    OpenAi,
+    /// OpenRouter: `max_tokens` and its normalised `reasoning: {effort}`.
+    OpenRouter,
+    /// Any other OpenAI-compatible server (vLLM, llama.cpp, LiteLLM, LM
+    /// Studio, ...): `max_tokens`, which they all accept, and
+    /// `reasoning_effort`.
+    Compatible,
+}
+
+impl Dialect {
+    fn budget_field(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "max_completion_tokens",
+            Dialect::OpenRouter | Dialect::Compatible => "max_tokens",
+        }
+    }
+}
+
+/// The JSON body of one streaming Chat Completions request. `budget` is the
+/// reply budget already capped by the model's configured limit.
+pub fn request_body(
+    model: &str,
+    dialect: Dialect,
+    budget: Option<u32>,
+    request: &Request<'_>,
+) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), Value::Array(messages(request)));
+    if !request.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            Value::Array(request.tools.iter().map(tool).collect()),
+        );
+    }
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if let Some(budget) = budget {
+        body.insert(dialect.budget_field().into(), json!(budget));
+    }
+    if let Some(effort) = request.reasoning_effort {
+        match dialect {
+            Dialect::OpenRouter => body.insert("reasoning".into(), json!({"effort": effort})),
+            Dialect::OpenAi | Dialect::Compatible => {
+                body.insert("reasoning_effort".into(), json!(effort))
+            }
+        };
+    }
+    Value::Object(body)
+}
+
+/// The conversation in Chat Completions form, the system prompt first.
+fn messages(request: &Request<'_>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        out.push(json!({"role": "system", "content": request.system}));
+    }
+    out.extend(request.messages.iter().map(message));
+    out
+}
+
+fn message(m: &Message) -> Value {
+    match m.role {
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.as_deref().unwrap_or_default(),
+            "content": m.content,
+        }),
+        Role::Assistant if m.tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": m.content})
+        }
+        Role::Assistant => json!({
+            "role": "assistant",
+            // OpenAI documents `content` as optional when `tool_calls` is set.
+            "content": if m.content.is_empty() { Value::Null } else { json!(m.content) },
+            "tool_calls": m.tool_calls.iter().map(tool_call).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// A tool call sent back in history; arguments travel as a JSON string (the
+/// model's raw text when it was garbled).
+fn tool_call(call: &ToolCall) -> Value {
+    let arguments = match &call.arguments {
+        Value::String(raw) if call.garbled => raw.clone(),
+        other => other.to_string(),
+    };
+    json!({
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    })
+}
+
+fn tool(spec: &ToolSpec) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, arguments: Value, garbled: bool) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "bash".into(),
+            arguments,
+            garbled,
+        }
+    }
+
+    fn conversation() -> Vec<Message> {
+        let first = call("call_1", json!({"command": "ls"}), false);
+        vec![
+            Message::new(Role::User, "list files", 0),
+            Message {
+                tool_calls: vec![first.clone()],
+                ..Message::new(Role::Assistant, "", 1)
+            },
+            Message::tool_result(&first, "a.txt", 1),
+            Message::new(Role::Assistant, "done", 2),
+        ]
+    }
+
+    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec]) -> Request<'a> {
+        Request {
+            system: "be brief",
+            messages,
+            tools,
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec: "openai/gpt-5",
+        }
+    }
+
+    #[test]
+    fn translates_the_conversation_in_openai_form() {
+        let messages = conversation();
+        let body = request_body("gpt-5", Dialect::OpenAi, None, &request(&messages, &[]));
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "list files"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
+                {"role": "assistant", "content": "done"},
+            ])
+        );
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert!(body.get("tools").is_none(), "no tools: no tools field");
+        assert!(body.get("max_completion_tokens").is_none());
+    }
+
+    #[test]
+    fn tools_are_functions_with_schemas() {
+        let tools = [ToolSpec {
+            name: "bash".into(),
+            description: "Run a command".into(),
+            parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        }];
+        let body = request_body("gpt-5", Dialect::OpenAi, None, &request(&[], &tools));
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {
+                "name": "bash",
+                "description": "Run a command",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+            }}])
+        );
+    }
+
+    #[test]
+    fn garbled_arguments_go_back_as_the_raw_text() {
+        let messages = [Message {
+            tool_calls: vec![call("c", json!("{\"command\": "), true)],
+            ..Message::new(Role::Assistant, "trying", 1)
+        }];
+        let body = request_body("m", Dialect::Compatible, None, &request(&messages, &[]));
+        assert_eq!(body["messages"][1]["content"], "trying");
+        assert_eq!(
+            body["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            "{\"command\": "
+        );
+    }
+
+    #[test]
+    fn budget_and_effort_use_each_dialects_names() {
+        let mut req = request(&[], &[]);
+        req.reasoning_effort = Some("high");
+        let openai = request_body("o3", Dialect::OpenAi, Some(900), &req);
+        assert_eq!(openai["max_completion_tokens"], 900);
+        assert_eq!(openai["reasoning_effort"], "high");
+        assert!(openai.get("max_tokens").is_none());
+
+        let router = request_body("x/y", Dialect::OpenRouter, Some(900), &req);
+        assert_eq!(router["max_tokens"], 900);
+        assert_eq!(router["reasoning"], json!({"effort": "high"}));
+        assert!(router.get("reasoning_effort").is_none());
+
+        let gateway = request_body("qwen", Dialect::Compatible, Some(900), &req);
+        assert_eq!(gateway["max_tokens"], 900);
+        assert_eq!(gateway["reasoning_effort"], "high");
+    }
+}

@@ -1,0 +1,175 @@
+//! Our provider-neutral request as an OpenAI Responses request body.
+//!
+//! - The system prompt is `instructions`.
+//! - Assistant messages become an assistant message item plus one
+//!   `function_call` item per tool call (`arguments` as a JSON string);
+//!   tool results become `function_call_output` items.
+//! - Reasoning items kept in `extra` (`{"responses": {"reasoning": [...]}}`)
+//!   are replayed before the assistant's items, but only to the model spec
+//!   that produced them, and without their ids: with `store: false` the
+//!   server keeps nothing an id could refer to.
+
+use serde_json::{json, Map, Value};
+
+use crate::model::{Message, Request, Role};
+
+/// The whole request body, `stream: true` included.
+pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    if !request.system.is_empty() {
+        body.insert("instructions".into(), json!(request.system));
+    }
+    body.insert("input".into(), Value::Array(input_items(request)));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                // Our schemas have optional fields, which strict mode refuses.
+                json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": false})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(max) = request.max_output_tokens.or(configured_max) {
+        body.insert("max_output_tokens".into(), json!(max));
+    }
+    if let Some(effort) = request.reasoning_effort {
+        body.insert("reasoning".into(), json!({"effort": effort}));
+    }
+    body.insert("stream".into(), json!(true));
+    body.insert("store".into(), json!(false));
+    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    Value::Object(body)
+}
+
+fn input_items(request: &Request<'_>) -> Vec<Value> {
+    let mut items = Vec::new();
+    for message in request.messages {
+        match message.role {
+            Role::System => items.push(json!({"role": "developer", "content": message.content})),
+            Role::User => items.push(json!({"role": "user", "content": message.content})),
+            Role::Tool => items.push(json!({
+                "type": "function_call_output",
+                "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+                "output": message.content,
+            })),
+            Role::Assistant => assistant_items(request, message, &mut items),
+        }
+    }
+    items
+}
+
+fn assistant_items(request: &Request<'_>, message: &Message, items: &mut Vec<Value>) {
+    let reasoning = request
+        .extra_of(message)
+        .and_then(|extra| extra.pointer("/responses/reasoning"))
+        .and_then(Value::as_array);
+    for item in reasoning.into_iter().flatten() {
+        let mut item = item.clone();
+        if let Some(map) = item.as_object_mut() {
+            map.remove("id");
+            map.remove("status");
+        }
+        items.push(item);
+    }
+    if !message.content.is_empty() {
+        items.push(json!({"role": "assistant", "content": message.content}));
+    }
+    for call in &message.tool_calls {
+        let arguments = match &call.arguments {
+            Value::String(raw) if call.garbled => raw.clone(),
+            other => other.to_string(),
+        };
+        items.push(json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ToolCall, ToolSpec};
+
+    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
+        Request {
+            system: "be brief",
+            messages,
+            tools,
+            output_schema: None,
+            max_output_tokens: Some(4000),
+            reasoning_effort: Some("medium"),
+            spec,
+        }
+    }
+
+    #[test]
+    fn conversation_becomes_input_items() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+            garbled: false,
+        };
+        let reasoning = json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"});
+        let msgs = vec![
+            Message::new(Role::User, "task", 0),
+            Message {
+                tool_calls: vec![call.clone()],
+                model: Some("responses/gpt-5".into()),
+                extra: Some(json!({"responses": {"reasoning": [reasoning]}})),
+                ..Message::new(Role::Assistant, "Looking.", 1)
+            },
+            Message::tool_result(&call, "a.txt", 1),
+        ];
+        let tools = [ToolSpec {
+            name: "bash".into(),
+            description: "run".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = request_body("gpt-5", &request(&msgs, &tools, "responses/gpt-5"), None);
+        assert_eq!(body["instructions"], "be brief");
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["max_output_tokens"], 4000);
+        assert_eq!(body["reasoning"], json!({"effort": "medium"}));
+        assert_eq!(
+            body["tools"][0],
+            json!({"type": "function", "name": "bash", "description": "run", "parameters": {"type": "object"}, "strict": false})
+        );
+        assert_eq!(
+            body["input"],
+            json!([
+                {"role": "user", "content": "task"},
+                {"type": "reasoning", "summary": [], "encrypted_content": "gAAAAB"},
+                {"role": "assistant", "content": "Looking."},
+                {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": "{\"command\":\"ls\"}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
+            ])
+        );
+        let other = request_body(
+            "gpt-5-mini",
+            &request(&msgs, &tools, "responses/gpt-5-mini"),
+            None,
+        );
+        assert_eq!(other["input"][1]["role"], "assistant");
+    }
+
+    #[test]
+    fn garbled_arguments_are_sent_back_as_they_came() {
+        let call = ToolCall {
+            id: "call_2".into(),
+            name: "bash".into(),
+            arguments: json!("{\"command\": "),
+            garbled: true,
+        };
+        let msgs = vec![Message {
+            tool_calls: vec![call],
+            ..Message::new(Role::Assistant, "", 1)
+        }];
+        let body = request_body("gpt-5", &request(&msgs, &[], "x/y"), Some(100));
+        assert_eq!(body["input"][0]["arguments"], "{\"command\": ");
+        assert_eq!(body["max_output_tokens"], 4000);
+    }
+}

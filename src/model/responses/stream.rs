@@ -1,0 +1,421 @@
+//! Assembles OpenAI Responses stream events (`response.output_item.*`,
+//! `response.output_text.delta`, `response.function_call_arguments.*`,
+//! `response.completed` / `response.incomplete` / `response.failed`,
+//! `error`) into one `Response`. Text goes to the observer as it arrives;
+//! function-call arguments are put together per output item.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::model::anthropic::tool_call;
+use crate::model::error::classify_status;
+use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
+
+/// Whether a terminal event (`response.completed` / `response.incomplete`)
+/// has arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    Continue,
+    Finished,
+}
+
+/// One output item as it builds up.
+#[derive(Debug)]
+enum Item {
+    Message {
+        text: String,
+        streamed: bool,
+    },
+    FunctionCall {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    /// Kept whole, `encrypted_content` included, for replay.
+    Reasoning(Value),
+    Other,
+}
+
+/// The reply so far.
+#[derive(Debug, Default)]
+pub struct Assembly {
+    /// By `output_index`, in stream order.
+    items: Vec<(usize, Item)>,
+    usage: Usage,
+    incomplete: bool,
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    output_index: usize,
+    #[serde(default, borrow)]
+    delta: Option<Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Option<String>,
+    #[serde(default)]
+    item: Option<Value>,
+    #[serde(default)]
+    response: Option<WireResponse>,
+    // `error` events carry these at the top level.
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<WireInputDetails>,
+}
+
+#[derive(Deserialize)]
+struct WireInputDetails {
+    #[serde(default)]
+    cached_tokens: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct WireError {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl Assembly {
+    /// Applies one event's `data`.
+    pub fn apply(
+        &mut self,
+        data: &[u8],
+        observer: &dyn StreamObserver,
+    ) -> Result<Progress, ModelError> {
+        let event: WireEvent =
+            serde_json::from_slice(data).map_err(|_| ModelError::StreamIncomplete)?;
+        let index = event.output_index;
+        match &*event.kind {
+            "response.output_item.added" => {
+                let item = event
+                    .item
+                    .map(|item| new_item(item, observer))
+                    .unwrap_or(Item::Other);
+                self.items.push((index, item));
+            }
+            "response.output_text.delta" | "response.refusal.delta" => {
+                let piece = event.delta.unwrap_or_default();
+                observer.text_delta(&piece);
+                if let Item::Message { text, streamed } = self.item(index, || Item::Message {
+                    text: String::new(),
+                    streamed: false,
+                }) {
+                    text.push_str(&piece);
+                    *streamed = true;
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                observer.tool_call_delta();
+                if let Item::FunctionCall { arguments, .. } = self.item(index, || Item::Other) {
+                    arguments.push_str(&event.delta.unwrap_or_default());
+                }
+            }
+            "response.function_call_arguments.done" => {
+                if let (Item::FunctionCall { arguments, .. }, Some(done)) =
+                    (self.item(index, || Item::Other), event.arguments)
+                {
+                    *arguments = done;
+                }
+            }
+            "response.output_item.done" => {
+                if let Some(item) = event.item {
+                    self.complete_item(index, item, observer);
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                self.incomplete = event.kind == "response.incomplete";
+                if let Some(usage) = event.response.and_then(|r| r.usage) {
+                    self.usage = Usage {
+                        input_tokens: usage.input_tokens,
+                        output_tokens: usage.output_tokens,
+                        cached_input_tokens: usage
+                            .input_tokens_details
+                            .map_or(0, |d| d.cached_tokens),
+                    };
+                }
+                return Ok(Progress::Finished);
+            }
+            "response.failed" => {
+                let error = event.response.and_then(|r| r.error).unwrap_or_default();
+                return Err(stream_error(error));
+            }
+            "error" => {
+                let error = event.error.unwrap_or(WireError {
+                    code: event.code,
+                    kind: None,
+                    message: event.message,
+                });
+                return Err(stream_error(error));
+            }
+            _ => {}
+        }
+        Ok(Progress::Continue)
+    }
+
+    /// The item at `index`, created by `make` when the stream skipped its
+    /// `output_item.added`.
+    fn item(&mut self, index: usize, make: impl FnOnce() -> Item) -> &mut Item {
+        let at = match self.items.iter().rposition(|(i, _)| *i == index) {
+            Some(at) => at,
+            None => {
+                self.items.push((index, make()));
+                self.items.len() - 1
+            }
+        };
+        &mut self.items[at].1
+    }
+
+    /// `output_item.done` carries the finished item: its fields win.
+    fn complete_item(&mut self, index: usize, done: Value, observer: &dyn StreamObserver) {
+        let finished = new_item(done.clone(), &crate::model::NoObserver);
+        let slot = self.item(index, || Item::Other);
+        match (slot, finished) {
+            (Item::Message { text, streamed }, Item::Message { text: full, .. })
+                if !*streamed && !full.is_empty() =>
+            {
+                observer.text_delta(&full);
+                *text = full;
+            }
+            (slot @ Item::Other, Item::Message { text: full, .. }) => {
+                observer.text_delta(&full);
+                *slot = Item::Message {
+                    text: full,
+                    streamed: true,
+                };
+            }
+            (slot, finished @ (Item::FunctionCall { .. } | Item::Reasoning(_))) => *slot = finished,
+            _ => {}
+        }
+    }
+
+    /// The whole reply; reasoning items go to `extra` in stream order.
+    pub fn finish(self) -> Response {
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        let mut reasoning = Vec::new();
+        for (_, item) in self.items {
+            match item {
+                Item::Message { text: t, .. } => text.push_str(&t),
+                Item::FunctionCall {
+                    call_id,
+                    name,
+                    arguments,
+                } => tool_calls.push(tool_call(call_id, name, arguments)),
+                Item::Reasoning(value) => reasoning.push(value),
+                Item::Other => {}
+            }
+        }
+        let finish = if self.incomplete {
+            FinishReason::Length
+        } else if tool_calls.is_empty() {
+            FinishReason::Stop
+        } else {
+            FinishReason::ToolCalls
+        };
+        Response {
+            text,
+            tool_calls,
+            usage: self.usage,
+            finish,
+            extra: (!reasoning.is_empty()).then(|| json!({"responses": {"reasoning": reasoning}})),
+            cost_override: None,
+        }
+    }
+}
+
+fn new_item(item: Value, observer: &dyn StreamObserver) -> Item {
+    let field = |name: &str| item[name].as_str().unwrap_or_default().to_string();
+    match item["type"].as_str() {
+        Some("message") => {
+            let text: String = item["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part["text"].as_str().or_else(|| part["refusal"].as_str()))
+                .collect();
+            Item::Message {
+                text,
+                streamed: false,
+            }
+        }
+        Some("function_call") => {
+            observer.tool_call_delta();
+            Item::FunctionCall {
+                call_id: field("call_id"),
+                name: field("name"),
+                arguments: field("arguments"),
+            }
+        }
+        Some("reasoning") => Item::Reasoning(item),
+        _ => Item::Other,
+    }
+}
+
+/// A `response.failed` or `error` event as the HTTP error its code stands for.
+fn stream_error(error: WireError) -> ModelError {
+    let code = error.code.or(error.kind).unwrap_or_default();
+    let status = match code.as_str() {
+        "rate_limit_exceeded" | "insufficient_quota" => 429,
+        "context_length_exceeded" | "invalid_prompt" | "invalid_request_error" => 400,
+        "invalid_api_key" => 401,
+        "model_not_found" => 404,
+        _ => 500,
+    };
+    let message: String = error
+        .message
+        .unwrap_or_default()
+        .chars()
+        .take(300)
+        .collect();
+    classify_status(status, Some(&code), &message, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::model::ErrorClass;
+
+    #[derive(Default)]
+    struct Seen(Mutex<String>);
+    impl StreamObserver for Seen {
+        fn text_delta(&self, text: &str) {
+            self.0.lock().unwrap().push_str(text);
+        }
+    }
+
+    fn run(events: &[Value]) -> (Result<Response, ModelError>, String) {
+        let seen = Seen::default();
+        let mut a = Assembly::default();
+        for e in events {
+            match a.apply(e.to_string().as_bytes(), &seen) {
+                Ok(Progress::Finished) => return (Ok(a.finish()), seen.0.into_inner().unwrap()),
+                Ok(Progress::Continue) => {}
+                Err(e) => return (Err(e), seen.0.into_inner().unwrap()),
+            }
+        }
+        (
+            Err(ModelError::StreamIncomplete),
+            seen.0.into_inner().unwrap(),
+        )
+    }
+
+    fn completed(status: &str, input: u64, cached: u64, output: u64) -> Value {
+        json!({"type": format!("response.{status}"), "sequence_number": 99, "response": {"id": "resp_1", "object": "response", "status": status,
+            "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + output}}})
+    }
+
+    #[test]
+    fn reasoning_text_and_function_call_assemble() {
+        let reasoning = json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB=="});
+        let events = [
+            json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "status": "in_progress", "usage": null}}),
+            json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": {"type": "reasoning", "id": "rs_1", "summary": []}}),
+            json!({"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": reasoning}),
+            json!({"type": "response.output_item.added", "sequence_number": 3, "output_index": 1, "item": {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}}),
+            json!({"type": "response.output_text.delta", "sequence_number": 4, "item_id": "msg_1", "output_index": 1, "content_index": 0, "delta": "Listing "}),
+            json!({"type": "response.output_text.delta", "sequence_number": 5, "item_id": "msg_1", "output_index": 1, "content_index": 0, "delta": "files."}),
+            json!({"type": "response.output_item.done", "sequence_number": 6, "output_index": 1, "item": {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Listing files.", "annotations": []}]}}),
+            json!({"type": "response.output_item.added", "sequence_number": 7, "output_index": 2, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "bash", "arguments": "", "status": "in_progress"}}),
+            json!({"type": "response.function_call_arguments.delta", "sequence_number": 8, "item_id": "fc_1", "output_index": 2, "delta": "{\"command\":"}),
+            json!({"type": "response.function_call_arguments.delta", "sequence_number": 9, "item_id": "fc_1", "output_index": 2, "delta": "\"ls\"}"}),
+            json!({"type": "response.function_call_arguments.done", "sequence_number": 10, "item_id": "fc_1", "output_index": 2, "arguments": "{\"command\":\"ls\"}"}),
+            completed("completed", 1200, 1000, 40),
+        ];
+        let (r, seen) = run(&events);
+        let r = r.unwrap();
+        assert_eq!(seen, "Listing files.");
+        assert_eq!(r.text, "Listing files.");
+        assert_eq!(r.finish, FinishReason::ToolCalls);
+        assert_eq!(r.tool_calls[0].id, "call_1");
+        assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 1200,
+                output_tokens: 40,
+                cached_input_tokens: 1000
+            }
+        );
+        assert_eq!(
+            r.extra.unwrap(),
+            json!({"responses": {"reasoning": [reasoning]}})
+        );
+    }
+
+    #[test]
+    fn incomplete_is_a_cut_off_reply() {
+        let events = [
+            json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Half"}),
+            json!({"type": "response.incomplete", "response": {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": {"input_tokens": 5, "output_tokens": 16}}}),
+        ];
+        let r = run(&events).0.unwrap();
+        assert_eq!(r.finish, FinishReason::Length);
+        assert_eq!(r.text, "Half");
+    }
+
+    #[test]
+    fn garbled_arguments_are_marked() {
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "id": "fc_1", "call_id": "call_9", "name": "bash", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{\"command\": \"l"}),
+            completed("completed", 1, 0, 1),
+        ];
+        let r = run(&events).0.unwrap();
+        assert!(r.tool_calls[0].garbled);
+        assert_eq!(r.tool_calls[0].arguments, json!("{\"command\": \"l"));
+    }
+
+    #[test]
+    fn failures_are_classified() {
+        let failed = json!({"type": "response.failed", "response": {"status": "failed", "error": {"code": "server_error", "message": "The server had an error"}}});
+        assert_eq!(
+            run(&[failed]).0.unwrap_err().class(),
+            ErrorClass::Transient("http_500".into())
+        );
+        let quota = json!({"type": "error", "code": "insufficient_quota", "message": "You exceeded your current quota", "param": null, "sequence_number": 1});
+        assert_eq!(run(&[quota]).0.unwrap_err().class(), ErrorClass::Quota);
+        let overflow = json!({"type": "response.failed", "response": {"error": {"code": "context_length_exceeded", "message": "Your input exceeds the context window of this model."}}});
+        assert_eq!(
+            run(&[overflow]).0.unwrap_err().class(),
+            ErrorClass::ContextOverflow
+        );
+    }
+
+    #[test]
+    fn a_stream_without_a_terminal_event_is_incomplete() {
+        let events =
+            [json!({"type": "response.output_text.delta", "output_index": 0, "delta": "hi"})];
+        assert_eq!(run(&events).0.unwrap_err(), ModelError::StreamIncomplete);
+    }
+}
