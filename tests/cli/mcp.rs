@@ -311,3 +311,53 @@ fn servers_die_with_a_killed_agent() {
     }
     assert!(gone(&pid), "MCP server {pid} outlived the killed agent");
 }
+
+#[test]
+fn tools_are_sent_to_the_model_with_their_schema_and_withdrawn_after_a_death() {
+    use crate::support::openai::{chat_sse_submit, chat_sse_tool_call};
+    use crate::support::stub::Stub;
+    let env = TestEnv::new();
+    let cfg = config(&env, &[("t", "]")]);
+    let stub = Stub::sequence(vec![
+        chat_sse_tool_call("call_1", "mcp__t__crash", "{}"),
+        chat_sse_submit("call_2", "done"),
+    ]);
+    let out = env
+        .cmd()
+        .env("OPENAI_BASE_URL", format!("{}/v1", stub.url()))
+        .env("OPENAI_API_KEY", "sk-test")
+        .args(["-c", &cfg, "-m", "openai/gpt-5", "--json", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = stub.requests();
+    assert_eq!(requests.len(), 2);
+    let tool = |i: usize, name: &str| -> Option<Value> {
+        requests[i].json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["function"]["name"] == name)
+            .cloned()
+    };
+    let echo = tool(0, "mcp__t__echo").expect("offered in the first request");
+    assert_eq!(echo["function"]["description"], "Echo the given text back.");
+    assert_eq!(
+        echo["function"]["parameters"]["required"],
+        serde_json::json!(["text"])
+    );
+    assert_eq!(
+        echo["function"]["parameters"]["properties"]["text"]["type"],
+        "string"
+    );
+    assert!(
+        tool(1, "mcp__t__echo").is_none(),
+        "withdrawn after the server died"
+    );
+    assert!(tool(1, "bash").is_some());
+}
