@@ -16,7 +16,25 @@ use crate::support::{events, finished, of_type, TestEnv};
 /// Whether bubblewrap can make a network-less sandbox here; prints why not.
 fn sandbox_available() -> bool {
     let ok = Command::new("bwrap")
-        .args(["--unshare-net", "--ro-bind", "/", "/", "true"])
+        .args([
+            "--die-with-parent",
+            "--unshare-net",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "true",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
