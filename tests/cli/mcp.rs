@@ -361,3 +361,37 @@ fn tools_are_sent_to_the_model_with_their_schema_and_withdrawn_after_a_death() {
     );
     assert!(tool(1, "bash").is_some());
 }
+
+#[test]
+fn a_server_that_exits_between_calls_is_noticed() {
+    let env = TestEnv::new();
+    let cfg = config(&env, &[("t", "]")]);
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n  - {name: mcp__t__quit, arguments: {}}\n- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 0.3'}}\n- tool_calls:\n  - {name: mcp__t__echo, arguments: {text: x}}\n- tool_calls:\n  - {name: submit, arguments: {output: ok}}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-c", &cfg, "-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let ev = events(&out.stdout);
+    assert_eq!(finished_tools(&ev, "mcp__t__quit")[0]["output"], "bye");
+    let warnings = of_type(&ev, "warning");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("'t' stopped"));
+    // Noticed while the server was idle, before the model's next request.
+    let warning_at = ev.iter().position(|e| e["type"] == "warning").unwrap();
+    let step3 = ev
+        .iter()
+        .position(|e| e["type"] == "step.started" && e["step"] == 3)
+        .unwrap();
+    assert!(warning_at < step3);
+    let echo = finished_tools(&ev, "mcp__t__echo");
+    assert_eq!(echo[0]["ok"], false);
+    assert_eq!(finished(&ev)["status"], "submitted");
+}

@@ -12,6 +12,7 @@ Tools:
   pid {}             -> the server's process id
   picture {}         -> one text item and one image item
   crash {}           -> the server exits at once, without answering
+  quit {}            -> answers "bye", then the server exits
 """
 import json
 import os
@@ -40,6 +41,7 @@ TOOLS = [
     {"name": "pid", "description": "The server's process id.", "inputSchema": {"type": "object"}},
     {"name": "picture", "description": "Text and an image.", "inputSchema": {"type": "object"}},
     {"name": "crash", "description": "Exit without answering.", "inputSchema": {"type": "object"}},
+    {"name": "quit", "description": "Answer, then exit.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -108,6 +110,10 @@ def main():
             send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
         elif method == "tools/call":
             result = call(params.get("name"), params.get("arguments") or {})
+            if params.get("name") == "quit":
+                send({"jsonrpc": "2.0", "id": mid, "result": text("bye")})
+                time.sleep(0.05)
+                os._exit(0)
             if result is None:
                 send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + str(params.get("name"))}})
             else:
