@@ -90,10 +90,12 @@ impl McpServer {
         emitter: &Emitter,
         timeout: Duration,
     ) -> Result<McpServer, String> {
+        let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
+        if !cwd.is_dir() {
+            return Err(format!("its cwd {} is not a directory", cwd.display()));
+        }
         let mut command = Command::new(&config.command);
-        command
-            .args(&config.args)
-            .current_dir(server_cwd(config.cwd.as_deref(), run_cwd, env));
+        command.args(&config.args).current_dir(cwd);
         for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
             command.env(var, value);
         }
