@@ -9,7 +9,7 @@ use clap::Parser;
 ///
 /// Give it a task; it talks to a language model, runs tools in a working
 /// directory, and ends with an answer and an exit code.
-#[derive(Debug, Parser)]
+#[derive(Debug, Clone, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
 #[command(
     after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
@@ -48,9 +48,20 @@ pub struct Cli {
     #[arg(long)]
     pub json: bool,
 
+    /// Also record the run in a SQLite database (created when missing)
+    #[arg(long = "log-db", value_name = "FILE")]
+    pub log_db: Option<PathBuf>,
+
     /// Write the trajectory, a crash-safe checkpoint at every moment
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+
+    /// The final answer must be JSON valid against this JSON Schema
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// Continue a trajectory checkpoint (TASK, if given, is added as a new message)
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
 
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]

@@ -49,6 +49,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub sandbox_allowed_domains: Option<Vec<String>>,
     pub health_db: Option<String>,
+    #[serde(default)]
+    pub compaction: CompactionConfig,
 }
 
 /// A named provider.
@@ -102,6 +104,19 @@ pub struct SubagentsConfig {
     pub model: Option<String>,
     pub step_limit: Option<u32>,
     pub fallback_models: Option<Vec<String>>,
+}
+
+/// `compaction:` (an extension of SPEC section 3): when to compact the
+/// history before a request.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Share of the context window (0 < x <= 1) past which the history is
+    /// compacted before a request (default 0.8).
+    pub threshold: Option<f64>,
+    /// The context window, in tokens, assumed for models whose window is not
+    /// known (built-in providers and scripted models).
+    pub default_context_window: Option<u64>,
 }
 
 /// One MCP server started over stdio.

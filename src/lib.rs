@@ -11,6 +11,7 @@ pub mod events;
 pub mod exit;
 pub mod mcp;
 pub mod model;
+pub mod resume;
 pub mod sandbox;
 pub mod settings;
 pub mod stop;
@@ -24,10 +25,11 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use agent::{Agent, Limits, RequestOptions};
+use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
+use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use mcp::McpServers;
@@ -51,7 +53,7 @@ pub fn now_rfc3339() -> String {
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     match prepare(&cli) {
-        Ok((settings, members)) => {
+        Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -62,7 +64,7 @@ pub fn run(cli: Cli) -> i32 {
                     return 1;
                 }
             };
-            runtime.block_on(run_agent(settings, members))
+            runtime.block_on(run_agent(prepared))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
@@ -71,9 +73,27 @@ pub fn run(cli: Cli) -> i32 {
     }
 }
 
-/// Everything that can fail before the first request: settings and models.
-fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
-    let settings = Settings::resolve(cli, &process_env)?;
+/// A run resolved and ready for its first request.
+struct Prepared {
+    settings: Settings,
+    members: Vec<Member>,
+    log_db: Option<SqliteSink>,
+    resume: Option<resume::Checkpointed>,
+    jobs: JobOptions,
+}
+
+/// Everything that can fail before the first request: the checkpoint to
+/// resume, settings, models and the log database.
+fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
+    let (cli, resume) = match &cli.resume {
+        Some(path) => {
+            let cp = resume::load(path)?;
+            resume::check_model(cli.model.as_deref(), &cp)?;
+            (resume::resumed_cli(cli, &cp), Some(cp))
+        }
+        None => (cli.clone(), None),
+    };
+    let settings = Settings::resolve(&cli, &process_env)?;
     let timeouts = StreamTimeouts {
         first_event: settings.retry.stream_first_event_timeout,
         idle: settings.retry.stream_idle_timeout,
@@ -87,7 +107,20 @@ fn prepare(cli: &Cli) -> Result<(Settings, Vec<Member>), SetupError> {
             &process_env,
         )?);
     }
-    Ok((settings, members))
+    // The user asked for the record: a database that cannot be opened is a
+    // setup error, before any request, not a run that silently logs nothing.
+    let log_db = match &settings.log_db {
+        Some(path) => Some(SqliteSink::open(path).map_err(SetupError)?),
+        None => None,
+    };
+    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    Ok(Prepared {
+        settings,
+        members,
+        log_db,
+        resume,
+        jobs,
+    })
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -173,7 +206,14 @@ async fn start_isolation(
     Ok((sandbox, worktree))
 }
 
-async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
+async fn run_agent(prepared: Prepared) -> i32 {
+    let Prepared {
+        mut settings,
+        members,
+        log_db,
+        resume,
+        jobs,
+    } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
         Ok(isolation) => isolation,
@@ -183,7 +223,11 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
         }
     };
     let worktree = worktree.map(|wt| wt.path.display().to_string());
-    let emitter = Emitter::new(&run_id, sinks(&settings));
+    let mut sinks = sinks(&settings);
+    if let Some(db) = log_db {
+        sinks.push(Box::new(db));
+    }
+    let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
@@ -191,15 +235,43 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
 
     let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
     let cwd = settings.cwd.display().to_string();
+    let mut output_path = settings.output.clone();
+    let (mut doc, new_messages, answered) = match resume {
+        Some(cp) => {
+            output_path = output_path.or_else(|| Some(cp.path.clone()));
+            let c = resume::continue_run(
+                cp,
+                resume::NewRun {
+                    run_id: &run_id,
+                    fallback_models: fallback_models.clone(),
+                    cwd: &cwd,
+                    task: Some(settings.task.as_str()).filter(|t| !t.is_empty()),
+                    started_at: now_rfc3339(),
+                },
+            );
+            (c.doc, c.new_messages, c.answered)
+        }
+        None => {
+            let doc = fresh_doc(&settings, &run_id, fallback_models.clone(), &cwd);
+            let task = Message::new(Role::User, settings.task.clone(), 0);
+            (doc, vec![task], None)
+        }
+    };
+    if worktree.is_some() {
+        doc.worktree = worktree.clone();
+    }
     emitter.emit(Event::RunStarted {
-        task: settings.task.clone(),
+        task: doc.task.clone(),
         model: settings.primary.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
-        resumed_from: None,
-        worktree: worktree.clone(),
+        resumed_from: doc.resumed_from.clone(),
+        worktree,
     });
     price_warnings(&members, settings.cost_limit, &emitter);
+    if doc.resumed_from.is_some() {
+        resume_limit_warnings(&doc, &settings, &emitter);
+    }
     let mcp = McpServers::start(
         &settings.config.mcp_servers,
         &settings.cwd,
@@ -209,30 +281,7 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
         &stop,
     )
     .await;
-
-    let doc = Trajectory {
-        schema_version: 1,
-        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.clone(),
-        task: settings.task.clone(),
-        model: settings.primary.to_string(),
-        fallback_models,
-        active_model: settings.primary.to_string(),
-        status: Status::Running,
-        error: None,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        steps: 0,
-        totals: Totals::default(),
-        model_switches: Vec::new(),
-        plan: Vec::new(),
-        messages: Vec::new(),
-        output: Value::Null,
-        resumed_from: None,
-        cwd: Some(cwd),
-        worktree,
-    };
-    let checkpoint = match &settings.output {
+    let checkpoint = match &output_path {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
             Err(e) => {
@@ -246,7 +295,8 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
         None => None,
     };
 
-    let plan: SharedPlan = Arc::new(Mutex::new(Vec::new()));
+    let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
+    let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::default();
     let bash: Box<dyn CommandBuilder> = match &sandbox {
         Some(sandbox) => Box::new(sandbox.bash()),
@@ -284,24 +334,76 @@ async fn run_agent(mut settings: Settings, members: Vec<Member>) -> i32 {
         plan,
         doc,
         checkpoint,
-        prior_switches: 0,
+        prior_switches,
+        jobs,
     };
-    let task = Message::new(Role::User, settings.task.clone(), 0);
-    let outcome = agent.run(vec![task]).await;
+    let json_answer = agent.jobs.output_schema.is_some();
+    let outcome = match answered {
+        Some(output) => agent.finish_now(new_messages, Status::Completed, output),
+        None => agent.run(new_messages).await,
+    };
     mcp.shutdown().await;
     drop(sandbox);
     if !settings.json {
-        print_answer(&outcome.output);
+        print_answer(&outcome.output, json_answer);
     }
     outcome.status.exit_code()
 }
 
-/// Prints the final answer on stdout: text as is, JSON as JSON.
-fn print_answer(output: &Value) {
+/// Limits count the whole run: say so when a resumed run is already past one.
+fn resume_limit_warnings(doc: &Trajectory, settings: &Settings, emitter: &Emitter) {
+    if let Some(limit) = settings.step_limit.filter(|l| doc.steps >= *l) {
+        emitter.warn(format!(
+            "the resumed run has already taken {} steps, the step limit is {limit}: give a higher --step-limit to continue",
+            doc.steps
+        ));
+    }
+    if let Some(limit) = settings.cost_limit.filter(|l| doc.totals.cost_usd >= *l) {
+        emitter.warn(format!(
+            "the resumed run has already cost ${:.4}, the cost limit is ${limit}: give a higher --cost-limit to continue",
+            doc.totals.cost_usd
+        ));
+    }
+}
+
+/// The document of a new run.
+fn fresh_doc(
+    settings: &Settings,
+    run_id: &str,
+    fallback_models: Vec<String>,
+    cwd: &str,
+) -> Trajectory {
+    Trajectory {
+        schema_version: 1,
+        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
+        run_id: run_id.to_string(),
+        task: settings.task.clone(),
+        model: settings.primary.to_string(),
+        fallback_models,
+        active_model: settings.primary.to_string(),
+        status: Status::Running,
+        error: None,
+        started_at: now_rfc3339(),
+        finished_at: None,
+        steps: 0,
+        totals: Totals::default(),
+        model_switches: Vec::new(),
+        plan: Vec::new(),
+        messages: Vec::new(),
+        output: Value::Null,
+        resumed_from: None,
+        cwd: Some(cwd.to_string()),
+        worktree: None,
+    }
+}
+
+/// Prints the final answer on stdout: text as is, JSON as JSON. Under
+/// `--output-schema` it is always the answer's compact JSON on one line.
+fn print_answer(output: &Value, json_answer: bool) {
     use std::io::Write;
     let text = match output {
         Value::Null => return,
-        Value::String(s) => s.clone(),
+        Value::String(s) if !json_answer => s.clone(),
         other => other.to_string(),
     };
     let mut out = std::io::stdout().lock();

@@ -22,11 +22,16 @@ pub const MAX_FALLBACKS: usize = 3;
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// The task; with `--resume`, the new TASK (empty when none was given).
     pub task: String,
     pub cwd: PathBuf,
     pub json: bool,
     pub quiet: bool,
     pub output: Option<PathBuf>,
+    /// `--log-db FILE`.
+    pub log_db: Option<PathBuf>,
+    /// `--resume FILE`.
+    pub resume: Option<PathBuf>,
     pub primary: ModelSpec,
     pub fallbacks: Vec<ModelSpec>,
     pub step_limit: Option<u32>,
@@ -39,11 +44,24 @@ pub struct Settings {
     pub providers: BTreeMap<String, ProviderConfig>,
     /// The merged config, for features that read their own section.
     pub config: Config,
+    /// `subagents:`, validated (the `delegate` tool exists only with it).
+    pub subagents: Option<SubagentSettings>,
     /// `--worktree`: `Some(None)` names the worktree after the run id.
     pub worktree: Option<Option<String>>,
     /// `--sandbox`, with the hosts its commands may reach.
     pub sandbox: Option<Allowlist>,
 }
+
+/// The subagents' models and step limit (config `subagents`).
+#[derive(Debug, Clone)]
+pub struct SubagentSettings {
+    pub primary: ModelSpec,
+    pub fallbacks: Vec<ModelSpec>,
+    pub step_limit: u32,
+}
+
+/// A subagent's step limit when `subagents.step_limit` is not set.
+pub const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
 
 /// A usage, config or validation error (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +94,11 @@ impl Settings {
         let config = load_config(&cli.config, env)?;
         let (task_arg, _) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
-        let task = read_task(task_arg)?;
+        let task = if cli.resume.is_some() {
+            read_resume_task(task_arg)?.unwrap_or_default()
+        } else {
+            read_task(task_arg)?
+        };
         Self::from_parts(cli, config, task, env)
     }
 
@@ -207,6 +229,7 @@ impl Settings {
             cooldown,
         };
 
+        let subagents = resolve_subagents(&config, env)?;
         let (_, worktree) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
         let worktree = worktree.map(|name| name.map(str::to_string));
@@ -233,6 +256,8 @@ impl Settings {
             json: cli.json,
             quiet: cli.quiet,
             output: cli.output.clone(),
+            log_db: cli.log_db.clone(),
+            resume: cli.resume.clone(),
             primary,
             fallbacks,
             step_limit: cli.step_limit.or(config.step_limit),
@@ -244,10 +269,43 @@ impl Settings {
             fallback,
             providers: config.providers.clone(),
             config,
+            subagents,
             worktree,
             sandbox,
         })
     }
+}
+
+/// Validates `subagents:` like the main chain: the model and each fallback
+/// must name a known provider with its key set.
+fn resolve_subagents(config: &Config, env: Env) -> Result<Option<SubagentSettings>, SetupError> {
+    let Some(sub) = &config.subagents else {
+        return Ok(None);
+    };
+    let text = sub.model.as_deref().ok_or_else(|| {
+        SetupError("config subagents.model: required when subagents is set".into())
+    })?;
+    let primary =
+        ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
+    check_known(&primary, &config.providers, env, "subagents.model")?;
+    let fallbacks = validate_chain(
+        &primary,
+        sub.fallback_models.as_deref().unwrap_or_default(),
+        &config.providers,
+        env,
+    )
+    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let step_limit = sub.step_limit.unwrap_or(DEFAULT_SUBAGENT_STEP_LIMIT);
+    if step_limit == 0 {
+        return Err(SetupError(
+            "config subagents.step_limit: must be at least 1".into(),
+        ));
+    }
+    Ok(Some(SubagentSettings {
+        primary,
+        fallbacks,
+        step_limit,
+    }))
 }
 
 /// Loads the user config (missing is fine) and lays each `-c` file over it.
@@ -283,6 +341,14 @@ pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
         .read_to_string(&mut text)
         .map_err(|e| SetupError(format!("cannot read the task from stdin: {e}")))?;
     non_empty(text)
+}
+
+/// With `--resume` the task is optional and stdin is read only for `-`.
+pub fn read_resume_task(arg: Option<&str>) -> Result<Option<String>, SetupError> {
+    match arg {
+        None => Ok(None),
+        Some(arg) => read_task(Some(arg)).map(Some),
+    }
 }
 
 fn non_empty(text: String) -> Result<String, SetupError> {

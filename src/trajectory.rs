@@ -63,6 +63,10 @@ pub struct Trajectory {
 pub enum JournalOp {
     /// Append `message` at position `index` of `messages`.
     Message { index: usize, message: Message },
+    /// Replace the whole message list (after a context compaction). Written
+    /// just before a rewrite, so replaying an old journal over the new FILE
+    /// still ends with the compacted list.
+    Messages { messages: Vec<Message> },
     /// The run's counters after a step (or any other change).
     State {
         steps: u32,
@@ -72,6 +76,10 @@ pub enum JournalOp {
         model_switches: Vec<Switch>,
         #[serde(default)]
         plan: Vec<PlanItem>,
+        /// How many messages the run had when this was written; a replay
+        /// skips a state older than the document it is replayed over.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        messages: Option<usize>,
     },
     /// A tool call about to run.
     ToolStarted {
@@ -101,6 +109,7 @@ pub struct Checkpoint {
     journal: Option<File>,
     journal_bytes: u64,
     file_bytes: u64,
+    written: u64,
 }
 
 /// `FILE.journal` for a trajectory at `path`.
@@ -119,13 +128,22 @@ impl Checkpoint {
             journal: None,
             journal_bytes: 0,
             file_bytes: 0,
+            written: 0,
         };
         cp.rewrite(doc)?;
         Ok(cp)
     }
 
+    /// Bytes written to FILE and the journal so far (benchmarks).
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
     /// Appends one op to the journal (flushed before returning), folding the
-    /// journal into FILE when it has grown past its share.
+    /// journal into FILE when it has grown past its share. The fold waits for
+    /// a message or state op, so a started tool call stays in the journal
+    /// until its result is in the document (resume tells "started" from
+    /// "never started" by it).
     pub fn append(&mut self, op: &JournalOp, doc: &Trajectory) -> io::Result<()> {
         let mut line = serde_json::to_vec(op).map_err(io::Error::other)?;
         line.push(b'\n');
@@ -142,8 +160,10 @@ impl Checkpoint {
             journal.flush()?;
         }
         self.journal_bytes += line.len() as u64;
+        self.written += line.len() as u64;
         let limit = ((self.file_bytes as f64 * JOURNAL_SHARE) as u64).max(JOURNAL_MIN_BYTES);
-        if self.journal_bytes > limit {
+        let foldable = matches!(op, JournalOp::Message { .. } | JournalOp::State { .. });
+        if foldable && self.journal_bytes > limit {
             self.rewrite(doc)?;
         }
         Ok(())
@@ -162,7 +182,9 @@ impl Checkpoint {
             f.sync_data()?;
         }
         fs::rename(&tmp, &self.path)?;
+        sync_parent(&self.path);
         self.file_bytes = bytes.len() as u64;
+        self.written += bytes.len() as u64 + 1;
         // Replaying the old journal over the new FILE is harmless (ops are
         // idempotent), so a crash between rename and truncate loses nothing.
         self.journal = None;
@@ -184,22 +206,46 @@ impl Checkpoint {
     }
 }
 
+/// Makes a rename durable across a power loss (best effort).
+fn sync_parent(path: &Path) {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// A tool call the journal records as started: `(step, call_id)`.
+pub type StartedCall = (u32, String);
+
 /// Reads FILE and replays `FILE.journal` over it. A torn last journal line
 /// (a crash mid-write) is ignored.
 pub fn load(path: &Path) -> Result<Trajectory, String> {
+    load_checkpoint(path).map(|(doc, _)| doc)
+}
+
+/// Like `load`, also returning the tool calls the journal records as
+/// started, in order (whether or not they finished).
+pub fn load_checkpoint(path: &Path) -> Result<(Trajectory, Vec<StartedCall>), String> {
     let text =
         fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut doc: Trajectory = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
+    let mut started = Vec::new();
     if let Ok(journal) = fs::read_to_string(journal_path(path)) {
         for line in journal.lines() {
             let Ok(op) = serde_json::from_str::<JournalOp>(line) else {
                 break;
             };
+            if let JournalOp::ToolStarted { step, call_id, .. } = &op {
+                started.push((*step, call_id.clone()));
+            }
             apply(&mut doc, op);
         }
     }
-    Ok(doc)
+    Ok((doc, started))
 }
 
 fn apply(doc: &mut Trajectory, op: JournalOp) {
@@ -209,13 +255,18 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
                 doc.messages.push(message);
             }
         }
+        JournalOp::Messages { messages } => doc.messages = messages,
         JournalOp::State {
             steps,
             totals,
             active_model,
             model_switches,
             plan,
+            messages,
         } => {
+            if messages.is_some_and(|n| n < doc.messages.len()) {
+                return;
+            }
             doc.steps = steps;
             doc.totals = totals;
             doc.active_model = active_model;
@@ -279,6 +330,65 @@ mod tests {
     }
 
     #[test]
+    fn a_started_tool_call_stays_in_the_journal_until_its_result() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        let big = "x".repeat(100 * 1024);
+        let started = JournalOp::ToolStarted {
+            step: 1,
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({ "command": big }),
+        };
+        // Past the fold limit, but a started call is never folded away.
+        cp.append(&started, &d).unwrap();
+        let (_, calls) = load_checkpoint(&path).unwrap();
+        assert_eq!(calls, [(1, "c1".to_string())]);
+        // Its result message folds the journal into FILE.
+        let m = Message::new(Role::Tool, "done", 1);
+        d.messages.push(m.clone());
+        cp.append(
+            &JournalOp::Message {
+                index: 0,
+                message: m,
+            },
+            &d,
+        )
+        .unwrap();
+        assert_eq!(fs::metadata(journal_path(&path)).unwrap().len(), 0);
+        let (loaded, calls) = load_checkpoint(&path).unwrap();
+        assert!(calls.is_empty());
+        assert_eq!(loaded.messages.len(), 1);
+    }
+
+    #[test]
+    fn a_stale_state_never_rolls_a_newer_file_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        d.messages.push(Message::new(Role::User, "t", 0));
+        d.messages.push(Message::new(Role::Assistant, "a", 1));
+        d.steps = 1;
+        Checkpoint::create(&path, &d).unwrap();
+        // A journal left over from before that rewrite (crash between the
+        // rename and the truncation).
+        let stale = JournalOp::State {
+            steps: 0,
+            totals: Totals::default(),
+            active_model: "script/a".into(),
+            model_switches: vec![],
+            plan: vec![],
+            messages: Some(1),
+        };
+        let mut line = serde_json::to_string(&stale).unwrap();
+        line.push('\n');
+        fs::write(journal_path(&path), line).unwrap();
+        assert_eq!(load(&path).unwrap().steps, 1);
+    }
+
+    #[test]
     fn torn_journal_line_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.json");
@@ -306,5 +416,43 @@ mod tests {
         assert!(journal_path(&path).exists());
         cp.finish(&d).unwrap();
         assert!(!journal_path(&path).exists());
+    }
+
+    #[test]
+    fn a_compaction_survives_a_crash_between_rename_and_journal_truncation() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        let mut cp = Checkpoint::create(&path, &d).unwrap();
+        for i in 0..4 {
+            let m = Message::new(Role::User, format!("m{i}"), 0);
+            d.messages.push(m.clone());
+            cp.append(
+                &JournalOp::Message {
+                    index: i,
+                    message: m,
+                },
+                &d,
+            )
+            .unwrap();
+        }
+        // Compaction: 4 messages become 2, then the compacted doc is written.
+        d.messages = vec![
+            d.messages[0].clone(),
+            Message::new(Role::User, "summary", 0),
+        ];
+        cp.append(
+            &JournalOp::Messages {
+                messages: d.messages.clone(),
+            },
+            &d,
+        )
+        .unwrap();
+        let journal = fs::read(journal_path(&path)).unwrap();
+        cp.rewrite(&d).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
+        // The old journal replayed over the new FILE ends in the same state.
+        fs::write(journal_path(&path), journal).unwrap();
+        assert_eq!(load(&path).unwrap().messages, d.messages);
     }
 }

@@ -3,7 +3,13 @@
 //! as a `ChainModel`, tools as a `ToolRegistry`, and everything leaves
 //! through events and the trajectory.
 
+mod answer;
+pub mod compact;
+pub mod hooks;
 mod prompt;
+pub mod schema;
+mod setup;
+pub mod subagent;
 
 use std::time::Instant;
 
@@ -15,11 +21,14 @@ use crate::model::chain::{ChainError, ChainModel};
 use crate::model::retry::RequestCtx;
 use crate::model::{FinishReason, Message, Request, Role, ToolCall, ToolSpec};
 use crate::stop::{Stop, StopCause};
+use crate::tools::delegate::delegate_spec;
 use crate::tools::plan::SharedPlan;
-use crate::tools::{submit_spec, ToolCtx, ToolRegistry};
+use crate::tools::{submit_spec, ToolCtx, ToolOutput, ToolRegistry};
 use crate::trajectory::{Checkpoint, JournalOp, Trajectory};
 
+use answer::{FinalAnswer, Verdict};
 pub use prompt::system_prompt;
+pub use setup::job_options;
 
 /// A reply cut off this many times in a row ends the run.
 const MAX_TRUNCATIONS: u32 = 3;
@@ -37,6 +46,33 @@ pub struct RequestOptions {
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     pub output_schema: Option<Value>,
+}
+
+/// What unattended jobs and long tasks add to a run: the output schema,
+/// compaction, hooks and subagents. The default is none of them.
+#[derive(Default)]
+pub struct JobOptions {
+    /// `--output-schema`: a final answer must be JSON valid against it.
+    pub output_schema: Option<schema::OutputSchema>,
+    pub compaction: compact::CompactionPolicy,
+    pub hooks: hooks::Hooks,
+    /// With `subagents` configured: the `delegate` tool's child chain.
+    pub subagent: Option<subagent::Subagent>,
+    /// Appended to the system prompt (a subagent's role).
+    pub system_note: Option<String>,
+}
+
+/// Counters that bound the loop's retries of a final answer or a reply.
+#[derive(Debug, Default)]
+struct Counters {
+    /// Cut-off replies in a row.
+    truncations: u32,
+    /// Final answers refused by the output schema in a row.
+    invalid_answers: u32,
+    /// Stop-hook rounds that failed.
+    stop_hook_failures: u32,
+    /// Whether this step's reply tried to finish.
+    answered_this_step: bool,
 }
 
 /// How a run ended.
@@ -63,6 +99,7 @@ pub struct Agent {
     pub checkpoint: Option<Checkpoint>,
     /// Switches recorded before this process (resume).
     pub prior_switches: usize,
+    pub jobs: JobOptions,
 }
 
 enum StepEnd {
@@ -74,12 +111,24 @@ impl Agent {
     /// Runs the loop to its end and returns the outcome; `run.finished` has
     /// been emitted and the trajectory finished when this returns.
     pub async fn run(mut self, new_messages: Vec<Message>) -> Outcome {
+        self.run_mut(new_messages).await
+    }
+
+    /// `run` without consuming the agent (a subagent's chain is reused).
+    async fn run_mut(&mut self, new_messages: Vec<Message>) -> Outcome {
         let started = Instant::now();
         for message in new_messages {
             self.push_message(message);
         }
-        let system = system_prompt(&self.tool_ctx.cwd);
-        let mut truncations = 0;
+        let mut system = system_prompt(&self.tool_ctx.cwd);
+        if let Some(note) = &self.jobs.system_note {
+            system.push_str("\n\n");
+            system.push_str(note);
+        }
+        if self.options.output_schema.is_none() {
+            self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
+        }
+        let mut counters = Counters::default();
 
         let (status, output, error) = loop {
             if let Some(limit) = self.limits.steps {
@@ -92,8 +141,15 @@ impl Agent {
             }
             // Recomputed each step: an MCP server that died has its tools withdrawn.
             let mut tool_specs: Vec<ToolSpec> = self.tools.available_specs();
+            if self.jobs.subagent.is_some() {
+                tool_specs.push(delegate_spec());
+            }
             tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
-            match self.step(&system, &tool_specs, &mut truncations).await {
+            let end = self.step(&system, &tool_specs, &mut counters).await;
+            if !std::mem::take(&mut counters.answered_this_step) {
+                counters.invalid_answers = 0;
+            }
+            match end {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
             }
@@ -105,34 +161,57 @@ impl Agent {
         &mut self,
         system: &str,
         tool_specs: &[ToolSpec],
-        truncations: &mut u32,
+        counters: &mut Counters,
     ) -> StepEnd {
         let step = self.doc.steps + 1;
         self.emitter.emit(Event::StepStarted {
             step,
             model: self.chain.active_spec().to_string(),
         });
-        let request = Request {
-            system,
-            messages: &self.doc.messages,
-            tools: tool_specs,
-            output_schema: self.options.output_schema.as_ref(),
-            max_output_tokens: self.options.max_output_tokens,
-            reasoning_effort: self.options.reasoning_effort.as_deref(),
-            spec: "",
-        };
-        let ctx = RequestCtx {
-            step,
-            emitter: &self.emitter,
-            stop: &self.stop,
-        };
-        let answer = match self.chain.complete(&request, ctx).await {
-            Ok(answer) => answer,
-            Err(ChainError::Stopped(cause)) => {
-                return StepEnd::Finish(stop_status(cause), Value::Null, None)
+        let mut compacted = false;
+        if self.needs_compaction(system, tool_specs) {
+            if let Err(end) = self.compact(step, system, tool_specs).await {
+                return end;
             }
-            Err(error) => {
-                return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
+            compacted = true;
+        }
+        let answer = loop {
+            let request = Request {
+                system,
+                messages: &self.doc.messages,
+                tools: tool_specs,
+                output_schema: self.options.output_schema.as_ref(),
+                max_output_tokens: self.options.max_output_tokens,
+                reasoning_effort: self.options.reasoning_effort.as_deref(),
+                spec: "",
+            };
+            let ctx = RequestCtx {
+                step,
+                emitter: &self.emitter,
+                stop: &self.stop,
+            };
+            match self.chain.complete(&request, ctx).await {
+                Ok(answer) => break answer,
+                Err(ChainError::Stopped(cause)) => {
+                    return StepEnd::Finish(stop_status(cause), Value::Null, None)
+                }
+                // An overflow compacts and retries once; never a fallback.
+                Err(ChainError::ContextOverflow { .. }) if !compacted => {
+                    if let Err(end) = self.compact(step, system, tool_specs).await {
+                        return end;
+                    }
+                    compacted = true;
+                }
+                Err(error @ ChainError::ContextOverflow { .. }) => {
+                    return StepEnd::Finish(
+                        Status::Error,
+                        Value::Null,
+                        Some(format!("{error} (the context was already compacted)")),
+                    )
+                }
+                Err(error) => {
+                    return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
+                }
             }
         };
 
@@ -174,9 +253,11 @@ impl Agent {
             extra: response.extra,
             ..Message::new(Role::Assistant, response.text.clone(), step)
         });
+        // The response's totals are durable before any of its tools runs.
+        self.journal_state();
 
         let end = self
-            .after_response(step, &response.text, response.finish, &calls, truncations)
+            .after_response(step, &response.text, response.finish, &calls, counters)
             .await;
         self.journal_state();
         end
@@ -188,7 +269,7 @@ impl Agent {
         text: &str,
         finish: FinishReason,
         calls: &[ToolCall],
-        truncations: &mut u32,
+        counters: &mut Counters,
     ) -> StepEnd {
         let over_cost = self
             .limits
@@ -199,13 +280,13 @@ impl Agent {
             return StepEnd::Finish(Status::CostLimit, Value::Null, None);
         }
         if finish == FinishReason::Length {
-            *truncations += 1;
+            counters.truncations += 1;
             self.answer_unrun(
                 step,
                 calls,
                 "not run: your reply was cut off before this call was complete",
             );
-            if *truncations >= MAX_TRUNCATIONS {
+            if counters.truncations >= MAX_TRUNCATIONS {
                 return StepEnd::Finish(
                     Status::OutputTruncated,
                     Value::Null,
@@ -219,16 +300,31 @@ impl Agent {
             ));
             return StepEnd::Continue;
         }
-        *truncations = 0;
+        counters.truncations = 0;
         if calls.is_empty() {
             // A final answer stands even when it crossed the cost limit.
-            return StepEnd::Finish(Status::Completed, Value::String(text.to_string()), None);
+            return match self
+                .check_answer(FinalAnswer::Text(text.to_string()), counters)
+                .await
+            {
+                Verdict::Accept(output) => StepEnd::Finish(Status::Completed, output, None),
+                Verdict::Reject(message) => {
+                    self.push_message(Message::new(Role::User, message, step));
+                    StepEnd::Continue
+                }
+                Verdict::Fail(error) => StepEnd::Finish(Status::Error, Value::Null, Some(error)),
+            };
         }
-        self.run_tools(step, calls).await
+        self.run_tools(step, calls, counters).await
     }
 
     /// Runs a reply's tool calls in order. `submit` ends the run after it.
-    async fn run_tools(&mut self, step: u32, calls: &[ToolCall]) -> StepEnd {
+    async fn run_tools(
+        &mut self,
+        step: u32,
+        calls: &[ToolCall],
+        counters: &mut Counters,
+    ) -> StepEnd {
         for (i, call) in calls.iter().enumerate() {
             self.emitter.emit(Event::ToolStarted {
                 step,
@@ -243,20 +339,30 @@ impl Agent {
                 arguments: call.arguments.clone(),
             });
             let started = Instant::now();
-            let mut submitted = None;
+            let mut ending = None;
             let result = if call.garbled {
-                crate::tools::ToolOutput::err(
+                ToolOutput::err(
                     "the arguments of this call were not valid JSON, so it was not run; send the call again with valid JSON arguments",
                 )
             } else if call.name == "submit" {
                 let output = call.arguments.get("output").cloned().unwrap_or(Value::Null);
-                submitted = Some(output);
-                crate::tools::ToolOutput::ok("submitted")
-            } else {
-                match self.tools.get(&call.name) {
-                    Some(tool) => tool.run(&call.arguments, &self.tool_ctx).await,
-                    None => crate::tools::ToolOutput::err(format!("unknown tool '{}'", call.name)),
+                match self
+                    .check_answer(FinalAnswer::Submitted(output), counters)
+                    .await
+                {
+                    Verdict::Accept(output) => {
+                        ending = Some((Status::Submitted, output, None));
+                        ToolOutput::ok("submitted")
+                    }
+                    Verdict::Reject(message) => ToolOutput::err(message),
+                    Verdict::Fail(error) => {
+                        let result = ToolOutput::err(error.clone());
+                        ending = Some((Status::Error, Value::Null, Some(error)));
+                        result
+                    }
                 }
+            } else {
+                self.run_tool(call).await
             };
             let duration_ms = started.elapsed().as_millis() as u64;
             self.emitter.emit(Event::ToolFinished {
@@ -273,9 +379,26 @@ impl Agent {
                 ok: result.ok,
             });
             self.push_message(Message::tool_result(call, result.output, step));
-            if let Some(output) = submitted {
-                self.answer_unrun(step, &calls[i + 1..], "not run: the task was submitted");
-                return StepEnd::Finish(Status::Submitted, output, None);
+            if let Some((status, output, error)) = ending {
+                let why = match status {
+                    Status::Submitted => "not run: the task was submitted",
+                    _ => "not run: the run ended",
+                };
+                self.answer_unrun(step, &calls[i + 1..], why);
+                return StepEnd::Finish(status, output, error);
+            }
+            let over_cost = self
+                .limits
+                .cost_usd
+                .is_some_and(|limit| self.doc.totals.cost_usd >= limit);
+            if over_cost && call.name == "delegate" {
+                // A subagent's spending can cross the limit between responses.
+                self.answer_unrun(
+                    step,
+                    &calls[i + 1..],
+                    "not run: the run's cost limit was reached",
+                );
+                return StepEnd::Finish(Status::CostLimit, Value::Null, None);
             }
             if let Some(cause) = self.stop.pending() {
                 self.answer_unrun(step, &calls[i + 1..], "not run: the run was stopped");
@@ -283,6 +406,44 @@ impl Agent {
             }
         }
         StepEnd::Continue
+    }
+
+    /// Runs one tool call (not `submit`) between the pre- and post-tool
+    /// hooks. A failing pre-tool hook blocks the call; a failing post-tool
+    /// hook's message is added to the result.
+    async fn run_tool(&mut self, call: &ToolCall) -> ToolOutput {
+        let payload = serde_json::json!({
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": call.id,
+        });
+        let cwd = self.tool_ctx.cwd.clone();
+        if let Some(refusal) =
+            hooks::run_all(&self.jobs.hooks.pre_tool, &payload, &cwd, &self.stop).await
+        {
+            return ToolOutput::err(format!("blocked: the {}", refusal.describe("pre_tool")));
+        }
+        let mut result = if call.name == "delegate" && self.jobs.subagent.is_some() {
+            self.delegate(&call.arguments).await
+        } else {
+            match self.tools.get(&call.name) {
+                Some(tool) => tool.run(&call.arguments, &self.tool_ctx).await,
+                None => ToolOutput::err(format!("unknown tool '{}'", call.name)),
+            }
+        };
+        if !self.jobs.hooks.post_tool.is_empty() {
+            let mut payload = payload;
+            payload["ok"] = Value::Bool(result.ok);
+            payload["output"] = Value::String(result.output.clone());
+            if let Some(refusal) =
+                hooks::run_all(&self.jobs.hooks.post_tool, &payload, &cwd, &self.stop).await
+            {
+                result
+                    .output
+                    .push_str(&format!("\n[{}]", refusal.describe("post_tool")));
+            }
+        }
+        result
     }
 
     /// Answers calls that will not run, so the history stays well formed.
@@ -319,6 +480,7 @@ impl Agent {
             active_model: self.doc.active_model.clone(),
             model_switches: self.doc.model_switches.clone(),
             plan: self.doc.plan.clone(),
+            messages: Some(self.doc.messages.len()),
         };
         self.journal(&op);
     }
@@ -334,8 +496,22 @@ impl Agent {
         }
     }
 
-    fn finish(
+    /// Ends the run at once, without a request: a resumed checkpoint whose
+    /// last reply was already a final answer.
+    pub fn finish_now(
         mut self,
+        new_messages: Vec<Message>,
+        status: Status,
+        output: Value,
+    ) -> Outcome {
+        for message in new_messages {
+            self.push_message(message);
+        }
+        self.finish(status, output, None, Instant::now())
+    }
+
+    fn finish(
+        &mut self,
         status: Status,
         output: Value,
         error: Option<String>,
@@ -361,7 +537,7 @@ impl Agent {
             output_tokens: self.doc.totals.output_tokens,
             cost_usd: self.doc.totals.cost_usd,
             duration_ms: started.elapsed().as_millis() as u64,
-            model_fallbacks: self.chain.switches().len() as u32,
+            model_fallbacks: self.doc.model_switches.len() as u32,
             active_model: self.doc.active_model.clone(),
             output: output.clone(),
             error: error.clone(),

@@ -50,6 +50,21 @@ impl HumanSink {
         }
     }
 
+    /// A subagent's run: its start and end as one line each, the rest as usual.
+    fn handle_subagent(&mut self, record: &EventRecord) {
+        match &record.event {
+            _ if self.quiet => {}
+            Event::RunStarted { task, model, .. } => {
+                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
+                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
+            }
+            Event::RunFinished { .. } => {
+                self.line(&self.paint("2", &format!("subagent {}", summary_line(&record.event))));
+            }
+            _ => self.handle_event(record),
+        }
+    }
+
     fn paint(&self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -61,6 +76,35 @@ impl HumanSink {
 
 impl Sink for HumanSink {
     fn handle(&mut self, record: &EventRecord) {
+        if record.parent_run_id.is_some() {
+            self.handle_subagent(record);
+        } else {
+            self.handle_event(record);
+        }
+    }
+
+    fn text_delta(&mut self, _step: u32, text: &str) {
+        // Live text only on a terminal: piped stderr gets whole messages.
+        if !self.live {
+            return;
+        }
+        if let Some(bar) = self.spinner.take() {
+            bar.finish_and_clear();
+        }
+        self.streamed = true;
+        eprint!("{text}");
+        let _ = io::stderr().flush();
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.spinner.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl HumanSink {
+    fn handle_event(&mut self, record: &EventRecord) {
         if let Event::RunFinished { .. } = record.event {
             if let Some(bar) = self.spinner.take() {
                 bar.finish_and_clear();
@@ -143,25 +187,6 @@ impl Sink for HumanSink {
             | Event::ToolStarted { .. }
             | Event::ModelFallback { .. }
             | Event::ModelRestore { .. } => {}
-        }
-    }
-
-    fn text_delta(&mut self, _step: u32, text: &str) {
-        // Live text only on a terminal: piped stderr gets whole messages.
-        if !self.live {
-            return;
-        }
-        if let Some(bar) = self.spinner.take() {
-            bar.finish_and_clear();
-        }
-        self.streamed = true;
-        eprint!("{text}");
-        let _ = io::stderr().flush();
-    }
-
-    fn finish(&mut self) {
-        if let Some(bar) = self.spinner.take() {
-            bar.finish_and_clear();
         }
     }
 }

@@ -7,7 +7,9 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod sqlite;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -164,8 +166,11 @@ pub struct EventRecord {
     pub seq: u64,
     pub ts: String,
     pub run_id: String,
+    /// Set on a subagent's events: the run that delegated to it.
+    pub parent_run_id: Option<String>,
     pub event: Event,
-    /// `type`, `seq`, `ts`, `run_id`, then the event's own fields.
+    /// `type`, `seq`, `ts`, `run_id` (and `parent_run_id` for a subagent),
+    /// then the event's own fields.
     pub json: Value,
 }
 
@@ -180,15 +185,20 @@ pub trait Sink: Send {
 }
 
 struct EmitterInner {
-    seq: u64,
     sinks: Vec<Box<dyn Sink>>,
 }
 
 /// Stamps and fans out events. Cheap to clone; shared by the agent loop,
 /// the retry loop and the chain.
+///
+/// A subagent's emitter (`child`) writes to the same sinks, stamped with
+/// its own `run_id`, a `parent_run_id`, and its own `seq` counting from 1,
+/// so each run's events stay numbered 1, 2, 3 ... in the shared stream.
 #[derive(Clone)]
 pub struct Emitter {
     run_id: Arc<str>,
+    parent_run_id: Option<Arc<str>>,
+    seq: Arc<AtomicU64>,
     inner: Arc<Mutex<EmitterInner>>,
 }
 
@@ -196,7 +206,20 @@ impl Emitter {
     pub fn new(run_id: &str, sinks: Vec<Box<dyn Sink>>) -> Self {
         Emitter {
             run_id: run_id.into(),
-            inner: Arc::new(Mutex::new(EmitterInner { seq: 0, sinks })),
+            parent_run_id: None,
+            seq: Arc::new(AtomicU64::new(0)),
+            inner: Arc::new(Mutex::new(EmitterInner { sinks })),
+        }
+    }
+
+    /// An emitter for a subagent run `run_id` delegated from this run: same
+    /// sinks, its own sequence, marked with this run as its parent.
+    pub fn child(&self, run_id: &str) -> Emitter {
+        Emitter {
+            run_id: run_id.into(),
+            parent_run_id: Some(self.run_id.clone()),
+            seq: Arc::new(AtomicU64::new(0)),
+            inner: self.inner.clone(),
         }
     }
 
@@ -216,14 +239,15 @@ impl Emitter {
     /// Emits one event to every sink, in order.
     pub fn emit(&self, event: Event) {
         let mut inner = self.lock();
-        inner.seq += 1;
-        let seq = inner.seq;
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-        let json = envelope(&event, seq, &ts, &self.run_id);
+        let parent = self.parent_run_id.as_deref();
+        let json = envelope(&event, seq, &ts, &self.run_id, parent);
         let record = EventRecord {
             seq,
             ts,
             run_id: self.run_id.to_string(),
+            parent_run_id: parent.map(str::to_string),
             event,
             json,
         };
@@ -246,21 +270,28 @@ impl Emitter {
         }
     }
 
-    /// Flushes and closes every sink.
+    /// Flushes and closes every sink. A subagent's emitter leaves them open
+    /// for its parent.
     pub fn finish(&self) {
+        if self.parent_run_id.is_some() {
+            return;
+        }
         for sink in self.lock().sinks.iter_mut() {
             sink.finish();
         }
     }
 }
 
-fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str) -> Value {
+fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str, parent_run_id: Option<&str>) -> Value {
     let body = serde_json::to_value(event).unwrap_or(Value::Null);
     let mut map = Map::new();
     map.insert("type".into(), Value::from(event.type_name()));
     map.insert("seq".into(), Value::from(seq));
     map.insert("ts".into(), Value::from(ts));
     map.insert("run_id".into(), Value::from(run_id));
+    if let Some(parent) = parent_run_id {
+        map.insert("parent_run_id".into(), Value::from(parent));
+    }
     if let Value::Object(fields) = body {
         for (k, v) in fields {
             if k != "type" {
@@ -329,6 +360,42 @@ mod tests {
         assert_eq!(seen[0]["seq"], 1);
         assert_eq!(seen[1]["seq"], 2);
         assert_eq!(seen[1]["message"], "careful");
+    }
+
+    #[test]
+    fn a_child_emitter_shares_sinks_with_its_own_seq_and_parent() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new("parent", vec![Box::new(Capture(seen.clone()))]);
+        emitter.warn("one");
+        let child = emitter.child("kid");
+        child.warn("child one");
+        child.warn("child two");
+        emitter.warn("two");
+        let seen = seen.lock().unwrap();
+        let stamps: Vec<(u64, &str, Option<&str>)> = seen
+            .iter()
+            .map(|e| {
+                (
+                    e["seq"].as_u64().unwrap(),
+                    e["run_id"].as_str().unwrap(),
+                    e["parent_run_id"].as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            stamps,
+            [
+                (1, "parent", None),
+                (1, "kid", Some("parent")),
+                (2, "kid", Some("parent")),
+                (2, "parent", None)
+            ]
+        );
+        let keys: Vec<&String> = seen[1].as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["type", "seq", "ts", "run_id", "parent_run_id", "message"]
+        );
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! `ok: false`; tools never end the run.
 
 pub mod bash;
+pub mod delegate;
 pub mod files;
 pub mod mcp;
 pub mod plan;
-pub(crate) mod process;
+pub mod process;
 
 use std::path::{Path, PathBuf};
 

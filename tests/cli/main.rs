@@ -3,13 +3,19 @@
 
 mod support;
 
+mod compaction;
 mod core;
 mod fallback;
+mod hooks;
+mod logdb;
 mod mcp;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
+mod resume;
 mod sandbox;
+mod schema;
+mod subagents;
 mod translation;
 mod worktree;

@@ -1,0 +1,472 @@
+//! Context compaction: when a provider reports a context overflow, or before
+//! a request whose estimated size passes a share of the active model's
+//! context window, the older history is summarised by the active model into
+//! one marker message, and the request is retried once.
+//!
+//! What is kept: the task (the first message), the last `KEEP_TURNS`
+//! assistant turns with their tool results (call/result pairs are never
+//! split), and everything after them. What goes: the turns in between,
+//! replaced by `[summary of earlier conversation] ...`. Old tool outputs are
+//! cut first, in the transcript the summariser reads. When there is nothing
+//! older to summarise, long tool outputs are shortened instead.
+//!
+//! Size estimates are characters / 4, a deliberately rough token count.
+
+use std::ops::Range;
+
+use serde_json::Value;
+
+use super::{Agent, StepEnd};
+use crate::config::CompactionConfig;
+use crate::events::Event;
+use crate::exit::Status;
+use crate::model::chain::ChainError;
+use crate::model::retry::RequestCtx;
+use crate::model::{Message, Request, Role, ToolSpec};
+use crate::tools::shorten;
+use crate::trajectory::JournalOp;
+
+/// The first line of the message that replaces summarised history.
+pub const SUMMARY_MARKER: &str = "[summary of earlier conversation]";
+/// Assistant turns kept verbatim at the end of the history.
+const KEEP_TURNS: usize = 2;
+/// How much of each tool output the summariser reads.
+const TRANSCRIPT_TOOL_CHARS: usize = 2_000;
+/// Tool outputs are shortened to this when nothing older can be summarised.
+const SHORTENED_TOOL_CHARS: usize = 2_000;
+/// The transcript's size when the window is unknown.
+const DEFAULT_TRANSCRIPT_CHARS: usize = 400_000;
+/// Longest mechanical digest, used when the model gives no summary.
+const MAX_DIGEST_CHARS: usize = 6_000;
+
+const SUMMARY_SYSTEM: &str = "You summarise the conversation of a coding agent so that it can continue its task with a much shorter context.";
+const SUMMARY_INSTRUCTIONS: &str =
+    "Summarise the conversation below for the agent that will continue the task. \
+Keep what it needs to go on: decisions made, facts learned about the code, files read or changed, \
+commands run and their results (errors verbatim when short), the plan, and what remains to do. \
+Drop anything it will not need. Reply with the summary only.";
+
+/// When to compact (config `compaction:`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionPolicy {
+    /// Compact before a request estimated above this share of the window.
+    pub threshold: f64,
+    /// The window assumed for a model whose own window is unknown.
+    pub default_context_window: Option<u64>,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy {
+            threshold: 0.8,
+            default_context_window: None,
+        }
+    }
+}
+
+impl CompactionPolicy {
+    pub fn from_config(config: &CompactionConfig) -> Result<CompactionPolicy, String> {
+        let defaults = CompactionPolicy::default();
+        let threshold = config.threshold.unwrap_or(defaults.threshold);
+        if !(threshold > 0.0 && threshold <= 1.0) {
+            return Err(format!(
+                "config compaction.threshold: must be above 0 and at most 1, got {threshold}"
+            ));
+        }
+        if config.default_context_window == Some(0) {
+            return Err("config compaction.default_context_window: must be at least 1".into());
+        }
+        Ok(CompactionPolicy {
+            threshold,
+            default_context_window: config.default_context_window,
+        })
+    }
+}
+
+/// Estimated tokens of a request: characters / 4, rounded up.
+pub fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
+    let mut chars = system.len();
+    for m in messages {
+        chars += m.content.len() + 8;
+        for call in &m.tool_calls {
+            chars += call.name.len() + call.arguments.to_string().len();
+        }
+    }
+    for tool in tools {
+        chars += tool.name.len() + tool.description.len() + tool.parameters.to_string().len();
+    }
+    (chars as u64).div_ceil(4)
+}
+
+/// The messages to summarise: after the task, before the last `KEEP_TURNS`
+/// assistant turns. `None` when that is empty.
+pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
+    if messages.len() < 2 {
+        return None;
+    }
+    let assistants: Vec<usize> = (1..messages.len())
+        .filter(|&i| messages[i].role == Role::Assistant)
+        .collect();
+    let keep_from = if assistants.len() > KEEP_TURNS {
+        assistants[assistants.len() - KEEP_TURNS]
+    } else {
+        // Keep every turn; only user messages before the first can go.
+        assistants.first().copied().unwrap_or(messages.len())
+    };
+    // Only user messages (an earlier summary, a resumed task) are not worth
+    // a summarising request.
+    let worth_it = messages[1..keep_from]
+        .iter()
+        .any(|m| matches!(m.role, Role::Assistant | Role::Tool));
+    worth_it.then_some(1..keep_from)
+}
+
+/// The conversation as text for the summariser, tool outputs cut first,
+/// then the whole cut to `max_chars` keeping its head and tail.
+pub fn transcript(messages: &[Message], max_chars: usize) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let who = match m.role {
+            Role::System => "system".to_string(),
+            Role::User => "user".to_string(),
+            Role::Assistant => "assistant".to_string(),
+            Role::Tool => format!("tool result ({})", m.name.as_deref().unwrap_or("tool")),
+        };
+        out.push_str(&format!("### {who}\n"));
+        let content = if m.role == Role::Tool {
+            shorten(&m.content, TRANSCRIPT_TOOL_CHARS)
+        } else {
+            m.content.clone()
+        };
+        if !content.is_empty() {
+            out.push_str(content.trim_end());
+            out.push('\n');
+        }
+        for call in &m.tool_calls {
+            out.push_str(&format!(
+                "[call {}: {}]\n",
+                call.name,
+                shorten(&call.arguments.to_string(), TRANSCRIPT_TOOL_CHARS)
+            ));
+        }
+    }
+    shorten(&out, max_chars)
+}
+
+/// A mechanical outline of `messages`, used when the model gives no summary.
+pub fn digest(messages: &[Message]) -> String {
+    let mut out = String::from("(outline of the earlier steps; no summary was available)\n");
+    for m in messages {
+        let first_line = |text: &str| -> String {
+            text.lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(160)
+                .collect()
+        };
+        match m.role {
+            Role::Assistant => {
+                if !m.content.trim().is_empty() {
+                    out.push_str(&format!("- assistant: {}\n", first_line(m.content.trim())));
+                }
+                for call in &m.tool_calls {
+                    let args: String = call.arguments.to_string().chars().take(160).collect();
+                    out.push_str(&format!("- called {} {args}\n", call.name));
+                }
+            }
+            Role::Tool => out.push_str(&format!("  -> {}\n", first_line(m.content.trim()))),
+            Role::User | Role::System => {
+                out.push_str(&format!("- user: {}\n", first_line(m.content.trim())))
+            }
+        }
+    }
+    shorten(&out, MAX_DIGEST_CHARS)
+}
+
+/// The history with `older` replaced by one summary message.
+pub fn replace_with_summary(
+    messages: &[Message],
+    older: Range<usize>,
+    summary: &str,
+) -> Vec<Message> {
+    let step = messages[older.end - 1].step;
+    let mut out = Vec::with_capacity(messages.len() - older.len() + 1);
+    out.extend_from_slice(&messages[..older.start]);
+    out.push(Message::new(
+        Role::User,
+        format!("{SUMMARY_MARKER}\n{}", summary.trim()),
+        step,
+    ));
+    out.extend_from_slice(&messages[older.end..]);
+    out
+}
+
+/// The history with long tool outputs shortened; `None` when none is long.
+pub fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
+    let mut changed = false;
+    let out = messages
+        .iter()
+        .map(|m| {
+            if m.role == Role::Tool && m.content.chars().count() > SHORTENED_TOOL_CHARS {
+                changed = true;
+                Message {
+                    content: shorten(&m.content, SHORTENED_TOOL_CHARS),
+                    ..m.clone()
+                }
+            } else {
+                m.clone()
+            }
+        })
+        .collect();
+    changed.then_some(out)
+}
+
+impl Agent {
+    /// The window compaction measures against: the active model's, else the
+    /// configured default.
+    fn context_window(&self) -> Option<u64> {
+        self.chain
+            .active_member()
+            .context_window
+            .or(self.jobs.compaction.default_context_window)
+    }
+
+    /// Whether the next request should be compacted first: its estimate
+    /// passes the threshold and there is older history to summarise.
+    pub(super) fn needs_compaction(&self, system: &str, tools: &[ToolSpec]) -> bool {
+        let Some(window) = self.context_window() else {
+            return false;
+        };
+        let estimate = estimate_tokens(system, &self.doc.messages, tools);
+        estimate as f64 > window as f64 * self.jobs.compaction.threshold
+            && older_history(&self.doc.messages).is_some()
+    }
+
+    /// Compacts the history with the active model, emits `context.compacted`
+    /// and checkpoints the new message list. The summarising request goes
+    /// through the chain (priced and retried like any request); its tokens
+    /// and cost count in the totals, but it is not a step. `Err` ends the run.
+    pub(super) async fn compact(
+        &mut self,
+        step: u32,
+        system: &str,
+        tools: &[ToolSpec],
+    ) -> Result<(), StepEnd> {
+        let tokens_before = estimate_tokens(system, &self.doc.messages, tools);
+        let mut model = self.chain.active_spec().to_string();
+        let compacted = match older_history(&self.doc.messages) {
+            Some(older) => {
+                let summary = self.summarise(step, older.clone(), &mut model).await?;
+                replace_with_summary(&self.doc.messages, older, &summary)
+            }
+            None => shorten_tool_outputs(&self.doc.messages)
+                .unwrap_or_else(|| self.doc.messages.clone()),
+        };
+        self.doc.messages = compacted;
+        let tokens_after = estimate_tokens(system, &self.doc.messages, tools);
+        self.emitter.emit(Event::ContextCompacted {
+            step,
+            model,
+            tokens_before,
+            tokens_after,
+        });
+        self.checkpoint_compaction();
+        Ok(())
+    }
+
+    /// Asks the active model for a summary of `older`; falls back to a
+    /// mechanical digest when the summary request itself overflows or the
+    /// reply has no text.
+    async fn summarise(
+        &mut self,
+        step: u32,
+        older: Range<usize>,
+        model: &mut String,
+    ) -> Result<String, StepEnd> {
+        let max_chars = self
+            .context_window()
+            .map(|w| (w as usize).saturating_mul(2))
+            .unwrap_or(DEFAULT_TRANSCRIPT_CHARS);
+        let text = transcript(&self.doc.messages[older.clone()], max_chars);
+        let request_messages = [Message::new(
+            Role::User,
+            format!("{SUMMARY_INSTRUCTIONS}\n\n{text}"),
+            step,
+        )];
+        let request = Request {
+            system: SUMMARY_SYSTEM,
+            messages: &request_messages,
+            tools: &[],
+            output_schema: None,
+            max_output_tokens: self.options.max_output_tokens,
+            reasoning_effort: self.options.reasoning_effort.as_deref(),
+            spec: "",
+        };
+        let ctx = RequestCtx {
+            step,
+            emitter: &self.emitter,
+            stop: &self.stop,
+        };
+        match self.chain.complete(&request, ctx).await {
+            Ok(answer) => {
+                let usage = answer.response.usage;
+                let totals = &mut self.doc.totals;
+                totals.input_tokens += usage.input_tokens;
+                totals.output_tokens += usage.output_tokens;
+                totals.cached_input_tokens += usage.cached_input_tokens;
+                totals.cost_usd += answer.cost_usd;
+                self.doc.active_model = answer.spec.clone();
+                *model = answer.spec;
+                let summary = answer.response.text.trim().to_string();
+                if summary.is_empty() {
+                    Ok(digest(&self.doc.messages[older]))
+                } else {
+                    Ok(summary)
+                }
+            }
+            Err(ChainError::ContextOverflow { .. }) => Ok(digest(&self.doc.messages[older])),
+            Err(ChainError::Stopped(cause)) => Err(StepEnd::Finish(
+                super::stop_status(cause),
+                Value::Null,
+                None,
+            )),
+            Err(error) => Err(StepEnd::Finish(
+                Status::Error,
+                Value::Null,
+                Some(format!("compacting the context failed: {error}")),
+            )),
+        }
+    }
+
+    /// Records the compacted list: a whole-list journal op, then a full
+    /// rewrite of FILE, so FILE (with or without its journal) holds it.
+    fn checkpoint_compaction(&mut self) {
+        if self.checkpoint.is_none() {
+            return;
+        }
+        self.journal(&JournalOp::Messages {
+            messages: self.doc.messages.clone(),
+        });
+        self.sync_doc();
+        if let Some(cp) = self.checkpoint.as_mut() {
+            if let Err(e) = cp.rewrite(&self.doc) {
+                self.checkpoint = None;
+                self.emitter.warn(format!(
+                    "trajectory checkpoint failed, no longer writing it: {e}"
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ToolCall;
+    use serde_json::json;
+
+    fn turn(step: u32, output: &str) -> Vec<Message> {
+        let call = ToolCall {
+            id: format!("c{step}"),
+            name: "bash".into(),
+            arguments: json!({"command": "ls"}),
+            garbled: false,
+        };
+        vec![
+            Message {
+                tool_calls: vec![call.clone()],
+                ..Message::new(Role::Assistant, format!("step {step}"), step)
+            },
+            Message::tool_result(&call, output, step),
+        ]
+    }
+
+    fn history(turns: u32) -> Vec<Message> {
+        let mut m = vec![Message::new(Role::User, "the task", 0)];
+        for s in 1..=turns {
+            m.extend(turn(s, &format!("output {s}")));
+        }
+        m
+    }
+
+    #[test]
+    fn older_history_keeps_the_task_and_the_last_turns_whole() {
+        let m = history(5);
+        let older = older_history(&m).unwrap();
+        assert_eq!(older, 1..7);
+        assert_eq!(m[older.end].role, Role::Assistant);
+        assert!(older_history(&history(2)).is_none());
+        assert!(older_history(&history(0)).is_none());
+    }
+
+    #[test]
+    fn an_earlier_summary_alone_is_not_summarised_again() {
+        let m = history(4);
+        let once = replace_with_summary(&m, older_history(&m).unwrap(), "s");
+        assert!(older_history(&once).is_none());
+        let mut more = once.clone();
+        more.extend(turn(5, "output 5"));
+        assert_eq!(older_history(&more), Some(1..4));
+    }
+
+    #[test]
+    fn summary_replaces_the_older_turns() {
+        let m = history(4);
+        let older = older_history(&m).unwrap();
+        let out = replace_with_summary(&m, older, "did things");
+        assert_eq!(out.len(), 1 + 1 + 4);
+        assert_eq!(out[0].content, "the task");
+        assert_eq!(out[1].role, Role::User);
+        assert_eq!(out[1].content, format!("{SUMMARY_MARKER}\ndid things"));
+        assert_eq!(out[2].content, "step 3");
+        // Every tool result still follows its call.
+        assert_eq!(out[3].tool_call_id.as_deref(), Some("c3"));
+    }
+
+    #[test]
+    fn transcript_cuts_tool_outputs_first() {
+        let mut m = history(1);
+        m[2].content = "x".repeat(10_000);
+        let text = transcript(&m, 100_000);
+        assert!(
+            text.contains("### assistant\nstep 1\n[call bash: {\"command\":\"ls\"}]"),
+            "{text}"
+        );
+        assert!(text.contains("characters cut"));
+        assert!(text.len() < 3_000);
+    }
+
+    #[test]
+    fn long_tool_outputs_are_shortened_when_nothing_is_older() {
+        let mut m = history(1);
+        assert!(shorten_tool_outputs(&m).is_none());
+        m[2].content = "y".repeat(50_000);
+        let out = shorten_tool_outputs(&m).unwrap();
+        assert!(out[2].content.len() < 3_000);
+        assert_eq!(out[2].tool_call_id, m[2].tool_call_id);
+    }
+
+    #[test]
+    fn estimates_are_chars_over_four() {
+        let m = vec![Message::new(Role::User, "x".repeat(392), 0)];
+        assert_eq!(estimate_tokens("", &m, &[]), 100);
+    }
+
+    #[test]
+    fn policy_checks_its_numbers() {
+        let ok = CompactionPolicy::from_config(&CompactionConfig {
+            threshold: Some(0.5),
+            default_context_window: Some(1000),
+        })
+        .unwrap();
+        assert_eq!(ok.threshold, 0.5);
+        for bad in [0.0, 1.5, -1.0] {
+            let config = CompactionConfig {
+                threshold: Some(bad),
+                default_context_window: None,
+            };
+            assert!(CompactionPolicy::from_config(&config).is_err());
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! `--output-schema`: loading and compiling the JSON Schema, and checking a
+//! final answer (a `submit` output or the text of a reply without tool
+//! calls) against it.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+/// Most validation errors quoted back to the model.
+const MAX_ERRORS_SHOWN: usize = 10;
+
+/// A compiled output schema.
+pub struct OutputSchema {
+    /// The schema document as read (also sent to providers).
+    pub value: Value,
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for OutputSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputSchema")
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OutputSchema {
+    /// Reads and compiles the schema at `path`; the error is one line naming
+    /// the file.
+    pub fn load(path: &Path) -> Result<OutputSchema, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--output-schema {}: cannot read: {e}", path.display()))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("--output-schema {}: not valid JSON: {e}", path.display()))?;
+        Self::compile(value).map_err(|e| format!("--output-schema {}: {e}", path.display()))
+    }
+
+    /// Compiles a schema document (checked against its meta-schema).
+    pub fn compile(value: Value) -> Result<OutputSchema, String> {
+        if !(value.is_object() || value.is_boolean()) {
+            return Err("not a JSON Schema: expected an object".into());
+        }
+        let validator = jsonschema::validator_for(&value)
+            .map_err(|e| format!("not a valid JSON Schema: {}", one_line(&e.to_string())))?;
+        Ok(OutputSchema { value, validator })
+    }
+
+    /// The validation errors of `instance`, one line each (empty when valid).
+    pub fn errors(&self, instance: &Value) -> Vec<String> {
+        self.validator
+            .iter_errors(instance)
+            .map(|e| {
+                let path = e.instance_path.to_string();
+                let at = if path.is_empty() {
+                    "(root)".to_string()
+                } else {
+                    path
+                };
+                format!("at {at}: {}", one_line(&e.to_string()))
+            })
+            .collect()
+    }
+
+    /// Checks a `submit` output. A string that holds JSON valid against the
+    /// schema is accepted as that JSON (models often send JSON as text).
+    pub fn check_submitted(&self, output: &Value) -> Result<Value, String> {
+        let errors = self.errors(output);
+        if errors.is_empty() {
+            return Ok(output.clone());
+        }
+        if let Some(parsed) = output.as_str().and_then(parse_json_text) {
+            if self.errors(&parsed).is_empty() {
+                return Ok(parsed);
+            }
+        }
+        Err(describe(&errors))
+    }
+
+    /// Checks the text of a final reply: it must be JSON (a Markdown code
+    /// fence around it is tolerated) valid against the schema.
+    pub fn check_text(&self, text: &str) -> Result<Value, String> {
+        let Some(value) = parse_json_text(text) else {
+            return Err("the answer is not JSON; reply with only a JSON value that matches the output schema".into());
+        };
+        let errors = self.errors(&value);
+        if errors.is_empty() {
+            Ok(value)
+        } else {
+            Err(describe(&errors))
+        }
+    }
+}
+
+/// Parses text as JSON, tolerating surrounding whitespace and a ```json fence.
+fn parse_json_text(text: &str) -> Option<Value> {
+    let trimmed = text.trim();
+    if let Ok(v) = serde_json::from_str(trimmed) {
+        return Some(v);
+    }
+    let inner = trimmed.strip_prefix("```")?.strip_suffix("```")?;
+    let inner = inner.strip_prefix("json").unwrap_or(inner);
+    serde_json::from_str(inner.trim()).ok()
+}
+
+fn describe(errors: &[String]) -> String {
+    let mut text = String::from("the answer does not match the output schema:");
+    for e in errors.iter().take(MAX_ERRORS_SHOWN) {
+        text.push_str("\n- ");
+        text.push_str(e);
+    }
+    if errors.len() > MAX_ERRORS_SHOWN {
+        text.push_str(&format!(
+            "\n- ... and {} more",
+            errors.len() - MAX_ERRORS_SHOWN
+        ));
+    }
+    text
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> OutputSchema {
+        OutputSchema::compile(json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "required": ["n"],
+            "additionalProperties": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn invalid_schemas_are_rejected() {
+        assert!(OutputSchema::compile(json!({"type": "nonsense"})).is_err());
+        assert!(OutputSchema::compile(json!([1, 2])).is_err());
+        assert!(OutputSchema::compile(json!({"type": "string"})).is_ok());
+    }
+
+    #[test]
+    fn remote_references_are_not_fetched() {
+        let err = OutputSchema::compile(json!({"$ref": "https://example.com/schema.json"}));
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn submitted_values_and_json_strings() {
+        let s = schema();
+        assert_eq!(
+            s.check_submitted(&json!({"n": 1})).unwrap(),
+            json!({"n": 1})
+        );
+        assert_eq!(
+            s.check_submitted(&json!("{\"n\": 2}")).unwrap(),
+            json!({"n": 2})
+        );
+        let err = s.check_submitted(&json!({"n": "x"})).unwrap_err();
+        assert!(err.contains("/n"), "{err}");
+        assert!(s
+            .check_submitted(&json!({}))
+            .unwrap_err()
+            .contains("required"));
+    }
+
+    #[test]
+    fn text_answers_must_be_json() {
+        let s = schema();
+        assert_eq!(s.check_text(" {\"n\": 3}\n").unwrap(), json!({"n": 3}));
+        assert_eq!(
+            s.check_text("```json\n{\"n\": 4}\n```").unwrap(),
+            json!({"n": 4})
+        );
+        assert!(s.check_text("n is 3").unwrap_err().contains("not JSON"));
+        assert!(s.check_text("{\"n\": 1, \"m\": 2}").is_err());
+    }
+}

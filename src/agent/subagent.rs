@@ -1,0 +1,163 @@
+//! Subagents: the `delegate` tool runs a child agent with its own context,
+//! read-only tools and the `subagents` model chain, and hands back only its
+//! report. The child's tokens and cost are added to the parent's totals and
+//! its cost limit is what the parent has left; its steps are its own (capped
+//! by `subagents.step_limit`) and do not count as the parent's.
+//!
+//! The child's events go to the parent's sinks with the child's `run_id`, a
+//! `parent_run_id`, and their own `seq` (see `Emitter::child`).
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::{Agent, JobOptions, Limits, RequestOptions};
+use crate::events::Event;
+use crate::exit::Status;
+use crate::model::chain::ChainModel;
+use crate::model::{Message, Role};
+use crate::tools::delegate::{subagent_tools, SUBAGENT_NOTE};
+use crate::tools::{str_arg, ToolOutput};
+use crate::trajectory::{Totals, Trajectory};
+
+/// What the parent keeps between delegations: the child chain (so its
+/// stickiness and cooldowns carry over) and the child's limits.
+pub struct Subagent {
+    /// `None` only while a child runs.
+    pub chain: Option<ChainModel>,
+    pub fallback_models: Vec<String>,
+    pub step_limit: u32,
+}
+
+impl Subagent {
+    pub fn new(chain: ChainModel, fallback_models: Vec<String>, step_limit: u32) -> Subagent {
+        Subagent {
+            chain: Some(chain),
+            fallback_models,
+            step_limit,
+        }
+    }
+}
+
+impl Agent {
+    /// Runs one `delegate` call: a child agent on `task`, its totals added
+    /// to this run's. The result is the child's report, or an error saying
+    /// how the child ended.
+    pub(super) async fn delegate(&mut self, args: &Value) -> ToolOutput {
+        let task = match str_arg(args, "task") {
+            Ok(task) if !task.trim().is_empty() => task.to_string(),
+            Ok(_) => return ToolOutput::err("the task is empty"),
+            Err(e) => return ToolOutput::err(e),
+        };
+        let Some(sub) = self.jobs.subagent.as_mut() else {
+            return ToolOutput::err("unknown tool 'delegate': no subagents are configured");
+        };
+        let Some(chain) = sub.chain.take() else {
+            return ToolOutput::err("a subagent is already running");
+        };
+        let step_limit = sub.step_limit;
+        let fallback_models = sub.fallback_models.clone();
+
+        let run_id = uuid::Uuid::new_v4().to_string();
+        let emitter = self.emitter.child(&run_id);
+        let model = chain.active_spec().to_string();
+        let cwd = self.tool_ctx.cwd.display().to_string();
+        emitter.emit(Event::RunStarted {
+            task: task.clone(),
+            model: model.clone(),
+            cwd: cwd.clone(),
+            fallback_models: fallback_models.clone(),
+            resumed_from: None,
+            worktree: None,
+        });
+        let remaining_cost = self
+            .limits
+            .cost_usd
+            .map(|limit| (limit - self.doc.totals.cost_usd).max(0.0));
+        let mut child = Agent {
+            chain,
+            tools: subagent_tools(),
+            emitter,
+            stop: self.stop.clone(),
+            limits: Limits {
+                steps: Some(step_limit),
+                cost_usd: remaining_cost,
+            },
+            options: RequestOptions::default(),
+            tool_ctx: self.tool_ctx.clone(),
+            plan: Arc::new(Mutex::new(Vec::new())),
+            doc: child_doc(&run_id, &task, &model, fallback_models, cwd),
+            checkpoint: None,
+            prior_switches: 0,
+            jobs: JobOptions {
+                output_schema: None,
+                compaction: self.jobs.compaction,
+                hooks: super::hooks::Hooks {
+                    stop: Vec::new(),
+                    ..self.jobs.hooks.clone()
+                },
+                subagent: None,
+                system_note: Some(SUBAGENT_NOTE.to_string()),
+            },
+        };
+        let outcome = Box::pin(child.run_mut(vec![Message::new(Role::User, task, 0)])).await;
+
+        let child_totals = child.doc.totals;
+        if let Some(sub) = self.jobs.subagent.as_mut() {
+            sub.chain = Some(child.chain);
+        }
+        add_totals(&mut self.doc.totals, &child_totals);
+        match outcome.status {
+            Status::Submitted | Status::Completed => ToolOutput::ok(match outcome.output {
+                Value::String(text) => text,
+                Value::Null => String::new(),
+                other => other.to_string(),
+            }),
+            status => ToolOutput::err(format!(
+                "the subagent ended with status {} after {} steps without a report{}",
+                status.as_str(),
+                outcome.steps,
+                outcome.error.map(|e| format!(": {e}")).unwrap_or_default()
+            )),
+        }
+    }
+}
+
+fn add_totals(into: &mut Totals, child: &Totals) {
+    into.input_tokens += child.input_tokens;
+    into.output_tokens += child.output_tokens;
+    into.cached_input_tokens += child.cached_input_tokens;
+    into.cost_usd += child.cost_usd;
+}
+
+/// The child's in-memory run record (never written to a file).
+fn child_doc(
+    run_id: &str,
+    task: &str,
+    model: &str,
+    fallback_models: Vec<String>,
+    cwd: String,
+) -> Trajectory {
+    Trajectory {
+        schema_version: 1,
+        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
+        run_id: run_id.to_string(),
+        task: task.to_string(),
+        model: model.to_string(),
+        fallback_models,
+        active_model: model.to_string(),
+        status: Status::Running,
+        error: None,
+        started_at: crate::now_rfc3339(),
+        finished_at: None,
+        steps: 0,
+        totals: Totals::default(),
+        model_switches: Vec::new(),
+        plan: Vec::new(),
+        messages: Vec::new(),
+        output: Value::Null,
+        resumed_from: None,
+        cwd: Some(cwd),
+        worktree: None,
+    }
+}

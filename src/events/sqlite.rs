@@ -1,0 +1,471 @@
+//! The `--log-db` sink (SPEC section 8): every event, every run and every
+//! tool call recorded in a SQLite database that several runs may share.
+//!
+//! `handle` only queues the record; a background thread writes queued
+//! records in short `BEGIN IMMEDIATE` transactions (one per batch), so a
+//! step never waits on the disk or on another process's lock. `finish`
+//! (after `run.finished`) drains the queue and joins the thread.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rusqlite::{
+    params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior,
+};
+
+use super::{Event, EventRecord, Sink};
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How long one statement waits for another process's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a batch keeps retrying a locked database before it is dropped.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
+/// Most records written in one transaction.
+const MAX_BATCH: usize = 512;
+
+/// Migrations, in order: `MIGRATIONS[n]` upgrades a database from version
+/// `n` to `n + 1`. A new schema version is one more entry here.
+const MIGRATIONS: &[fn(&Transaction) -> rusqlite::Result<()>] = &[migrate_0_to_1];
+
+/// Version 1: the three tables of SPEC section 8.
+fn migrate_0_to_1(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS runs (
+            run_id          TEXT PRIMARY KEY,
+            started_at      TEXT NOT NULL,
+            finished_at     TEXT,
+            task            TEXT NOT NULL,
+            cwd             TEXT NOT NULL,
+            model           TEXT NOT NULL,
+            fallback_models TEXT,
+            active_model    TEXT,
+            status          TEXT NOT NULL,
+            exit_code       INTEGER,
+            steps           INTEGER NOT NULL DEFAULT 0,
+            input_tokens    INTEGER NOT NULL DEFAULT 0,
+            output_tokens   INTEGER NOT NULL DEFAULT 0,
+            cost_usd        REAL NOT NULL DEFAULT 0,
+            error           TEXT,
+            resumed_from    TEXT
+        );
+        CREATE TABLE IF NOT EXISTS events (
+            run_id TEXT NOT NULL,
+            seq    INTEGER NOT NULL,
+            ts     TEXT NOT NULL,
+            type   TEXT NOT NULL,
+            step   INTEGER,
+            data   TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq)
+        );
+        CREATE TABLE IF NOT EXISTS tool_calls (
+            run_id      TEXT NOT NULL,
+            step        INTEGER NOT NULL,
+            call_id     TEXT NOT NULL,
+            tool        TEXT NOT NULL,
+            arguments   TEXT NOT NULL,
+            ok          INTEGER,
+            output      TEXT,
+            started_at  TEXT NOT NULL,
+            finished_at TEXT,
+            duration_ms INTEGER
+        );
+        CREATE INDEX IF NOT EXISTS tool_calls_by_call ON tool_calls (run_id, call_id);
+        CREATE INDEX IF NOT EXISTS events_by_type ON events (type);
+        CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started_at);",
+    )
+}
+
+/// Opens (creating when missing) and migrates the database at `path`, in
+/// WAL mode with a busy timeout. Errors are one line, for exit 2.
+pub fn open(path: &Path) -> Result<Connection, String> {
+    let fail = |e: rusqlite::Error| format!("log database {}: {e}", path.display());
+    let mut conn = Connection::open(path).map_err(fail)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+    let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)))
+        .map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!(
+            "log database {}: cannot switch to WAL mode (journal mode is {mode})",
+            path.display()
+        ));
+    }
+    conn.execute_batch("PRAGMA synchronous = NORMAL")
+        .map_err(fail)?;
+    migrate(&mut conn).map_err(|e| format!("log database {}: {e}", path.display()))?;
+    Ok(conn)
+}
+
+/// Upgrades the schema to `SCHEMA_VERSION` in one immediate transaction, so
+/// runs that start together on a new file create it exactly once.
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    retry_busy(|| {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > MIGRATIONS.len() {
+            return Ok(Err(format!(
+                "schema version {version} is newer than this tinyagent understands ({SCHEMA_VERSION})"
+            )));
+        }
+        for step in &MIGRATIONS[version as usize..] {
+            step(&tx)?;
+        }
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
+        tx.commit()?;
+        Ok(Ok(()))
+    })
+    .map_err(|e| e.to_string())?
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Runs `f` again while the database stays busy, up to `GIVE_UP_AFTER`.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = Instant::now();
+    let mut wait = Duration::from_millis(2);
+    loop {
+        match f() {
+            Err(e) if is_busy(&e) && started.elapsed() < GIVE_UP_AFTER => {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Records events into a log database from a background thread.
+pub struct SqliteSink {
+    queue: Option<Sender<EventRecord>>,
+    writer: Option<JoinHandle<()>>,
+}
+
+impl SqliteSink {
+    /// Opens the database now (so a bad path fails before any request) and
+    /// starts the writer thread.
+    pub fn open(path: &Path) -> Result<SqliteSink, String> {
+        let conn = open(path)?;
+        let (queue, records) = mpsc::channel();
+        let path = path.to_path_buf();
+        let writer = std::thread::Builder::new()
+            .name("log-db".into())
+            .spawn(move || write_loop(conn, records, path))
+            .map_err(|e| format!("log database: cannot start its writer: {e}"))?;
+        Ok(SqliteSink {
+            queue: Some(queue),
+            writer: Some(writer),
+        })
+    }
+
+    fn close(&mut self) {
+        // Closing the channel lets the writer drain what is queued and stop.
+        self.queue = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Sink for SqliteSink {
+    fn handle(&mut self, record: &EventRecord) {
+        if let Some(queue) = &self.queue {
+            let _ = queue.send(record.clone());
+        }
+    }
+
+    fn finish(&mut self) {
+        self.close();
+    }
+}
+
+impl Drop for SqliteSink {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The writer thread: waits for a record, takes whatever else is queued,
+/// writes it all in one transaction.
+fn write_loop(mut conn: Connection, records: Receiver<EventRecord>, path: PathBuf) {
+    let mut warned = false;
+    while let Ok(first) = records.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match records.try_recv() {
+                Ok(record) => batch.push(record),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = retry_busy(|| write_batch(&mut conn, &batch)) {
+            if !warned {
+                eprintln!(
+                    "tinyagent: warning: log database {}: events not recorded: {e}",
+                    path.display()
+                );
+                warned = true;
+            }
+        }
+    }
+}
+
+/// Writes records in one immediate transaction.
+pub fn write_batch(conn: &mut Connection, batch: &[EventRecord]) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    for record in batch {
+        write_record(&tx, record)?;
+    }
+    tx.commit()
+}
+
+fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> {
+    let run_id = record.run_id.as_str();
+    let ts = record.ts.as_str();
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO events (run_id, seq, ts, type, step, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        run_id,
+        record.seq as i64,
+        ts,
+        record.event.type_name(),
+        record.event.step(),
+        record.json.to_string()
+    ])?;
+    match &record.event {
+        Event::RunStarted {
+            task,
+            model,
+            cwd,
+            fallback_models,
+            resumed_from,
+            ..
+        } => {
+            let chain = if fallback_models.is_empty() {
+                None
+            } else {
+                serde_json::to_string(fallback_models).ok()
+            };
+            tx.prepare_cached(
+                "INSERT OR IGNORE INTO runs (run_id, started_at, task, cwd, model, fallback_models,
+                    active_model, status, resumed_from)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?5, 'running', ?7)",
+            )?
+            .execute(params![run_id, ts, task, cwd, model, chain, resumed_from])?;
+        }
+        Event::ModelResponse { step, model, .. } => {
+            // Keeps a crashed run's row telling how far it got.
+            tx.prepare_cached(
+                "UPDATE runs SET active_model = ?2, steps = max(steps, ?3) WHERE run_id = ?1",
+            )?
+            .execute(params![run_id, model, step])?;
+        }
+        Event::ToolStarted {
+            step,
+            call_id,
+            tool,
+            arguments,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO tool_calls (run_id, step, call_id, tool, arguments, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                run_id,
+                step,
+                call_id,
+                tool,
+                arguments.to_string(),
+                ts
+            ])?;
+        }
+        Event::ToolFinished {
+            step,
+            call_id,
+            ok,
+            output,
+            duration_ms,
+            ..
+        } => {
+            let rowid: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT rowid FROM tool_calls WHERE run_id = ?1 AND step = ?2 AND call_id = ?3
+                     AND finished_at IS NULL ORDER BY rowid LIMIT 1",
+                )?
+                .query_row(params![run_id, step, call_id], |r| r.get(0))
+                .optional()?;
+            if let Some(rowid) = rowid {
+                tx.prepare_cached(
+                    "UPDATE tool_calls SET ok = ?2, output = ?3, finished_at = ?4, duration_ms = ?5
+                     WHERE rowid = ?1",
+                )?
+                .execute(params![rowid, ok, output, ts, *duration_ms as i64])?;
+            }
+        }
+        Event::RunFinished {
+            status,
+            exit_code,
+            steps,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            active_model,
+            error,
+            ..
+        } => {
+            tx.prepare_cached(
+                "UPDATE runs SET finished_at = ?2, status = ?3, exit_code = ?4, steps = ?5,
+                    input_tokens = ?6, output_tokens = ?7, cost_usd = ?8, error = ?9,
+                    active_model = ?10
+                 WHERE run_id = ?1",
+            )?
+            .execute(params![
+                run_id,
+                ts,
+                status,
+                exit_code,
+                steps,
+                *input_tokens as i64,
+                *output_tokens as i64,
+                cost_usd,
+                error,
+                active_model
+            ])?;
+        }
+        Event::StepStarted { .. }
+        | Event::ProviderRetry { .. }
+        | Event::AttemptReset { .. }
+        | Event::ModelFallback { .. }
+        | Event::ModelRestore { .. }
+        | Event::AssistantMessage { .. }
+        | Event::ContextCompacted { .. }
+        | Event::Warning { .. } => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Emitter;
+
+    fn columns(conn: &Connection, table: &str) -> Vec<String> {
+        let mut stmt = conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .unwrap();
+        let names = stmt.query_map([], |r| r.get::<_, String>(1)).unwrap();
+        names.map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn migration_creates_version_one_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        drop(open(&path).unwrap());
+        let mut conn = open(&path).unwrap();
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert!(migrate(&mut conn).is_ok());
+        assert_eq!(
+            columns(&conn, "events"),
+            ["run_id", "seq", "ts", "type", "step", "data"]
+        );
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        let conn = open(&path).unwrap();
+        conn.execute_batch("PRAGMA user_version = 7").unwrap();
+        drop(conn);
+        let e = open(&path).unwrap_err();
+        assert!(e.contains("schema version 7"), "{e}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        std::fs::write(
+            &path,
+            "this is not sqlite, just some text that is long enough ".repeat(20),
+        )
+        .unwrap();
+        assert!(open(&path).is_err());
+    }
+
+    #[test]
+    fn events_runs_and_tool_calls_are_written_on_finish() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        let sink = SqliteSink::open(&path).unwrap();
+        let emitter = Emitter::new("r1", vec![Box::new(sink)]);
+        emitter.emit(Event::RunStarted {
+            task: "t".into(),
+            model: "script/a".into(),
+            cwd: "/w".into(),
+            fallback_models: vec![],
+            resumed_from: None,
+            worktree: None,
+        });
+        emitter.emit(Event::ToolStarted {
+            step: 1,
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({"command": "ls"}),
+        });
+        emitter.emit(Event::ToolFinished {
+            step: 1,
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            ok: true,
+            output: "a\n".into(),
+            duration_ms: 3,
+        });
+        emitter.emit(Event::RunFinished {
+            status: "completed".into(),
+            exit_code: 0,
+            steps: 1,
+            input_tokens: 10,
+            output_tokens: 2,
+            cost_usd: 0.5,
+            duration_ms: 9,
+            model_fallbacks: 0,
+            active_model: "script/a".into(),
+            output: serde_json::Value::Null,
+            error: None,
+        });
+        emitter.finish();
+        let conn = Connection::open(&path).unwrap();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 4);
+        let (status, chain, cost): (String, Option<String>, f64) = conn
+            .query_row(
+                "SELECT status, fallback_models, cost_usd FROM runs",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!((status.as_str(), chain, cost), ("completed", None, 0.5));
+        let (ok, output, args): (bool, String, String) = conn
+            .query_row("SELECT ok, output, arguments FROM tool_calls", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert!(ok);
+        assert_eq!(output, "a\n");
+        assert_eq!(args, r#"{"command":"ls"}"#);
+    }
+}
