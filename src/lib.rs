@@ -257,8 +257,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
             (doc, vec![task], None)
         }
     };
+    // A resumed run keeps its checkpoint's worktree unless it made a new one.
     if worktree.is_some() {
-        doc.worktree = worktree.clone();
+        doc.worktree = worktree;
     }
     emitter.emit(Event::RunStarted {
         task: doc.task.clone(),
@@ -266,7 +267,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
-        worktree,
+        worktree: doc.worktree.clone(),
     });
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {

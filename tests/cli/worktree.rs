@@ -238,3 +238,46 @@ fn mcp_servers_start_in_the_worktree() {
         work.parent().unwrap().join("work-worktrees/mcp")
     );
 }
+
+#[test]
+fn a_resumed_worktree_run_continues_in_its_worktree() {
+    let env = TestEnv::new();
+    let work = repo(&env);
+    let model = env.script("s.yaml", WRITE_AND_SUBMIT);
+    let traj = env.file("run.json");
+    let traj = traj.to_str().unwrap();
+    env.cmd()
+        .args([
+            "-m",
+            &model,
+            "-o",
+            traj,
+            "--step-limit",
+            "1",
+            "--worktree",
+            "again",
+            "t",
+        ])
+        .assert()
+        .code(3);
+    let expected = work.parent().unwrap().join("work-worktrees/again");
+    let out = env
+        .cmd()
+        .args(["--resume", traj, "--json", "--step-limit", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out.stdout);
+    assert_eq!(ev[0]["worktree"], expected.display().to_string());
+    assert_eq!(ev[0]["cwd"], expected.display().to_string());
+    assert_eq!(
+        read_json(Path::new(traj))["worktree"],
+        expected.display().to_string()
+    );
+    assert!(!work.join("made.txt").exists());
+}
