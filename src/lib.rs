@@ -9,6 +9,7 @@ pub mod config;
 pub mod duration;
 pub mod events;
 pub mod exit;
+pub mod health;
 pub mod mcp;
 pub mod model;
 pub mod resume;
@@ -107,13 +108,13 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
             &process_env,
         )?);
     }
+    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
         Some(path) => Some(SqliteSink::open(path).map_err(SetupError)?),
         None => None,
     };
-    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
     Ok(Prepared {
         settings,
         members,
@@ -160,14 +161,18 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
 
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    // Registered now, not when the task first runs: a signal that comes
+    // before the run's first await must still end it cleanly.
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut term = signal(SignalKind::terminate()).ok();
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         let mut count = 0;
         loop {
             tokio::select! {
-                r = tokio::signal::ctrl_c() => { if r.is_err() { return; } }
-                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+                Some(()) = next_signal(&mut int) => {}
+                Some(()) = next_signal(&mut term) => {}
+                else => return,
             }
             count += 1;
             if count > 1 {
@@ -176,6 +181,14 @@ fn watch_signals(token: CancellationToken) {
             token.cancel();
         }
     });
+}
+
+/// The next delivery of a signal, or never when it could not be watched.
+async fn next_signal(signal: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match signal {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
@@ -247,6 +260,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
                     cwd: &cwd,
                     task: Some(settings.task.as_str()).filter(|t| !t.is_empty()),
                     started_at: now_rfc3339(),
+                    answers_are_checked: jobs.output_schema.is_some()
+                        || !jobs.hooks.stop.is_empty(),
                 },
             );
             (c.doc, c.new_messages, c.answered)
@@ -313,7 +328,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
         tools.add(tool);
     }
 
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
+    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+        .with_health(health::for_run(&settings, &process_env, &emitter));
     let agent = Agent {
         chain,
         tools,

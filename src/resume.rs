@@ -19,6 +19,10 @@ pub const INTERRUPTED_CALL: &str = "interrupted: the run stopped while this call
 /// What a call that never started becomes.
 pub const UNSTARTED_CALL: &str =
     "not run: the run stopped before this call started. Call it again if it is still needed.";
+/// Added when the checkpoint ended on an answer that still has to be
+/// given (and checked) again.
+pub const ANSWER_AGAIN_NOTE: &str =
+    "The run was resumed after it stopped. Continue with the task and give your final answer.";
 /// Added when the checkpoint ended on a reply cut off by the token limit.
 pub const CUT_OFF_NOTE: &str = "Your last reply was cut off by the output token limit. Continue with a shorter reply, for example by splitting large file writes.";
 
@@ -109,6 +113,9 @@ pub struct NewRun<'a> {
     pub cwd: &'a str,
     pub task: Option<&'a str>,
     pub started_at: String,
+    /// Final answers go through checks (`--output-schema`, stop hooks), so
+    /// one found in the checkpoint cannot simply be taken.
+    pub answers_are_checked: bool,
 }
 
 /// Turns a checkpoint into the continuing run.
@@ -150,13 +157,18 @@ pub fn continue_run(cp: Checkpointed, new: NewRun) -> Continuation {
         None if ends_on_answer && old_status == Status::OutputTruncated => {
             new_messages.push(Message::new(Role::User, CUT_OFF_NOTE, doc.steps));
         }
-        None if ends_on_answer => {
+        // A crash right after a final answer that needed no checks: the
+        // run had completed, only its end was not recorded.
+        None if ends_on_answer && old_status == Status::Running && !new.answers_are_checked => {
             let text = doc
                 .messages
                 .last()
                 .map(|m| m.content.clone())
                 .unwrap_or_default();
             answered = Some(Value::String(text));
+        }
+        None if ends_on_answer => {
+            new_messages.push(Message::new(Role::User, ANSWER_AGAIN_NOTE, doc.steps));
         }
         None => {}
     }
@@ -252,6 +264,7 @@ mod tests {
             cwd: "/w",
             task,
             started_at: "now".into(),
+            answers_are_checked: false,
         }
     }
 
@@ -313,6 +326,23 @@ mod tests {
         );
         assert!(c.answered.is_none());
         assert_eq!(c.new_messages[0].content, "next");
+        // An answer that ended the run with an error (e.g. invalid for the
+        // output schema) or that needs checks is asked for again.
+        let c = continue_run(
+            checkpointed(doc(Status::Error, messages.clone()), vec![]),
+            new(None),
+        );
+        assert!(c.answered.is_none());
+        assert_eq!(c.new_messages[0].content, ANSWER_AGAIN_NOTE);
+        let checked = NewRun {
+            answers_are_checked: true,
+            ..new(None)
+        };
+        let c = continue_run(
+            checkpointed(doc(Status::Running, messages.clone()), vec![]),
+            checked,
+        );
+        assert!(c.answered.is_none());
         // A cut-off reply is continued, not taken as the answer.
         let c = continue_run(
             checkpointed(doc(Status::OutputTruncated, messages), vec![]),

@@ -162,7 +162,10 @@ impl Checkpoint {
         self.journal_bytes += line.len() as u64;
         self.written += line.len() as u64;
         let limit = ((self.file_bytes as f64 * JOURNAL_SHARE) as u64).max(JOURNAL_MIN_BYTES);
-        let foldable = matches!(op, JournalOp::Message { .. } | JournalOp::State { .. });
+        let foldable = !matches!(
+            op,
+            JournalOp::ToolStarted { .. } | JournalOp::ToolFinished { .. }
+        );
         if foldable && self.journal_bytes > limit {
             self.rewrite(doc)?;
         }
@@ -182,7 +185,6 @@ impl Checkpoint {
             f.sync_data()?;
         }
         fs::rename(&tmp, &self.path)?;
-        sync_parent(&self.path);
         self.file_bytes = bytes.len() as u64;
         self.written += bytes.len() as u64 + 1;
         // Replaying the old journal over the new FILE is harmless (ops are
@@ -192,6 +194,9 @@ impl Checkpoint {
             File::create(&self.journal_path)?;
         }
         self.journal_bytes = 0;
+        // Last, so the window between the rename and emptying the journal
+        // stays as short as it can be.
+        sync_parent(&self.path);
         Ok(())
     }
 

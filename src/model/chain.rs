@@ -5,10 +5,15 @@
 use std::time::{Duration, Instant};
 
 use super::price::Pricing;
-use super::retry::{request_with_retries, Budget, Failure, RequestCtx, RetryPolicy};
+use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx, RetryPolicy};
 use super::{ErrorClass, Model, ModelError, Request, Response};
 use crate::events::Event;
+use crate::health::Health;
 use crate::stop::StopCause;
+
+/// The switch reason when another run's health record says a member is
+/// cooling down (SPEC section 13).
+pub const COOLDOWN_REASON: &str = "cooldown";
 
 /// How long a member that was left is skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +137,8 @@ pub struct ChainModel {
     retry: RetryPolicy,
     fallback: FallbackPolicy,
     switches: Vec<Switch>,
+    /// The shared health record (off unless `with_health`).
+    health: Health,
 }
 
 impl ChainModel {
@@ -144,7 +151,15 @@ impl ChainModel {
             retry,
             fallback,
             switches: Vec::new(),
+            health: Health::off(),
         }
+    }
+
+    /// Shares what this run learns about its members with other runs, and
+    /// learns from theirs (SPEC section 13).
+    pub fn with_health(mut self, health: Health) -> Self {
+        self.health = health;
+        self
     }
 
     /// The spec of the model the next step goes to first.
@@ -168,6 +183,20 @@ impl ChainModel {
             (Some(_), Cooldown::Never) => false,
             (Some(left), Cooldown::For(cooldown)) => now.duration_since(left) >= cooldown,
         }
+    }
+
+    /// Whether member `index` may be asked: its own cooldown passed (or a
+    /// success of another run cleared it), and no other run recorded it as
+    /// cooling down.
+    fn eligible(&self, index: usize, now: Instant) -> bool {
+        self.health.eligible(index, self.expired(index, now))
+    }
+
+    /// The members after `index`, each with whether its own cooldown passed.
+    fn later(&self, index: usize, now: Instant) -> Vec<(usize, bool)> {
+        (index + 1..self.members.len())
+            .map(|j| (j, self.expired(j, now)))
+            .collect()
     }
 
     fn request_for<'a>(&self, index: usize, request: &Request<'a>) -> Request<'a>
@@ -214,7 +243,14 @@ impl ChainModel {
         reason: &str,
         attempts: u32,
     ) {
-        self.members[from].left_at = Some(Instant::now());
+        if reason == COOLDOWN_REASON {
+            // A skip does not renew the record; the shared record alone
+            // decides when this member may be asked again.
+            self.members[from].left_at = None;
+        } else {
+            self.members[from].left_at = Some(Instant::now());
+            self.health.left(from, reason);
+        }
         let switch = Switch {
             step: ctx.step,
             from: self.members[from].spec.clone(),
@@ -240,7 +276,7 @@ impl ChainModel {
             return None;
         }
         (from + 1..=last)
-            .find(|&i| self.expired(i, now) || i == self.active)
+            .find(|&i| self.eligible(i, now) || i == self.active)
             .or(Some(last))
     }
 
@@ -256,7 +292,9 @@ impl ChainModel {
         let mut tried: Vec<(String, String)> = Vec::new();
         let now = Instant::now();
         // Half-open probes of members that were left and have cooled down.
-        let candidates: Vec<usize> = (0..self.active).filter(|&i| self.expired(i, now)).collect();
+        let candidates: Vec<usize> = (0..self.active)
+            .filter(|&i| self.eligible(i, now))
+            .collect();
         for (k, &index) in candidates.iter().enumerate() {
             let probe = Request {
                 spec: &self.members[index].spec,
@@ -266,14 +304,11 @@ impl ChainModel {
                 max_attempts: 1,
                 can_switch: true,
             };
-            let result = request_with_retries(
-                &*self.members[index].model,
-                &probe,
-                ctx,
-                &self.retry,
-                budget,
-            )
-            .await;
+            let gate = self.health.gate(index, Vec::new(), false);
+            let model = &*self.members[index].model;
+            let result =
+                request_with_retries_gated(model, &probe, ctx, &self.retry, budget, &gate).await;
+            drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => {
                     let from = self.members[self.active].spec.clone();
@@ -288,6 +323,8 @@ impl ChainModel {
                 }
                 Err(Failure::Stopped(cause)) => return Err(ChainError::Stopped(cause)),
                 Err(Failure::Model { error, attempts }) => (error, attempts),
+                // Probes are not gated; nothing to move on from.
+                Err(Failure::Cooling { .. }) => continue,
             };
             let spec = self.members[index].spec.clone();
             match error.class() {
@@ -327,18 +364,36 @@ impl ChainModel {
                 spec: &self.members[index].spec,
                 ..self.request_for(index, request)
             };
-            let result = request_with_retries(
-                &*self.members[index].model,
-                &member_request,
-                ctx,
-                &self.retry,
-                budget,
-            )
-            .await;
+            let gate = self
+                .health
+                .gate(index, self.later(index, now), next.is_some());
+            let model = &*self.members[index].model;
+            let result =
+                request_with_retries_gated(model, &member_request, ctx, &self.retry, budget, &gate)
+                    .await;
+            drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => return Ok(self.answer(index, response)),
                 Err(Failure::Stopped(cause)) => return Err(ChainError::Stopped(cause)),
                 Err(Failure::Model { error, attempts }) => (error, attempts),
+                Err(Failure::Cooling { attempts }) => {
+                    // Another run recorded this member as cooling down.
+                    if let Some(cause) = ctx.stop.pending() {
+                        return Err(ChainError::Stopped(cause));
+                    }
+                    let now = Instant::now();
+                    let last = self.members.len() - 1;
+                    let to = (index + 1..=last)
+                        .find(|&j| self.eligible(j, now))
+                        .or(next)
+                        .unwrap_or(last);
+                    tried.push((
+                        self.members[index].spec.clone(),
+                        COOLDOWN_REASON.to_string(),
+                    ));
+                    self.switch(ctx, index, to, COOLDOWN_REASON, attempts);
+                    continue;
+                }
             };
             let spec = self.members[index].spec.clone();
             match error.class() {

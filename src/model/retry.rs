@@ -99,7 +99,31 @@ pub enum Failure {
     Model { error: ModelError, attempts: u32 },
     /// A cancel or limit fired during a request or a wait.
     Stopped(StopCause),
+    /// The hook said to skip the model (another run recorded it as cooling
+    /// down) before a request; `attempts` requests were made before that.
+    Cooling { attempts: u32 },
 }
+
+/// Consulted by the retry loop around each attempt; the shared health
+/// record (`crate::health::MemberGate`) plugs in here.
+pub trait AttemptHook: Sync {
+    /// Before each request, and after a failure before scheduling a retry:
+    /// `true` ends the loop with `Failure::Cooling`.
+    fn skip(&self) -> bool {
+        false
+    }
+    /// After each transient failure (with its reason): `true` ends the loop
+    /// at once with that failure, as if the budget were spent.
+    fn failed(&self, _reason: &str) -> bool {
+        false
+    }
+    /// After a successful request.
+    fn succeeded(&self) {}
+}
+
+/// A hook that changes nothing.
+pub struct NoHook;
+impl AttemptHook for NoHook {}
 
 /// Forwards text to the emitter and remembers whether any output arrived,
 /// so a failed attempt that showed something can be announced as reset.
@@ -129,10 +153,28 @@ pub async fn request_with_retries(
     policy: &RetryPolicy,
     budget: Budget,
 ) -> Result<Response, Failure> {
+    request_with_retries_gated(model, request, ctx, policy, budget, &NoHook).await
+}
+
+/// `request_with_retries` with `hook` consulted before each request and
+/// told of each outcome.
+pub async fn request_with_retries_gated(
+    model: &dyn Model,
+    request: &Request<'_>,
+    ctx: RequestCtx<'_>,
+    policy: &RetryPolicy,
+    budget: Budget,
+    hook: &dyn AttemptHook,
+) -> Result<Response, Failure> {
     let mut attempt = 1;
     loop {
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
+        }
+        if hook.skip() {
+            return Err(Failure::Cooling {
+                attempts: attempt - 1,
+            });
         }
         let observer = AttemptObserver {
             ctx,
@@ -143,7 +185,10 @@ pub async fn request_with_retries(
             cause = ctx.stop.fired() => return Err(Failure::Stopped(cause)),
         };
         let error = match result {
-            Ok(response) => return Ok(response),
+            Ok(response) => {
+                hook.succeeded();
+                return Ok(response);
+            }
             Err(error) => error,
         };
         if observer.produced.load(Ordering::Relaxed) {
@@ -158,7 +203,8 @@ pub async fn request_with_retries(
                 attempts: attempt,
             });
         };
-        if attempt >= budget.max_attempts {
+        let give_up = hook.failed(&reason);
+        if attempt >= budget.max_attempts || give_up {
             return Err(Failure::Model {
                 error,
                 attempts: attempt,
@@ -178,6 +224,9 @@ pub async fn request_with_retries(
                 })
             }
         };
+        if hook.skip() {
+            return Err(Failure::Cooling { attempts: attempt });
+        }
         ctx.emitter.emit(Event::ProviderRetry {
             step: ctx.step,
             model: request.spec.to_string(),

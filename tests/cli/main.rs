@@ -6,6 +6,7 @@ mod support;
 mod compaction;
 mod core;
 mod fallback;
+mod health;
 mod hooks;
 mod logdb;
 mod mcp;

@@ -237,7 +237,7 @@ fn retry_after_in_seconds_is_a_floor_on_the_wait() {
 fn retry_after_as_an_http_date_is_honoured() {
     let env = TestEnv::new();
     config(&env, 3, false);
-    let when = httpdate_in(Duration::from_secs(3));
+    let when = httpdate_in(Duration::from_secs(4));
     let stub = Stub::sequence(vec![
         Reply::status(429).header("retry-after", &when),
         chat_sse_text("later"),
@@ -247,8 +247,10 @@ fn retry_after_as_an_http_date_is_honoured() {
     let wait = of_type(&ev, "provider.retry")[0]["wait_seconds"]
         .as_f64()
         .unwrap();
-    // HTTP dates have whole seconds: between 2 and 3 seconds from sending.
-    assert!((1.0..=3.0).contains(&wait), "wait_seconds {wait}");
+    // HTTP dates have whole seconds (3 to 4 s ahead when written) and a
+    // loaded machine takes time to start the run: well above the 1 ms
+    // backoff shows the date was honoured.
+    assert!((0.5..=4.0).contains(&wait), "wait_seconds {wait}");
 }
 
 /// An HTTP date `d` from now, as a server would send it.

@@ -152,9 +152,12 @@ fn resume_with_an_added_fallback_finishes_on_the_fallback() {
         ],
     );
     assert_eq!(second.code, Some(0), "{}", second.stderr);
+    // The first run's failures were recorded in the shared health record
+    // (section 13 applies to a resumed run as to any run): the resumed run
+    // skips the primary it already knows is failing.
     assert!(
         second.stderr.contains(&format!(
-            "model fallback: {primary} -> {fallback} (http_503) at step 1"
+            "model fallback: {primary} -> {fallback} (cooldown) at step 1"
         )),
         "{}",
         second.stderr
@@ -428,4 +431,33 @@ fn finished_missing_and_foreign_model_checkpoints_are_refused() {
         refused.stderr
     );
     assert_eq!(read_json(&errored)["status"], "error");
+}
+
+#[test]
+fn a_compacted_history_resumes_as_compacted() {
+    let env = TestEnv::new();
+    let model = env.script(
+        "a.yaml",
+        "- tool_calls:\n    - {name: bash, arguments: {command: 'echo one'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo two'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo three'}}\n- error: {kind: context_overflow}\n- text: SUMMARY-TEXT\n- error: {status: 503}\n",
+    );
+    let traj = env.file("t.json");
+    let first = run(&env, &["-m", &model, "-o", traj.to_str().unwrap(), "task"]);
+    assert_eq!(first.code, Some(1), "{}", first.stderr);
+    assert_eq!(of_type(&first.events, "context.compacted").len(), 1);
+
+    env.script("a.yaml", SUBMIT);
+    let second = run(&env, &["--resume", traj.to_str().unwrap()]);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    assert_eq!(steps_started(&second.events), [4]);
+    let t = read_json(&traj);
+    let messages = t["messages"].as_array().unwrap();
+    assert!(messages[1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("SUMMARY-TEXT"));
+    assert!(
+        !t["messages"].to_string().contains("echo one"),
+        "{}",
+        t["messages"]
+    );
 }

@@ -1,0 +1,127 @@
+//! The cost of the shared health record per request: a read of one key (what
+//! the retry loop does before each attempt) and the writes a failure or a
+//! success makes, against a real WAL file. Run: `cargo bench --bench health_read`.
+
+use std::time::{Duration, Instant};
+
+use tinyagent::health::{Health, HealthKey, HealthPolicy, HealthStore, SqliteStore};
+use tinyagent::model::chain::Cooldown;
+
+fn key(i: usize) -> HealthKey {
+    HealthKey {
+        model: format!("openai/model-{i}"),
+        endpoint: "http://127.0.0.1:8080/v1".into(),
+    }
+}
+
+fn per_call(n: u32, mut f: impl FnMut(u32)) -> Duration {
+    let start = Instant::now();
+    for i in 0..n {
+        f(i);
+    }
+    start.elapsed() / n
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn main() {
+    let dir = std::env::temp_dir().join(format!("tinyagent-health-bench-{}", std::process::id()));
+    let path = dir.join("health.db");
+    let mut store = SqliteStore::open(&path).expect("open");
+    // A record with a few dozen models, one of them cooling down.
+    for i in 0..32 {
+        store
+            .record_strike(&key(i), "http_503", 1_000, 60_000)
+            .unwrap();
+    }
+    store
+        .mark_cooling(&key(0), i64::MAX / 2, "http_503", 1_000)
+        .unwrap();
+
+    let rounds = 7;
+    let n = 20_000;
+    let read = median(
+        (0..rounds)
+            .map(|_| {
+                per_call(n, |i| {
+                    store.read(&key(i as usize % 32)).unwrap();
+                })
+            })
+            .collect(),
+    );
+    let strike = median(
+        (0..rounds)
+            .map(|_| {
+                per_call(500, |i| {
+                    store
+                        .record_strike(&key(1), "http_503", 2_000 + i as i64, 60_000)
+                        .unwrap();
+                })
+            })
+            .collect(),
+    );
+    let success = median(
+        (0..rounds)
+            .map(|_| {
+                per_call(n, |_| {
+                    store.record_success(&key(2), 3_000).unwrap();
+                })
+            })
+            .collect(),
+    );
+
+    // Through the run's view, as the retry loop's gate asks before each attempt.
+    let health = Health::new(
+        Box::new(SqliteStore::open(&path).expect("open")),
+        vec![key(0), key(5)],
+        HealthPolicy {
+            switch_after: 6,
+            cooldown: Cooldown::For(Duration::from_secs(300)),
+        },
+        "bench",
+        |w| eprintln!("{w}"),
+    );
+    let gate = median(
+        (0..rounds)
+            .map(|_| {
+                per_call(n, |_| {
+                    std::hint::black_box(health.cooling_by_others(1));
+                })
+            })
+            .collect(),
+    );
+    let gate_cooling = median(
+        (0..rounds)
+            .map(|_| {
+                per_call(n, |_| {
+                    std::hint::black_box(health.eligible(0, true));
+                })
+            })
+            .collect(),
+    );
+
+    println!(
+        "read one key (store):                     {:>8.1} µs",
+        read.as_secs_f64() * 1e6
+    );
+    println!(
+        "gate check, model healthy (Health):       {:>8.1} µs",
+        gate.as_secs_f64() * 1e6
+    );
+    println!(
+        "gate check, model cooling (Health):       {:>8.1} µs",
+        gate_cooling.as_secs_f64() * 1e6
+    );
+    println!(
+        "success on a clean record (read only):    {:>8.1} µs",
+        success.as_secs_f64() * 1e6
+    );
+    println!(
+        "strike (write transaction, WAL):          {:>8.1} µs",
+        strike.as_secs_f64() * 1e6
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,98 @@
+//! An in-memory `HealthStore`: the same rules as the SQLite file, for unit
+//! tests and as the simplest example of the interface.
+
+use std::collections::HashMap;
+
+use super::{HealthKey, HealthStore, Millis, Record, StoreError};
+
+#[derive(Debug, Default, Clone)]
+struct Entry {
+    strikes: Vec<Millis>,
+    record: Record,
+}
+
+/// A store that lives as long as the value.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStore {
+    entries: HashMap<HealthKey, Entry>,
+}
+
+impl HealthStore for MemoryStore {
+    fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError> {
+        Ok(self.entries.get(key).map(|e| e.record).unwrap_or_default())
+    }
+
+    fn record_strike(
+        &mut self,
+        key: &HealthKey,
+        _reason: &str,
+        now: Millis,
+        window: Millis,
+    ) -> Result<u32, StoreError> {
+        let entry = self.entries.entry(key.clone()).or_default();
+        entry.strikes.retain(|&t| t > now - window);
+        entry.strikes.push(now);
+        Ok(entry.strikes.len() as u32)
+    }
+
+    fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError> {
+        if let Some(entry) = self.entries.get_mut(key) {
+            if !entry.strikes.is_empty() || entry.record.cooling_until.is_some() {
+                entry.strikes.clear();
+                entry.record.cooling_until = None;
+                entry.record.last_success_at = Some(now);
+            }
+        }
+        Ok(())
+    }
+
+    fn mark_cooling(
+        &mut self,
+        key: &HealthKey,
+        until: Millis,
+        _reason: &str,
+        _now: Millis,
+    ) -> Result<(), StoreError> {
+        self.entries
+            .entry(key.clone())
+            .or_default()
+            .record
+            .cooling_until = Some(until);
+        Ok(())
+    }
+}
+
+/// A store shared by several `Health` values, as one file is shared by
+/// several processes (tests).
+impl<S: HealthStore> HealthStore for std::sync::Arc<std::sync::Mutex<S>> {
+    fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError> {
+        self.lock().unwrap_or_else(|e| e.into_inner()).read(key)
+    }
+    fn record_strike(
+        &mut self,
+        key: &HealthKey,
+        reason: &str,
+        now: Millis,
+        window: Millis,
+    ) -> Result<u32, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record_strike(key, reason, now, window)
+    }
+    fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record_success(key, now)
+    }
+    fn mark_cooling(
+        &mut self,
+        key: &HealthKey,
+        until: Millis,
+        reason: &str,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .mark_cooling(key, until, reason, now)
+    }
+}

@@ -1,0 +1,225 @@
+//! Shared provider health (SPEC section 13): what runs on one machine learn
+//! about failing models, kept in a small store so parallel runs fail over
+//! together instead of each paying for the outage.
+//!
+//! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
+//! a networked store for a fleet of machines would be another implementation
+//! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
+//! cooling, ownership, the retry-loop gate) → `model::chain` (asks `Health`
+//! at fixed points; decides nothing here).
+
+mod memory;
+mod sqlite;
+mod tracker;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+pub use tracker::{Health, HealthPolicy, MemberGate};
+
+use crate::config::ProviderConfig;
+use crate::events::Emitter;
+use crate::model::registry;
+use crate::model::spec::ModelSpec;
+use crate::settings::{Env, Settings};
+
+/// Wall-clock time in milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// The current wall-clock time in milliseconds.
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// What a record is about: a model spec at one endpoint (base URL, port
+/// included; for `script/` models the script file's absolute path).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HealthKey {
+    pub model: String,
+    pub endpoint: String,
+}
+
+/// What the store knows about one key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Cooling down until this time (it may be past: the model awaits its
+    /// probe). `None` after a success or when never recorded.
+    pub cooling_until: Option<Millis>,
+    /// The last successful request any run made to the model.
+    pub last_success_at: Option<Millis>,
+}
+
+/// The store could not be read or written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+/// The shared record. Implementations hold only keys, reasons and times,
+/// keep each call short, and may be called from several processes at once.
+pub trait HealthStore: Send {
+    /// The record of `key` (default when none).
+    fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError>;
+    /// Adds a strike at `now` and returns the strikes recorded since the
+    /// model's last success and no older than `window` ms, this one included.
+    fn record_strike(
+        &mut self,
+        key: &HealthKey,
+        reason: &str,
+        now: Millis,
+        window: Millis,
+    ) -> Result<u32, StoreError>;
+    /// Clears the model's strikes and cooling record.
+    fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError>;
+    /// Records the model as cooling down until `until`.
+    fn mark_cooling(
+        &mut self,
+        key: &HealthKey,
+        until: Millis,
+        reason: &str,
+        now: Millis,
+    ) -> Result<(), StoreError>;
+}
+
+/// Where the record lives: config `health_db` (`off`, or a path with `~`
+/// expanded), else `$XDG_STATE_HOME/tinyagent/health.db`, else
+/// `~/.local/state/tinyagent/health.db`. `None`: no record for this run.
+pub fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
+    let home = || env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
+    match setting.map(str::trim) {
+        Some("off") => None,
+        Some("~") => home(),
+        Some(path) if path.starts_with("~/") => home().map(|h| h.join(&path[2..])),
+        Some(path) => Some(PathBuf::from(path)),
+        None => match env("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+            Some(state) => Some(PathBuf::from(state).join("tinyagent/health.db")),
+            None => home().map(|h| h.join(".local/state/tinyagent/health.db")),
+        },
+    }
+}
+
+/// The record key of `spec`: its resolved endpoint, or for a `script/`
+/// model the script file's absolute path.
+pub fn key_for(
+    spec: &ModelSpec,
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+) -> HealthKey {
+    let endpoint = if spec.provider == "script" {
+        let path = Path::new(&spec.model);
+        path.canonicalize()
+            .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| spec.model.clone())
+    } else {
+        registry::resolve(spec, providers, env)
+            .map(|r| r.endpoint)
+            .unwrap_or_default()
+    };
+    HealthKey {
+        model: spec.to_string(),
+        endpoint,
+    }
+}
+
+/// Opens the SQLite record at `path` (creating it and its directory), or
+/// explains why it cannot be used.
+pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
+    Ok(Box::new(SqliteStore::open(path)?))
+}
+
+/// The shared record for a run of `settings`: off with `health_db: off`
+/// (or no home directory); an unusable file costs one `warning` and the run
+/// goes on without it.
+pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
+    let Some(path) = db_path(settings.config.health_db.as_deref(), env) else {
+        return Health::off();
+    };
+    let store = match open(&path) {
+        Ok(store) => store,
+        Err(e) => {
+            emitter.warn(format!(
+                "health record {}: {e}; this run goes on without the shared provider health",
+                path.display()
+            ));
+            return Health::off();
+        }
+    };
+    let keys = std::iter::once(&settings.primary)
+        .chain(&settings.fallbacks)
+        .map(|spec| key_for(spec, &settings.providers, env))
+        .collect();
+    let policy = HealthPolicy {
+        switch_after: settings.fallback.switch_after,
+        cooldown: settings.fallback.cooldown,
+    };
+    let warner = emitter.clone();
+    Health::new(
+        store,
+        keys,
+        policy,
+        path.display().to_string(),
+        move |message| warner.warn(message),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn path_rules() {
+        let both = env(&[("HOME", "/h"), ("XDG_STATE_HOME", "/s")]);
+        assert_eq!(
+            db_path(None, &both),
+            Some(PathBuf::from("/s/tinyagent/health.db"))
+        );
+        assert_eq!(
+            db_path(None, &env(&[("HOME", "/h")])),
+            Some(PathBuf::from("/h/.local/state/tinyagent/health.db"))
+        );
+        assert_eq!(db_path(Some("off"), &both), None);
+        assert_eq!(
+            db_path(Some("~/x/h.db"), &both),
+            Some(PathBuf::from("/h/x/h.db"))
+        );
+        assert_eq!(
+            db_path(Some("/abs/h.db"), &both),
+            Some(PathBuf::from("/abs/h.db"))
+        );
+        assert_eq!(db_path(None, &env(&[])), None);
+    }
+
+    #[test]
+    fn keys_name_the_endpoint() {
+        let e = env(&[
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
+        ]);
+        let key = key_for(
+            &ModelSpec::parse("openai/gpt-5").unwrap(),
+            &BTreeMap::new(),
+            &e,
+        );
+        assert_eq!(key.model, "openai/gpt-5");
+        assert_eq!(key.endpoint, "http://127.0.0.1:8080/v1");
+        let script = key_for(
+            &ModelSpec::parse("script/rel.yaml").unwrap(),
+            &BTreeMap::new(),
+            &e,
+        );
+        assert!(Path::new(&script.endpoint).is_absolute(), "{script:?}");
+    }
+}
