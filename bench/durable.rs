@@ -58,6 +58,7 @@ fn run_started() -> Event {
         cwd: "/work".into(),
         fallback_models: vec!["openai/gpt-5".into()],
         resumed_from: None,
+        worktree: None,
     }
 }
 
@@ -160,6 +161,7 @@ fn doc() -> Trajectory {
         output: Value::Null,
         resumed_from: None,
         cwd: None,
+        worktree: None,
     }
 }
 

@@ -83,6 +83,22 @@ pub struct Cli {
     #[arg(long, value_name = "LEVEL", value_parser = ["low", "medium", "high"])]
     pub reasoning_effort: Option<String>,
 
+    /// Run inside a new git worktree and branch (tinyagent/NAME) beside the current repository; NAME defaults to the run id
+    #[arg(long, value_name = "NAME", num_args = 0..=1)]
+    pub worktree: Option<Option<String>>,
+
+    /// Run shell commands in a sandbox: no network except --sandbox-allow-domain hosts, writes only in the working directory and temp
+    #[arg(long)]
+    pub sandbox: bool,
+
+    /// A host sandboxed commands may reach over HTTP(S), subdomains included (repeatable; replaces config `sandbox_allowed_domains`)
+    #[arg(
+        long = "sandbox-allow-domain",
+        value_name = "HOST",
+        requires = "sandbox"
+    )]
+    pub sandbox_allow_domain: Vec<String>,
+
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]
     pub quiet: bool,

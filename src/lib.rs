@@ -10,12 +10,15 @@ pub mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
+pub mod mcp;
 pub mod model;
 pub mod resume;
+pub mod sandbox;
 pub mod settings;
 pub mod stop;
 pub mod tools;
 pub mod trajectory;
+pub mod worktree;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
@@ -30,12 +33,14 @@ use events::jsonl::JsonlSink;
 use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
+use mcp::McpServers;
 use model::chain::{ChainModel, Member};
 use model::registry::{build_member, StreamTimeouts};
 use model::{Message, Role};
+use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
-use tools::bash::{BashTool, PlainBash};
+use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
@@ -186,15 +191,51 @@ async fn next_signal(signal: &mut Option<tokio::signal::unix::Signal>) -> Option
     }
 }
 
+/// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
+/// before anything is emitted. The sandbox comes first, so a refused run
+/// leaves no worktree behind. Moves the run's cwd into the worktree.
+async fn start_isolation(
+    settings: &mut Settings,
+    run_id: &str,
+) -> Result<(Option<Sandbox>, Option<worktree::Worktree>), String> {
+    let sandbox = match &settings.sandbox {
+        Some(allow) => Some(
+            Sandbox::start(allow.clone(), &settings.cwd, process_env("PATH").as_deref())
+                .await
+                .map_err(|e| format!("--sandbox: {e}"))?,
+        ),
+        None => None,
+    };
+    let worktree = match &settings.worktree {
+        Some(name) => {
+            let wt = worktree::create(&settings.cwd, name.as_deref().unwrap_or(run_id))
+                .map_err(|e| format!("--worktree: {e}"))?;
+            eprintln!("worktree: {}", wt.path.display());
+            settings.cwd = wt.cwd.clone();
+            Some(wt)
+        }
+        None => None,
+    };
+    Ok((sandbox, worktree))
+}
+
 async fn run_agent(prepared: Prepared) -> i32 {
     let Prepared {
-        settings,
+        mut settings,
         members,
         log_db,
         resume,
         jobs,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
+    let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
+        Ok(isolation) => isolation,
+        Err(e) => {
+            eprintln!("tinyagent: error: {e}");
+            return exit::USAGE;
+        }
+    };
+    let worktree = worktree.map(|wt| wt.path.display().to_string());
     let mut sinks = sinks(&settings);
     if let Some(db) = log_db {
         sinks.push(Box::new(db));
@@ -208,7 +249,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
     let cwd = settings.cwd.display().to_string();
     let mut output_path = settings.output.clone();
-    let (doc, new_messages, answered) = match resume {
+    let (mut doc, new_messages, answered) = match resume {
         Some(cp) => {
             output_path = output_path.or_else(|| Some(cp.path.clone()));
             let c = resume::continue_run(
@@ -231,17 +272,31 @@ async fn run_agent(prepared: Prepared) -> i32 {
             (doc, vec![task], None)
         }
     };
+    // A resumed run keeps its checkpoint's worktree unless it made a new one.
+    if worktree.is_some() {
+        doc.worktree = worktree;
+    }
     emitter.emit(Event::RunStarted {
         task: doc.task.clone(),
         model: settings.primary.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
+        worktree: doc.worktree.clone(),
     });
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
+    let mcp = McpServers::start(
+        &settings.config.mcp_servers,
+        &settings.cwd,
+        &process_env,
+        &emitter,
+        mcp::START_TIMEOUT,
+        &stop,
+    )
+    .await;
     let checkpoint = match &output_path {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
@@ -259,12 +314,19 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::default();
-    tools.add(Box::new(BashTool::new(Box::new(PlainBash))));
+    let bash: Box<dyn CommandBuilder> = match &sandbox {
+        Some(sandbox) => Box::new(sandbox.bash()),
+        None => Box::new(PlainBash),
+    };
+    tools.add(Box::new(BashTool::new(bash)));
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
+    for tool in mcp.tools(&emitter) {
+        tools.add(tool);
+    }
 
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
         .with_health(health::for_run(&settings, &process_env, &emitter));
@@ -297,6 +359,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
         Some(output) => agent.finish_now(new_messages, Status::Completed, output),
         None => agent.run(new_messages).await,
     };
+    mcp.shutdown().await;
+    drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
     }
@@ -346,6 +410,7 @@ fn fresh_doc(
         output: Value::Null,
         resumed_from: None,
         cwd: Some(cwd.to_string()),
+        worktree: None,
     }
 }
 

@@ -5,6 +5,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // The sandbox's in-namespace proxy forwarder: an internal mode, not a flag.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == tinyagent::sandbox::forward::ARG)
+    {
+        let code = tinyagent::sandbox::forward::main(&args[2..]);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = tinyagent::cli::Cli::parse();
     let code = tinyagent::run(cli);
     ExitCode::from(u8::try_from(code).unwrap_or(1))

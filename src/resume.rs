@@ -236,6 +236,7 @@ mod tests {
             output: Value::Null,
             resumed_from: None,
             cwd: None,
+            worktree: None,
         }
     }
 

@@ -13,6 +13,8 @@ use crate::duration;
 use crate::model::chain::{Cooldown, FallbackPolicy};
 use crate::model::retry::RetryPolicy;
 use crate::model::spec::{builtin, ModelSpec, WireApi};
+use crate::sandbox::Allowlist;
+use crate::worktree;
 
 /// Most fallback entries a chain may have.
 pub const MAX_FALLBACKS: usize = 3;
@@ -44,6 +46,10 @@ pub struct Settings {
     pub config: Config,
     /// `subagents:`, validated (the `delegate` tool exists only with it).
     pub subagents: Option<SubagentSettings>,
+    /// `--worktree`: `Some(None)` names the worktree after the run id.
+    pub worktree: Option<Option<String>>,
+    /// `--sandbox`, with the hosts its commands may reach.
+    pub sandbox: Option<Allowlist>,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -86,10 +92,12 @@ impl Settings {
     /// Loads the user config and `-c` layers and resolves them with `cli`.
     pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, SetupError> {
         let config = load_config(&cli.config, env)?;
+        let (task_arg, _) =
+            worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
         let task = if cli.resume.is_some() {
-            read_resume_task(cli.task.as_deref())?.unwrap_or_default()
+            read_resume_task(task_arg)?.unwrap_or_default()
         } else {
-            read_task(cli.task.as_deref())?
+            read_task(task_arg)?
         };
         Self::from_parts(cli, config, task, env)
     }
@@ -222,6 +230,25 @@ impl Settings {
         };
 
         let subagents = resolve_subagents(&config, env)?;
+        let (_, worktree) =
+            worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
+        let worktree = worktree.map(|name| name.map(str::to_string));
+        let sandbox = match (cli.sandbox, cli.sandbox_allow_domain.is_empty()) {
+            (false, _) => None,
+            (true, false) => Some(
+                Allowlist::parse(&cli.sandbox_allow_domain)
+                    .map_err(|e| SetupError(format!("--sandbox-allow-domain {e}")))?,
+            ),
+            (true, true) => Some(
+                Allowlist::parse(
+                    config
+                        .sandbox_allowed_domains
+                        .as_deref()
+                        .unwrap_or_default(),
+                )
+                .map_err(|e| SetupError(format!("config sandbox_allowed_domains: {e}")))?,
+            ),
+        };
 
         Ok(Settings {
             task,
@@ -243,6 +270,8 @@ impl Settings {
             providers: config.providers.clone(),
             config,
             subagents,
+            worktree,
+            sandbox,
         })
     }
 }

@@ -51,6 +51,9 @@ pub struct Trajectory {
     pub resumed_from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The worktree created by `--worktree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<String>,
 }
 
 /// One journal line. Each is idempotent when replayed over a FILE that
@@ -305,6 +308,7 @@ mod tests {
             output: Value::Null,
             resumed_from: None,
             cwd: None,
+            worktree: None,
         }
     }
 

@@ -128,11 +128,6 @@ impl Agent {
         if self.options.output_schema.is_none() {
             self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
         }
-        let mut tool_specs: Vec<ToolSpec> = self.tools.specs().to_vec();
-        if self.jobs.subagent.is_some() {
-            tool_specs.push(delegate_spec());
-        }
-        tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
         let mut counters = Counters::default();
 
         let (status, output, error) = loop {
@@ -144,6 +139,12 @@ impl Agent {
             if let Some(cause) = self.stop.pending() {
                 break (stop_status(cause), Value::Null, None);
             }
+            // Recomputed each step: an MCP server that died has its tools withdrawn.
+            let mut tool_specs: Vec<ToolSpec> = self.tools.available_specs();
+            if self.jobs.subagent.is_some() {
+                tool_specs.push(delegate_spec());
+            }
+            tool_specs.push(submit_spec(self.options.output_schema.as_ref()));
             let end = self.step(&system, &tool_specs, &mut counters).await;
             if !std::mem::take(&mut counters.answered_this_step) {
                 counters.invalid_answers = 0;

@@ -68,6 +68,7 @@ impl Agent {
             cwd: cwd.clone(),
             fallback_models: fallback_models.clone(),
             resumed_from: None,
+            worktree: None,
         });
         let remaining_cost = self
             .limits
@@ -157,5 +158,6 @@ fn child_doc(
         output: Value::Null,
         resumed_from: None,
         cwd: Some(cwd),
+        worktree: None,
     }
 }

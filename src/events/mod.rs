@@ -37,6 +37,9 @@ pub enum Event {
         fallback_models: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         resumed_from: Option<String>,
+        /// The worktree created by `--worktree` (an addition to SPEC's fields).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
     },
     #[serde(rename = "step.started")]
     StepStarted { step: u32, model: String },

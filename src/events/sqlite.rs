@@ -246,6 +246,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
             cwd,
             fallback_models,
             resumed_from,
+            ..
         } => {
             let chain = if fallback_models.is_empty() {
                 None
@@ -415,6 +416,7 @@ mod tests {
             cwd: "/w".into(),
             fallback_models: vec![],
             resumed_from: None,
+            worktree: None,
         });
         emitter.emit(Event::ToolStarted {
             step: 1,

@@ -5,6 +5,7 @@
 pub mod bash;
 pub mod delegate;
 pub mod files;
+pub mod mcp;
 pub mod plan;
 pub mod process;
 
@@ -62,6 +63,11 @@ impl ToolCtx {
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput;
+    /// Whether the tool is offered right now (an MCP tool whose server died
+    /// is withdrawn).
+    fn available(&self) -> bool {
+        true
+    }
 }
 
 /// The tools offered in a run, looked up by name.
@@ -85,6 +91,16 @@ impl ToolRegistry {
 
     pub fn specs(&self) -> &[ToolSpec] {
         &self.specs
+    }
+
+    /// The specs of the tools offered right now.
+    pub fn available_specs(&self) -> Vec<ToolSpec> {
+        self.specs
+            .iter()
+            .zip(&self.tools)
+            .filter(|(_, t)| t.available())
+            .map(|(s, _)| s.clone())
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
@@ -142,6 +158,39 @@ pub fn shorten(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Fake(&'static str, bool);
+
+    #[async_trait]
+    impl Tool for Fake {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: self.0.into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            }
+        }
+        async fn run(&self, _: &Value, _: &ToolCtx) -> ToolOutput {
+            ToolOutput::ok("")
+        }
+        fn available(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn unavailable_tools_are_not_offered() {
+        let mut registry = ToolRegistry::default();
+        registry.add(Box::new(Fake("bash", true)));
+        registry.add(Box::new(Fake("mcp__dead__x", false)));
+        let names: Vec<String> = registry
+            .available_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["bash"]);
+        assert_eq!(registry.specs().len(), 2);
+    }
 
     #[test]
     fn short_text_is_kept() {

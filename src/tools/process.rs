@@ -68,7 +68,7 @@ impl Drop for GuardedChild {
 
 /// Starts `sh` waiting on a pipe; when the pipe's write end (kept by us,
 /// close-on-exec) closes, it kills process group `pgid`.
-fn start_guard(pgid: i32) -> Option<(OwnedFd, std::process::Child)> {
+pub(crate) fn start_guard(pgid: i32) -> Option<(OwnedFd, std::process::Child)> {
     if pgid <= 0 {
         return None;
     }

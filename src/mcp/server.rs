@@ -1,0 +1,407 @@
+//! One MCP server over stdio: spawned in its own process group (killed with
+//! the agent, SIGKILL included), initialized with a timeout, watched so a
+//! death is noticed, and stopped at the end of the run.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
+};
+use rmcp::service::{Peer, RoleClient, RunningServiceCancellationToken};
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use tokio::io::AsyncReadExt;
+use tokio::process::{ChildStderr, Command};
+use tokio::task::JoinHandle;
+
+use crate::config::McpServerConfig;
+use crate::events::Emitter;
+use crate::settings::Env;
+use crate::tools::process::start_guard;
+
+/// Longest stretch of a server's stderr kept for error messages.
+const STDERR_TAIL: usize = 2000;
+
+/// How long a server gets to exit after its stdin closes at the end of a run.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// A running MCP server and the tools it offered at start.
+pub struct McpServer {
+    pub name: String,
+    pub tools: Vec<Tool>,
+    peer: Peer<RoleClient>,
+    state: Arc<State>,
+    pgid: i32,
+    cancel: Mutex<Option<RunningServiceCancellationToken>>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    /// Dropping it makes the guard process kill the server's process group.
+    _lifeline: Option<(OwnedFd, std::process::Child)>,
+}
+
+/// What the server's watcher and its callers share.
+struct State {
+    name: String,
+    alive: AtomicBool,
+    /// Set when the run stops the server: its exit is then no news.
+    stopping: AtomicBool,
+    warned: AtomicBool,
+    stderr: Arc<Mutex<String>>,
+    emitter: Emitter,
+}
+
+impl State {
+    /// Marks the server dead; the first time (unless we are stopping it),
+    /// a `warning` says its tools are withdrawn.
+    fn died(&self) {
+        self.alive.store(false, Ordering::SeqCst);
+        if !self.stopping.load(Ordering::SeqCst) && !self.warned.swap(true, Ordering::SeqCst) {
+            self.emitter.warn(format!(
+                "MCP server '{}' stopped{}; its tools are withdrawn",
+                self.name,
+                tail_note(&self.stderr)
+            ));
+        }
+    }
+}
+
+/// Why a tool call did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("MCP server '{0}' is no longer running{1}")]
+    Dead(String, String),
+    #[error("MCP server '{0}': {1}")]
+    Failed(String, String),
+}
+
+impl McpServer {
+    /// Spawns, initializes and lists the tools of one server; any failure
+    /// (including `timeout` passing) is an error message for a warning.
+    pub async fn start(
+        name: &str,
+        config: &McpServerConfig,
+        run_cwd: &Path,
+        env: Env<'_>,
+        emitter: &Emitter,
+        timeout: Duration,
+    ) -> Result<McpServer, String> {
+        let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
+        if !cwd.is_dir() {
+            return Err(format!("its cwd {} is not a directory", cwd.display()));
+        }
+        let mut command = Command::new(&config.command);
+        command.args(&config.args).current_dir(cwd);
+        for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
+            command.env(var, value);
+        }
+        // SAFETY: setsid and prctl are async-signal-safe and touch only the child.
+        unsafe {
+            command.pre_exec(|| {
+                libc::setsid();
+                #[cfg(target_os = "linux")]
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+        let pgid = transport.id().map(|p| p as i32).unwrap_or(0);
+        let lifeline = start_guard(pgid);
+        let stderr_tail = Arc::new(Mutex::new(String::new()));
+        if let Some(stderr) = stderr {
+            tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
+        }
+        let kill = |why: String| {
+            kill_group(pgid);
+            why
+        };
+
+        let client = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("tinyagent", env!("CARGO_PKG_VERSION")),
+        );
+        let running = match tokio::time::timeout(timeout, client.serve(transport)).await {
+            Ok(Ok(running)) => running,
+            Ok(Err(e)) => {
+                // Give the stderr reader a moment to catch the server's last words.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return Err(kill(format!(
+                    "failed to initialize: {e}{}",
+                    tail_note(&stderr_tail)
+                )));
+            }
+            Err(_) => {
+                return Err(kill(format!(
+                    "did not finish initializing within {}s",
+                    timeout.as_secs_f64()
+                )))
+            }
+        };
+        let tools = match tokio::time::timeout(timeout, running.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => {
+                return Err(kill(format!(
+                    "tools/list failed: {e}{}",
+                    tail_note(&stderr_tail)
+                )))
+            }
+            Err(_) => {
+                return Err(kill(format!(
+                    "did not list its tools within {}s",
+                    timeout.as_secs_f64()
+                )))
+            }
+        };
+
+        let state = Arc::new(State {
+            name: name.to_string(),
+            alive: AtomicBool::new(true),
+            stopping: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
+            stderr: stderr_tail,
+            emitter: emitter.clone(),
+        });
+        let peer = running.peer().clone();
+        let cancel = running.cancellation_token();
+        let watcher = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                let _ = running.waiting().await;
+                state.died();
+            })
+        };
+        Ok(McpServer {
+            name: name.to_string(),
+            tools,
+            peer,
+            state,
+            pgid,
+            cancel: Mutex::new(Some(cancel)),
+            watcher: Mutex::new(Some(watcher)),
+            _lifeline: lifeline,
+        })
+    }
+
+    /// Whether the server is still running.
+    pub fn is_alive(&self) -> bool {
+        self.state.alive.load(Ordering::SeqCst)
+    }
+
+    fn dead(&self) -> CallError {
+        CallError::Dead(self.name.clone(), tail_note(&self.state.stderr))
+    }
+
+    /// Calls one tool (by the server's own name for it).
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> Result<CallToolResult, CallError> {
+        if !self.is_alive() {
+            return Err(self.dead());
+        }
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = match arguments {
+            serde_json::Value::Object(map) => Some(map),
+            serde_json::Value::Null => None,
+            other => {
+                return Err(CallError::Failed(
+                    self.name.clone(),
+                    format!("arguments must be a JSON object, got {other}"),
+                ))
+            }
+        };
+        match self.peer.call_tool(params).await {
+            Ok(result) => Ok(result),
+            Err(_) if !self.is_alive() || self.peer.is_transport_closed() => {
+                // Let the stderr reader catch the server's last words.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                self.state.died();
+                Err(self.dead())
+            }
+            Err(e) => Err(CallError::Failed(self.name.clone(), e.to_string())),
+        }
+    }
+
+    /// Stops the server: closes its stdin, waits briefly, then kills its
+    /// process group. No warning is emitted for this exit.
+    pub async fn shutdown(&self) {
+        self.state.stopping.store(true, Ordering::SeqCst);
+        if let Some(cancel) = self.cancel.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            cancel.cancel();
+        }
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(watcher) = watcher {
+            let _ = tokio::time::timeout(EXIT_GRACE, watcher).await;
+        }
+        kill_group(self.pgid);
+        self.state.alive.store(false, Ordering::SeqCst);
+    }
+}
+
+fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        // SAFETY: plain syscall on the process group we created for the server.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The server's working directory: its `cwd` (`~` expanded, relative to the
+/// run's working directory), else the run's working directory.
+fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
+    let Some(cwd) = cwd else {
+        return run_cwd.to_path_buf();
+    };
+    if let (Ok(rest), Some(home)) = (cwd.strip_prefix("~"), env("HOME")) {
+        return PathBuf::from(home).join(rest);
+    }
+    run_cwd.join(cwd)
+}
+
+/// The variables set for a server: each `NAME: SOURCE` entry sets NAME to
+/// the value of our variable SOURCE. An unset SOURCE is an error naming
+/// both (never a value).
+pub fn server_env(
+    map: &BTreeMap<String, String>,
+    env: Env,
+) -> Result<Vec<(String, String)>, String> {
+    map.iter()
+        .map(|(var, source)| match env(source) {
+            Some(value) => Ok((var.clone(), value)),
+            None => Err(format!("{var}: the variable {source} is not set")),
+        })
+        .collect()
+}
+
+async fn keep_tail(mut stderr: ChildStderr, tail: Arc<Mutex<String>>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+        tail.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if tail.len() > STDERR_TAIL {
+            let mut cut = tail.len() - STDERR_TAIL;
+            while !tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            tail.drain(..cut);
+        }
+    }
+}
+
+/// ` (stderr: <last line>)` when the server said something on stderr.
+fn tail_note(tail: &Mutex<String>) -> String {
+    let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+    match tail.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(line) => format!(" (stderr: {})", line.trim()),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_copies_our_variables_under_the_servers_names() {
+        let ours = |k: &str| (k == "DOCS_TOKEN").then(|| "s3cret".to_string());
+        let map = BTreeMap::from([("TOKEN_ENV".to_string(), "DOCS_TOKEN".to_string())]);
+        assert_eq!(
+            server_env(&map, &ours).unwrap(),
+            [("TOKEN_ENV".to_string(), "s3cret".to_string())]
+        );
+        let map = BTreeMap::from([("TOKEN_ENV".to_string(), "MISSING".to_string())]);
+        let err = server_env(&map, &ours).unwrap_err();
+        assert!(
+            err.contains("TOKEN_ENV") && err.contains("MISSING"),
+            "{err}"
+        );
+    }
+
+    fn test_server(args: &[&str]) -> McpServerConfig {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/cli/support/mcp_server.py"
+        );
+        McpServerConfig {
+            command: "python3".into(),
+            args: std::iter::once(script)
+                .chain(args.iter().copied())
+                .map(String::from)
+                .collect(),
+            env: BTreeMap::new(),
+            cwd: None,
+        }
+    }
+
+    fn start(config: &McpServerConfig, timeout: Duration) -> Result<(), String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let emitter = Emitter::new("r", vec![]);
+        let env = |k: &str| std::env::var(k).ok();
+        rt.block_on(async {
+            let server =
+                McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout).await?;
+            assert!(server.tools.iter().any(|t| t.name == "echo"));
+            server.shutdown().await;
+            assert!(!server.is_alive());
+            Ok(())
+        })
+    }
+
+    #[test]
+    fn a_server_that_never_answers_initialize_times_out() {
+        let started = std::time::Instant::now();
+        let err = start(
+            &test_server(&["--hang-at-start"]),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("did not finish initializing within 0.3s"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_working_server_starts_lists_and_stops() {
+        start(&test_server(&[]), Duration::from_secs(20)).unwrap();
+    }
+
+    #[test]
+    fn cwd_defaults_to_the_run_and_resolves_relative_and_home() {
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_string());
+        let run = Path::new("/repo");
+        assert_eq!(server_cwd(None, run, &env), PathBuf::from("/repo"));
+        assert_eq!(
+            server_cwd(Some(Path::new("sub")), run, &env),
+            PathBuf::from("/repo/sub")
+        );
+        assert_eq!(
+            server_cwd(Some(Path::new("/abs")), run, &env),
+            PathBuf::from("/abs")
+        );
+        assert_eq!(
+            server_cwd(Some(Path::new("~/x")), run, &env),
+            PathBuf::from("/home/u/x")
+        );
+    }
+}
