@@ -80,11 +80,16 @@ mod bench {
     /// A documented-shape stream: `text_events` text deltas, then a tool
     /// call whose input arrives in `json_events` pieces.
     fn big_stream(text_events: usize, json_events: usize) -> Vec<String> {
-        let ev = |v: serde_json::Value| format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v);
-        let mut out = vec![ev(json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 2000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}))];
+        let ev = |v: serde_json::Value| {
+            format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v)
+        };
+        let mut out = vec![ev(
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 2000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}),
+        )];
         out.push(ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})));
         for i in 0..text_events {
-            let text = format!("word{i} and \"quoted\" text with a newline\n and some more plain prose ");
+            let text =
+                format!("word{i} and \"quoted\" text with a newline\n and some more plain prose ");
             out.push(ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})));
         }
         out.push(ev(json!({"type": "content_block_stop", "index": 0})));
@@ -113,7 +118,10 @@ mod bench {
         let mb = body.len() as f64 / 1e6;
 
         // The event assembly alone, on pre-split event data.
-        let datas: Vec<&str> = events.iter().map(|e| e.split_once("data: ").unwrap().1.trim_end()).collect();
+        let datas: Vec<&str> = events
+            .iter()
+            .map(|e| e.split_once("data: ").unwrap().1.trim_end())
+            .collect();
         let mut alone = Vec::new();
         for _ in 0..5 {
             let start = Instant::now();
@@ -161,7 +169,14 @@ mod bench {
             first_event: Duration::from_secs(30),
             idle: Duration::from_secs(30),
         };
-        let transport = HttpTransport::new(&format!("http://127.0.0.1:{port}"), Some("k"), Auth::XApiKey, &BTreeMap::new(), timeouts).unwrap();
+        let transport = HttpTransport::new(
+            &format!("http://127.0.0.1:{port}"),
+            Some("k"),
+            Auth::XApiKey,
+            &BTreeMap::new(),
+            timeouts,
+        )
+        .unwrap();
         let model = AnthropicModel::new(transport, "claude-sonnet-4-5", None);
         let messages = [Message::new(Role::User, "go", 0)];
         let request = Request {
@@ -173,7 +188,10 @@ mod bench {
             reasoning_effort: None,
             spec: "anthropic/claude-sonnet-4-5",
         };
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let mut whole = Vec::new();
         for _ in 0..5 {
             let start = Instant::now();
