@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use eventsource_stream::{Event as SseEvent, Eventsource};
+use eventsource_stream::Event as SseEvent;
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use super::error::classify_status;
 use super::registry::StreamTimeouts;
+use super::sse::SseDecoder;
 use super::ModelError;
 use crate::settings::SetupError;
 
@@ -203,9 +204,12 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-/// Reads server-sent events under the first-event and idle timeouts.
+/// Reads server-sent events under the first-event and idle timeouts,
+/// decoding them with the linear-time `sse::SseDecoder`.
 pub struct SseReader {
-    events: BoxStream<'static, Result<SseEvent, ModelError>>,
+    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+    decoder: SseDecoder,
+    ended: bool,
     timeouts: StreamTimeouts,
     sent: Instant,
     seen_any: bool,
@@ -213,46 +217,51 @@ pub struct SseReader {
 
 impl SseReader {
     pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
-        let events = response
-            .bytes_stream()
-            .eventsource()
-            .map(|item| {
-                item.map_err(|e| match e {
-                    eventsource_stream::EventStreamError::Transport(e) => network_error(&e),
-                    _ => ModelError::StreamIncomplete,
-                })
-            })
-            .boxed();
         SseReader {
-            events,
+            bytes: response.bytes_stream().boxed(),
+            decoder: SseDecoder::default(),
+            ended: false,
             timeouts,
             sent,
             seen_any: false,
         }
     }
 
-    /// The next event; `Ok(None)` when the stream ended.
+    /// The next event; `Ok(None)` when the stream ended. The first event
+    /// must come within the first-event timeout of sending the request, and
+    /// each later one within the idle timeout of the one before.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
-        let limit = if self.seen_any {
-            self.timeouts.idle
+        let deadline = if self.seen_any {
+            Instant::now() + self.timeouts.idle
         } else {
-            self.timeouts
-                .first_event
-                .saturating_sub(self.sent.elapsed())
+            self.sent + self.timeouts.first_event
         };
-        match tokio::time::timeout(limit, self.events.next()).await {
-            Err(_) => Err(ModelError::Timeout {
-                message: if self.seen_any {
-                    "the stream went silent past the idle timeout".into()
-                } else {
-                    "no first stream event within the first-event timeout".into()
-                },
-            }),
-            Ok(None) => Ok(None),
-            Ok(Some(Err(e))) => Err(e),
-            Ok(Some(Ok(event))) => {
-                self.seen_any = true;
-                Ok(Some(event))
+        loop {
+            match self.decoder.next_event() {
+                Ok(Some(event)) => {
+                    self.seen_any = true;
+                    return Ok(Some(event));
+                }
+                Ok(None) => {}
+                Err(_) => return Err(ModelError::StreamIncomplete),
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let limit = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(limit, self.bytes.next()).await {
+                Err(_) => {
+                    return Err(ModelError::Timeout {
+                        message: if self.seen_any {
+                            "the stream went silent past the idle timeout".into()
+                        } else {
+                            "no first stream event within the first-event timeout".into()
+                        },
+                    })
+                }
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
             }
         }
     }

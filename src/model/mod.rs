@@ -19,6 +19,7 @@ pub mod responses;
 pub mod retry;
 pub mod script;
 pub mod spec;
+pub mod sse;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

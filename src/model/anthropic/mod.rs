@@ -134,6 +134,17 @@ mod bench {
             alone.push(mb / start.elapsed().as_secs_f64());
         }
 
+        // A reference point for this machine: parsing the same payloads into
+        // `serde_json::Value`, the least any JSON-reading consumer does.
+        let mut baseline = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            for d in &datas {
+                std::hint::black_box(serde_json::from_str::<serde_json::Value>(d).unwrap());
+            }
+            baseline.push(mb / start.elapsed().as_secs_f64());
+        }
+
         // The whole adapter over loopback HTTP: reqwest, SSE parsing, assembly.
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -201,8 +212,9 @@ mod bench {
             whole.push(mb / start.elapsed().as_secs_f64());
         }
         println!(
-            "anthropic SSE: {mb:.1} MB, {} events; assembly alone {:.0} MB/s; whole adapter over loopback {:.0} MB/s (medians of 5)",
+            "anthropic SSE: {mb:.1} MB, {} events; serde_json::Value baseline {:.0} MB/s; assembly alone {:.0} MB/s; whole adapter over loopback {:.0} MB/s (medians of 5)",
             events.len(),
+            median(baseline),
             median(alone),
             median(whole)
         );

@@ -83,7 +83,9 @@ pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u
     if !system.is_empty() {
         body.insert("system".into(), json!(system));
     }
-    body.insert("messages".into(), Value::Array(messages(request)));
+    let messages = messages(request);
+    let thinking = thinking.filter(|_| turn_can_think(&messages));
+    body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -132,6 +134,29 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// With thinking on, every assistant message of the current turn (since the
+/// last user message that is more than tool results) must start with a
+/// thinking block, or the API refuses the request. A turn begun without
+/// thinking (by another model, or with thinking off) finishes without it.
+fn turn_can_think(messages: &[Value]) -> bool {
+    let is_user_text = |m: &Value| {
+        m["role"] == "user"
+            && m["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] != "tool_result"))
+    };
+    let start = messages.iter().rposition(is_user_text).map_or(0, |i| i + 1);
+    messages[start..]
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .all(|m| {
+            matches!(
+                m["content"][0]["type"].as_str(),
+                Some("thinking" | "redacted_thinking")
+            )
+        })
 }
 
 /// A text block; the API refuses empty ones.
@@ -296,6 +321,29 @@ mod tests {
             None,
         );
         assert_eq!(other["messages"][1]["content"][0]["type"], "text");
+    }
+
+    #[test]
+    fn thinking_stays_off_for_a_turn_begun_without_it() {
+        let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "sig=="});
+        let with = conversation(Some(json!({"anthropic": {"content": [thinking]}})));
+        // Ends in tool results: the assistant's tool-use turn is still open.
+        let open_turn = &with[..4];
+        let mut r = request(open_turn, &[], "anthropic/claude-sonnet-4-5");
+        r.reasoning_effort = Some("low");
+        assert!(request_body("claude-sonnet-4-5", &r, None)
+            .get("thinking")
+            .is_some());
+        r.spec = "anthropic/claude-haiku-4-5";
+        assert!(request_body("claude-haiku-4-5", &r, None)
+            .get("thinking")
+            .is_none());
+        // A new user message starts a new turn: thinking is fine again.
+        let mut r = request(&with, &[], "anthropic/claude-haiku-4-5");
+        r.reasoning_effort = Some("low");
+        assert!(request_body("claude-haiku-4-5", &r, None)
+            .get("thinking")
+            .is_some());
     }
 
     #[test]

@@ -35,13 +35,26 @@ pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u
     if let Some(max) = request.max_output_tokens.or(configured_max) {
         body.insert("max_output_tokens".into(), json!(max));
     }
-    if let Some(effort) = request.reasoning_effort {
+    let reasons = is_reasoning_model(model);
+    if let Some(effort) = request.reasoning_effort.filter(|_| reasons) {
         body.insert("reasoning".into(), json!({"effort": effort}));
     }
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
-    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    if reasons {
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    }
     Value::Object(body)
+}
+
+/// Whether a model reasons. OpenAI refuses `reasoning` and
+/// `include: ["reasoning.encrypted_content"]` with HTTP 400 for the models
+/// that do not ("Encrypted content is not supported with this model"), so
+/// those known not to reason (the GPT-4 generation and chat snapshots) get
+/// neither; every other model, named gateways' included, is asked for both.
+fn is_reasoning_model(model: &str) -> bool {
+    const NON_REASONING: &[&str] = &["gpt-4", "gpt-3.5", "chatgpt-4o", "gpt-5-chat"];
+    !NON_REASONING.iter().any(|prefix| model.starts_with(prefix))
 }
 
 fn input_items(request: &Request<'_>) -> Vec<Value> {
@@ -154,6 +167,25 @@ mod tests {
             None,
         );
         assert_eq!(other["input"][1]["role"], "assistant");
+    }
+
+    #[test]
+    fn non_reasoning_models_get_no_reasoning_parameters() {
+        let msgs = [Message::new(Role::User, "t", 0)];
+        for model in ["gpt-4.1", "gpt-4o-mini", "gpt-5-chat-latest"] {
+            let body = request_body(model, &request(&msgs, &[], "x/y"), None);
+            assert!(body.get("include").is_none(), "{model}");
+            assert!(body.get("reasoning").is_none(), "{model}");
+            assert_eq!(body["store"], false);
+        }
+        for model in ["gpt-5", "o4-mini", "gpt-5-codex"] {
+            let body = request_body(model, &request(&msgs, &[], "x/y"), None);
+            assert_eq!(
+                body["include"],
+                json!(["reasoning.encrypted_content"]),
+                "{model}"
+            );
+        }
     }
 
     #[test]
