@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use eventsource_stream::{Event as SseEvent, Eventsource};
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use super::error::classify_status;
+use super::sse::{Event as SseEvent, SseParser};
 use super::registry::StreamTimeouts;
 use super::ModelError;
 use crate::settings::SetupError;
@@ -195,54 +195,58 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 
 /// Reads server-sent events under the first-event and idle timeouts.
 pub struct SseReader {
-    events: BoxStream<'static, Result<SseEvent, ModelError>>,
+    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+    parser: SseParser,
     timeouts: StreamTimeouts,
     sent: Instant,
     seen_any: bool,
+    ended: bool,
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
-        let events = response
-            .bytes_stream()
-            .eventsource()
-            .map(|item| {
-                item.map_err(|e| match e {
-                    eventsource_stream::EventStreamError::Transport(e) => network_error(&e),
-                    _ => ModelError::StreamIncomplete,
-                })
-            })
-            .boxed();
         SseReader {
-            events,
+            bytes: response.bytes_stream().boxed(),
+            parser: SseParser::default(),
             timeouts,
             sent,
             seen_any: false,
+            ended: false,
         }
     }
 
     /// The next event; `Ok(None)` when the stream ended.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
-        let limit = if self.seen_any {
-            self.timeouts.idle
-        } else {
-            self.timeouts
-                .first_event
-                .saturating_sub(self.sent.elapsed())
-        };
-        match tokio::time::timeout(limit, self.events.next()).await {
-            Err(_) => Err(ModelError::Timeout {
-                message: if self.seen_any {
-                    "the stream went silent past the idle timeout".into()
-                } else {
-                    "no first stream event within the first-event timeout".into()
-                },
-            }),
-            Ok(None) => Ok(None),
-            Ok(Some(Err(e))) => Err(e),
-            Ok(Some(Ok(event))) => {
-                self.seen_any = true;
-                Ok(Some(event))
+        loop {
+            match self.parser.next_event(self.ended) {
+                Ok(Some(event)) => return Ok(Some(event)),
+                Ok(None) if self.ended => return Ok(None),
+                Ok(None) => {}
+                Err(_) => return Err(ModelError::StreamIncomplete),
+            }
+            let limit = if self.seen_any {
+                self.timeouts.idle
+            } else {
+                self.timeouts
+                    .first_event
+                    .saturating_sub(self.sent.elapsed())
+            };
+            match tokio::time::timeout(limit, self.bytes.next()).await {
+                Err(_) => {
+                    return Err(ModelError::Timeout {
+                        message: if self.seen_any {
+                            "the stream went silent past the idle timeout".into()
+                        } else {
+                            "no first stream event within the first-event timeout".into()
+                        },
+                    })
+                }
+                Ok(None) => self.ended = true,
+                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Ok(chunk))) => {
+                    self.seen_any = true;
+                    self.parser.push(&chunk);
+                }
             }
         }
     }
@@ -252,6 +256,8 @@ impl SseReader {
 pub struct NdjsonReader {
     bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
     buffer: Vec<u8>,
+    /// Start of the unread part of `buffer`.
+    read: usize,
     timeouts: StreamTimeouts,
     sent: Instant,
     seen_any: bool,
@@ -263,6 +269,7 @@ impl NdjsonReader {
         NdjsonReader {
             bytes: response.bytes_stream().boxed(),
             buffer: Vec::new(),
+            read: 0,
             timeouts,
             sent,
             seen_any: false,
@@ -274,9 +281,9 @@ impl NdjsonReader {
     /// is not JSON fails the attempt as an incomplete stream.
     pub async fn next(&mut self) -> Result<Option<Value>, ModelError> {
         loop {
-            if let Some(pos) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=pos).collect();
-                let line = line.trim_ascii();
+            if let Some(pos) = self.buffer[self.read..].iter().position(|&b| b == b'\n') {
+                let line = self.buffer[self.read..self.read + pos].trim_ascii();
+                self.read += pos + 1;
                 if line.is_empty() {
                     continue;
                 }
@@ -286,7 +293,8 @@ impl NdjsonReader {
             }
             if self.ended {
                 let rest = std::mem::take(&mut self.buffer);
-                let rest = rest.trim_ascii();
+                let rest = rest[self.read..].trim_ascii();
+                self.read = 0;
                 if rest.is_empty() {
                     return Ok(None);
                 }
@@ -309,6 +317,12 @@ impl NdjsonReader {
                 Ok(Some(Err(e))) => return Err(network_error(&e)),
                 Ok(Some(Ok(chunk))) => {
                     self.seen_any = true;
+                    // Drop consumed lines once they are half the buffer:
+                    // linear time whatever the size of a network read.
+                    if self.read * 2 >= self.buffer.len() {
+                        self.buffer.drain(..self.read);
+                        self.read = 0;
+                    }
                     self.buffer.extend_from_slice(&chunk);
                 }
             }

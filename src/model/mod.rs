@@ -17,6 +17,7 @@ pub mod registry;
 pub mod retry;
 pub mod script;
 pub mod spec;
+pub mod sse;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
