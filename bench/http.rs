@@ -50,10 +50,12 @@ fn main() {
     let bin = binary();
     println!("# tinyagent HTTP benchmark ({REPEATS} repeats, medians)\n");
     parsing();
-    let latency = stub_latency();
+    let latency = stub_latency(32);
+    let large = stub_latency(64 << 10);
     println!(
-        "stub latency (minimal keep-alive client, small reply): {:.1} µs/request\n",
-        latency * 1e6
+        "stub latency (minimal keep-alive client, tool-call reply): {:.0} µs/request with a 32-byte request body, {:.0} µs with 64 KiB (a 200-step history)\n",
+        latency * 1e6,
+        large * 1e6
     );
     runs(&bin, latency);
 }
@@ -241,7 +243,7 @@ fn adapter_throughput(rt: &tokio::runtime::Runtime, model: &dyn Model, mb: f64) 
 // ---------- 2. agent runs ----------
 
 /// Seconds per request of the stub as a minimal keep-alive client sees it.
-fn stub_latency() -> f64 {
+fn stub_latency(body_len: usize) -> f64 {
     let server = Stub::sequence(vec![openai::chat_sse_tool_call(
         "call_1",
         "bash",
@@ -250,7 +252,11 @@ fn stub_latency() -> f64 {
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     stream.set_nodelay(true).unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let body = br#"{"model":"gpt-5","messages":[]}"#;
+    let body = format!(
+        "{{\"model\":\"gpt-5\",\"pad\":\"{}\"}}",
+        "x".repeat(body_len.saturating_sub(26))
+    );
+    let body = body.as_bytes();
     let mut samples = Vec::new();
     for _ in 0..400 {
         let started = Instant::now();
