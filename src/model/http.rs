@@ -271,6 +271,8 @@ impl SseReader {
 pub struct NdjsonReader {
     bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
     buffer: Vec<u8>,
+    /// Start of the unread part of `buffer`.
+    read: usize,
     timeouts: StreamTimeouts,
     sent: Instant,
     seen_any: bool,
@@ -282,6 +284,7 @@ impl NdjsonReader {
         NdjsonReader {
             bytes: response.bytes_stream().boxed(),
             buffer: Vec::new(),
+            read: 0,
             timeouts,
             sent,
             seen_any: false,
@@ -293,9 +296,9 @@ impl NdjsonReader {
     /// is not JSON fails the attempt as an incomplete stream.
     pub async fn next(&mut self) -> Result<Option<Value>, ModelError> {
         loop {
-            if let Some(pos) = self.buffer.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buffer.drain(..=pos).collect();
-                let line = line.trim_ascii();
+            if let Some(pos) = self.buffer[self.read..].iter().position(|&b| b == b'\n') {
+                let line = self.buffer[self.read..self.read + pos].trim_ascii();
+                self.read += pos + 1;
                 if line.is_empty() {
                     continue;
                 }
@@ -305,7 +308,8 @@ impl NdjsonReader {
             }
             if self.ended {
                 let rest = std::mem::take(&mut self.buffer);
-                let rest = rest.trim_ascii();
+                let rest = rest[self.read..].trim_ascii();
+                self.read = 0;
                 if rest.is_empty() {
                     return Ok(None);
                 }
@@ -330,6 +334,12 @@ impl NdjsonReader {
                 Ok(Some(Err(e))) => return Err(network_error(&e)),
                 Ok(Some(Ok(chunk))) => {
                     self.seen_any = true;
+                    // Drop consumed lines once they are half the buffer:
+                    // linear time whatever the size of a network read.
+                    if self.read * 2 >= self.buffer.len() {
+                        self.buffer.drain(..self.read);
+                        self.read = 0;
+                    }
                     self.buffer.extend_from_slice(&chunk);
                 }
             }

@@ -53,8 +53,8 @@ pub fn resolve(
             .and_then(env)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| b.endpoint.to_string());
-        let endpoint = if b.api == WireApi::Ollama && !endpoint.contains("://") {
-            format!("http://{endpoint}")
+        let endpoint = if b.api == WireApi::Ollama {
+            ollama_host(&endpoint)
         } else {
             endpoint
         };
@@ -175,4 +175,49 @@ fn bearer_transport(
         &resolved.headers,
         timeouts,
     )
+}
+
+/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and the
+/// port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+fn ollama_host(value: &str) -> String {
+    let value = value.trim_end_matches('/');
+    let (scheme, rest) = value.split_once("://").unwrap_or(("http", value));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let has_port = match authority.rfind(']') {
+        Some(close) => authority[close..].contains(':'),
+        None => authority.contains(':'),
+    };
+    if has_port || scheme != "http" {
+        format!("{scheme}://{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}:11434{path}")
+    }
+}
+
+#[cfg(test)]
+mod ollama_host_tests {
+    use super::ollama_host;
+
+    #[test]
+    fn scheme_and_port_default_like_ollama() {
+        assert_eq!(ollama_host("gpu-box"), "http://gpu-box:11434");
+        assert_eq!(ollama_host("0.0.0.0:8080"), "http://0.0.0.0:8080");
+        assert_eq!(
+            ollama_host("http://127.0.0.1:11434/"),
+            "http://127.0.0.1:11434"
+        );
+        assert_eq!(ollama_host("http://gpu-box"), "http://gpu-box:11434");
+        assert_eq!(
+            ollama_host("https://ollama.example.com"),
+            "https://ollama.example.com"
+        );
+        assert_eq!(ollama_host("[::1]"), "http://[::1]:11434");
+        assert_eq!(
+            ollama_host("http://[::1]:9000/proxy"),
+            "http://[::1]:9000/proxy"
+        );
+    }
 }

@@ -143,7 +143,10 @@ fn a_tool_using_run_sends_the_documented_request_shape() {
 #[test]
 fn a_named_gateway_gets_its_headers_key_and_the_models_token_cap() {
     let env = TestEnv::new();
-    let stub = Stub::sequence(vec![chat_sse_text("All done.")]);
+    // Gateways (OpenRouter among them) send SSE comments while they wait.
+    let mut with_comments = vec![": OPENROUTER PROCESSING\n\n".to_string()];
+    with_comments.extend(text_events("All done."));
+    let stub = Stub::sequence(vec![Reply::sse(with_comments)]);
     env.user_config(&format!(
         "providers:\n  gateway:\n    api: openai\n    endpoint: {}/v1\n    api_key_env: GATEWAY_KEY\n    headers: {{X-Team: infra}}\n    models:\n      qwen3-coder: {{max_output_tokens: 256}}\n",
         stub.url()

@@ -185,6 +185,9 @@ impl Stub {
 }
 
 fn serve(stream: TcpStream, responder: &Responder, seen: &Mutex<Vec<Captured>>) {
+    // Each reply is several small writes: without this, Nagle's algorithm
+    // and the client's delayed ACK add ~40 ms to every request.
+    let _ = stream.set_nodelay(true);
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     loop {
