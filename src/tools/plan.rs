@@ -77,7 +77,10 @@ impl Tool for PlanTool {
                 format!("{mark} {}", i.text)
             })
             .collect();
-        let done = items.iter().filter(|i| i.status == PlanStatus::Done).count();
+        let done = items
+            .iter()
+            .filter(|i| i.status == PlanStatus::Done)
+            .count();
         let total = items.len();
         *self.plan.lock().unwrap_or_else(|e| e.into_inner()) = items;
         ToolOutput::ok(format!(
