@@ -461,7 +461,15 @@ fn sigterm_ends_interrupted_with_130() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // Signal once the run is under way (its checkpoint exists), then give
+    // the bash call a moment to start.
+    for _ in 0..200 {
+        if path.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
     unsafe {
         libc_kill(child.id() as i32, 15);
     }

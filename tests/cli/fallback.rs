@@ -381,6 +381,7 @@ fn interrupt_during_backoff_sends_no_fallback_request() {
         "config.yaml",
         "retry: {attempts: 3, backoff: 10s, jitter: 0}\n",
     );
+    let path = env.file("t.json");
     let child = env
         .std_cmd()
         .args([
@@ -391,6 +392,8 @@ fn interrupt_during_backoff_sends_no_fallback_request() {
             &a,
             "--fallback-model",
             &b,
+            "-o",
+            path.to_str().unwrap(),
             "task",
         ])
         .stdin(std::process::Stdio::null())
@@ -398,7 +401,15 @@ fn interrupt_during_backoff_sends_no_fallback_request() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Signal once the run is under way (its checkpoint exists) and in its
+    // 10 s backoff.
+    for _ in 0..200 {
+        if path.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
     // SAFETY: signalling our own child.
     unsafe { kill(child.id() as i32, 2) };
     let out = child.wait_with_output().unwrap();
