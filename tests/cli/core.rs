@@ -521,7 +521,7 @@ fn tool_processes_die_with_a_killed_agent() {
         .spawn()
         .unwrap();
     let pid_file = env.work().join("child.pid");
-    for _ in 0..100 {
+    for _ in 0..500 {
         if pid_file.exists()
             && !std::fs::read_to_string(&pid_file)
                 .unwrap()
@@ -548,7 +548,7 @@ fn tool_processes_die_with_a_killed_agent() {
         // Gone, or a zombie waiting for its reaper.
         stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z")
     };
-    for _ in 0..100 {
+    for _ in 0..500 {
         if pids.iter().all(|p| gone(p)) {
             break;
         }
