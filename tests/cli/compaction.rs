@@ -25,14 +25,22 @@ fn bash(command: &str) -> String {
 #[test]
 fn an_overflow_compacts_once_and_retries_without_a_fallback() {
     let env = TestEnv::new();
-    let primary = env.script("a.yaml", &format!("- error: {{kind: context_overflow}}\n{SUBMIT}"));
+    let primary = env.script(
+        "a.yaml",
+        &format!("- error: {{kind: context_overflow}}\n{SUBMIT}"),
+    );
     let backup = env.script("b.yaml", SUBMIT);
     let out = env
         .cmd()
         .args(["-m", &primary, "--fallback-model", &backup, "--json", "t"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ev = events(&out.stdout);
     let compacted = of_type(&ev, "context.compacted");
     assert_eq!(compacted.len(), 1);
@@ -52,7 +60,10 @@ fn an_overflow_compacts_once_and_retries_without_a_fallback() {
 #[test]
 fn an_overflow_after_compaction_ends_the_run_with_error() {
     let env = TestEnv::new();
-    let primary = env.script("a.yaml", "- error: {kind: context_overflow, message: prompt is too long}\n");
+    let primary = env.script(
+        "a.yaml",
+        "- error: {kind: context_overflow, message: prompt is too long}\n",
+    );
     let backup = env.script("b.yaml", SUBMIT);
     let out = env
         .cmd()
@@ -65,7 +76,10 @@ fn an_overflow_after_compaction_ends_the_run_with_error() {
     assert!(of_type(&ev, "model.fallback").is_empty());
     let end = finished(&ev);
     assert_eq!(end["status"], "error");
-    assert!(end["error"].as_str().unwrap().contains("context overflow"), "{end}");
+    assert!(
+        end["error"].as_str().unwrap().contains("context overflow"),
+        "{end}"
+    );
 }
 
 /// Three bash turns, then the summary the model is asked for, then submit.
@@ -85,7 +99,10 @@ fn long_task(env: &TestEnv) -> String {
 fn a_request_past_the_threshold_is_compacted_first_and_the_trajectory_keeps_the_summary() {
     let env = TestEnv::new();
     let model = long_task(&env);
-    let config = env.write("c.yaml", "compaction: {threshold: 0.5, default_context_window: 2000}\n");
+    let config = env.write(
+        "c.yaml",
+        "compaction: {threshold: 0.5, default_context_window: 2000}\n",
+    );
     let traj = env.file("t.json");
     let out = env
         .cmd()
@@ -96,7 +113,12 @@ fn a_request_past_the_threshold_is_compacted_first_and_the_trajectory_keeps_the_
         .arg("make a long task")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ev = events(&out.stdout);
     let compacted = of_type(&ev, "context.compacted");
     assert_eq!(compacted.len(), 1, "{compacted:?}");
@@ -115,10 +137,16 @@ fn a_request_past_the_threshold_is_compacted_first_and_the_trajectory_keeps_the_
     let messages = doc["messages"].as_array().unwrap();
     assert_eq!(messages[0]["content"], "make a long task");
     assert_eq!(messages[1]["role"], "user");
-    assert_eq!(messages[1]["content"], format!("{MARKER}\nSUMMARY-TEXT listed the files"));
+    assert_eq!(
+        messages[1]["content"],
+        format!("{MARKER}\nSUMMARY-TEXT listed the files")
+    );
     // The first turn is gone; the last two turns are whole, results after calls.
     assert_eq!(messages[2]["role"], "assistant");
-    assert_eq!(messages[3]["tool_call_id"], messages[2]["tool_calls"][0]["id"]);
+    assert_eq!(
+        messages[3]["tool_call_id"],
+        messages[2]["tool_calls"][0]["id"]
+    );
     assert_eq!(messages.len(), 2 + 4 + 2, "{doc:#}");
     assert!(!journal_of(&traj).exists());
 }
@@ -170,7 +198,8 @@ fn the_checkpoint_holds_the_compacted_history_while_the_run_goes_on() {
         if let Ok(text) = std::fs::read_to_string(&traj) {
             if let Ok(doc) = serde_json::from_str::<Value>(&text) {
                 if doc["messages"].as_array().is_some_and(|m| {
-                    m.iter().any(|m| m["content"].as_str().is_some_and(|c| c.starts_with(MARKER)))
+                    m.iter()
+                        .any(|m| m["content"].as_str().is_some_and(|c| c.starts_with(MARKER)))
                 }) {
                     seen = Some(doc);
                     break;
@@ -189,5 +218,8 @@ fn the_checkpoint_holds_the_compacted_history_while_the_run_goes_on() {
     assert_eq!(doc["status"], "running");
     // FILE plus journal (as --resume reads it) agrees.
     let journal = std::fs::read_to_string(journal_of(&traj)).unwrap_or_default();
-    assert!(!journal.contains("echo one"), "the old turn is not replayed: {journal}");
+    assert!(
+        !journal.contains("echo one"),
+        "the old turn is not replayed: {journal}"
+    );
 }

@@ -20,15 +20,27 @@ fn a_failing_stop_hook_sends_the_agent_back_once_then_passes() {
         &env,
         "  stop:\n    - command: 'test -f .checked || { touch .checked; echo \"2 tests failed: fix parse()\"; exit 1; }'\n",
     );
-    let model = env.script("s.yaml", &format!("{}{}", submit("first try"), submit("fixed")));
-    let out = env.cmd().args(["-m", &model, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let model = env.script(
+        "s.yaml",
+        &format!("{}{}", submit("first try"), submit("fixed")),
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let ev = events(&out.stdout);
     let results = of_type(&ev, "tool.finished");
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["ok"], false);
     let told = results[0]["output"].as_str().unwrap();
-    assert!(told.contains("2 tests failed: fix parse()") && told.contains("exit 1"), "{told}");
+    assert!(
+        told.contains("2 tests failed: fix parse()") && told.contains("exit 1"),
+        "{told}"
+    );
     assert_eq!(results[1]["ok"], true);
     let end = finished(&ev);
     assert_eq!(end["status"], "submitted");
@@ -42,7 +54,10 @@ fn a_stop_hook_also_guards_a_plain_text_answer_and_sees_it_on_stdin() {
     let seen = env.file("stop.json");
     let config = hooks(
         &env,
-        &format!("  stop:\n    - command: 'cat > {}; test -f .again || {{ touch .again; exit 2; }}'\n", seen.display()),
+        &format!(
+            "  stop:\n    - command: 'cat > {}; test -f .again || {{ touch .again; exit 2; }}'\n",
+            seen.display()
+        ),
     );
     let model = env.script("s.yaml", "- text: all done\n- text: really done\n");
     let traj = env.file("t.json");
@@ -72,14 +87,26 @@ fn a_stop_hook_that_always_fails_cannot_loop_forever() {
     let env = TestEnv::new();
     let config = hooks(&env, "  stop:\n    - command: 'echo never happy; exit 1'\n");
     let model = env.script("s.yaml", &submit("answer"));
-    let out = env.cmd().args(["-m", &model, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let ev = events(&out.stdout);
     let end = finished(&ev);
     assert_eq!(end["status"], "submitted");
-    assert_eq!(end["steps"], 4, "three refused rounds, then the answer stands");
+    assert_eq!(
+        end["steps"], 4,
+        "three refused rounds, then the answer stands"
+    );
     let warnings = of_type(&ev, "warning");
-    assert!(warnings.iter().any(|w| w["message"].as_str().unwrap().contains("stop hooks failed 3 times")));
+    assert!(warnings.iter().any(|w| w["message"]
+        .as_str()
+        .unwrap()
+        .contains("stop hooks failed 3 times")));
 }
 
 #[test]
@@ -96,15 +123,27 @@ fn a_pre_tool_hook_blocks_a_command_and_the_model_gets_its_message() {
             submit("ok")
         ),
     );
-    let out = env.cmd().args(["-m", &model, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(!env.work().join("forbidden").exists(), "the blocked command must not run");
+    assert!(
+        !env.work().join("forbidden").exists(),
+        "the blocked command must not run"
+    );
     assert!(env.work().join("allowed").exists());
     let ev = events(&out.stdout);
     let results = of_type(&ev, "tool.finished");
     assert_eq!(results[0]["ok"], false);
     let told = results[0]["output"].as_str().unwrap();
-    assert!(told.contains("blocked") && told.contains("no touching forbidden files"), "{told}");
+    assert!(
+        told.contains("blocked") && told.contains("no touching forbidden files"),
+        "{told}"
+    );
     assert_eq!(results[1]["ok"], true);
 }
 
@@ -123,9 +162,18 @@ fn tool_hooks_receive_the_call_as_json() {
     );
     let model = env.script(
         "s.yaml",
-        &format!("- tool_calls:\n  - {{id: call_7, name: bash, arguments: {{command: 'echo out'}}}}\n{}", submit("ok")),
+        &format!(
+            "- tool_calls:\n  - {{id: call_7, name: bash, arguments: {{command: 'echo out'}}}}\n{}",
+            submit("ok")
+        ),
     );
-    let out = env.cmd().args(["-m", &model, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let pre = read_json(&pre);
     assert_eq!(pre["tool"], "bash");
@@ -139,5 +187,8 @@ fn tool_hooks_receive_the_call_as_json() {
     let ev = events(&out.stdout);
     let result = of_type(&ev, "tool.finished")[0];
     assert_eq!(result["ok"], true);
-    assert!(result["output"].as_str().unwrap().contains("post says hi"), "{result}");
+    assert!(
+        result["output"].as_str().unwrap().contains("post says hi"),
+        "{result}"
+    );
 }

@@ -73,7 +73,10 @@ fn an_invalid_answer_goes_back_to_the_model_with_the_errors() {
     assert_eq!(results.len(), 2);
     assert_eq!(results[0]["ok"], false);
     let feedback = results[0]["output"].as_str().unwrap();
-    assert!(feedback.contains("/answer") && feedback.contains("integer"), "{feedback}");
+    assert!(
+        feedback.contains("/answer") && feedback.contains("integer"),
+        "{feedback}"
+    );
     assert_eq!(results[1]["ok"], true);
     let end = finished(&ev);
     assert_eq!(end["steps"], 2);
@@ -84,7 +87,10 @@ fn an_invalid_answer_goes_back_to_the_model_with_the_errors() {
 fn a_text_answer_must_be_json_too() {
     let env = TestEnv::new();
     let schema = env.write("schema.json", SCHEMA);
-    let model = env.script("s.yaml", "- text: The answer is 42.\n- text: '{\"answer\": 42}'\n");
+    let model = env.script(
+        "s.yaml",
+        "- text: The answer is 42.\n- text: '{\"answer\": 42}'\n",
+    );
     let traj = env.file("t.json");
     let out = env
         .cmd()
@@ -114,7 +120,11 @@ fn three_invalid_answers_in_a_row_end_the_run_with_error() {
     let env = TestEnv::new();
     let schema = env.write("schema.json", SCHEMA);
     // Of either kind: a bad submit, prose, then a bad submit again.
-    let script = format!("{}- text: no JSON here\n{}", submit("{answer: one}"), submit("{wrong: 1}"));
+    let script = format!(
+        "{}- text: no JSON here\n{}",
+        submit("{answer: one}"),
+        submit("{wrong: 1}")
+    );
     let model = env.script("s.yaml", &script);
     let out = env
         .cmd()
@@ -129,13 +139,19 @@ fn three_invalid_answers_in_a_row_end_the_run_with_error() {
     assert_eq!(end["status"], "error");
     assert_eq!(end["steps"], 3);
     assert_eq!(end["output"], Value::Null);
-    assert!(end["error"].as_str().unwrap().contains("3 times in a row"), "{end}");
+    assert!(
+        end["error"].as_str().unwrap().contains("3 times in a row"),
+        "{end}"
+    );
 }
 
 #[test]
 fn a_string_schema_still_prints_json() {
     let env = TestEnv::new();
-    let schema = env.write("schema.json", r#"{"type": "string", "enum": ["yes", "no"]}"#);
+    let schema = env.write(
+        "schema.json",
+        r#"{"type": "string", "enum": ["yes", "no"]}"#,
+    );
     let model = env.script("s.yaml", &submit("'yes'"));
     env.cmd()
         .args(["-m", &model, "--output-schema"])
@@ -153,7 +169,11 @@ fn an_unusable_schema_exits_two_before_any_request() {
     let cases = [
         ("missing.json", None, "cannot read"),
         ("garbage.json", Some("{not json"), "not valid JSON"),
-        ("bad-type.json", Some(r#"{"type": "integr"}"#), "not a valid JSON Schema"),
+        (
+            "bad-type.json",
+            Some(r#"{"type": "integr"}"#),
+            "not a valid JSON Schema",
+        ),
         ("array.json", Some("[1, 2]"), "not a JSON Schema"),
     ];
     for (name, text, message) in cases {
@@ -172,7 +192,10 @@ fn an_unusable_schema_exits_two_before_any_request() {
         assert!(out.stdout.is_empty(), "{name}: no events, no step.started");
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert_eq!(stderr.lines().count(), 1, "{name}: {stderr}");
-        assert!(stderr.contains("--output-schema") && stderr.contains(message), "{name}: {stderr}");
+        assert!(
+            stderr.contains("--output-schema") && stderr.contains(message),
+            "{name}: {stderr}"
+        );
     }
 }
 

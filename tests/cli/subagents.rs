@@ -21,7 +21,10 @@ const CHILD: &str = "- text: Reading the notes.\n  tool_calls:\n  - {name: read_
 fn setup(env: &TestEnv, child: &str, extra: &str) -> (String, std::path::PathBuf) {
     std::fs::write(env.work().join("notes.txt"), "the secret is 42\n").unwrap();
     let child = env.script("child.yaml", child);
-    let config = env.write("c.yaml", &format!("subagents: {{model: '{child}', step_limit: 5}}\n{extra}"));
+    let config = env.write(
+        "c.yaml",
+        &format!("subagents: {{model: '{child}', step_limit: 5}}\n{extra}"),
+    );
     (child, config)
 }
 
@@ -29,7 +32,10 @@ fn setup(env: &TestEnv, child: &str, extra: &str) -> (String, std::path::PathBuf
 fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
     let env = TestEnv::new();
     let (child, config) = setup(&env, CHILD, "");
-    let parent = env.script("parent.yaml", &format!("{}{PARENT_SUBMIT}", delegate("Find the secret")));
+    let parent = env.script(
+        "parent.yaml",
+        &format!("{}{PARENT_SUBMIT}", delegate("Find the secret")),
+    );
     let out = env
         .cmd()
         .args(["-m", &parent, "--json", "-c"])
@@ -37,18 +43,29 @@ fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
         .arg("what is the secret?")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ev = events(&out.stdout);
     let parent_id = ev[0]["run_id"].as_str().unwrap().to_string();
 
     // The parent's own stream: seq 1, 2, 3 ... and no parent_run_id.
-    let own: Vec<&Value> = ev.iter().filter(|e| e["run_id"] == parent_id.as_str()).collect();
+    let own: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["run_id"] == parent_id.as_str())
+        .collect();
     for (i, e) in own.iter().enumerate() {
         assert_eq!(e["seq"], i as u64 + 1, "{e}");
         assert!(e.get("parent_run_id").is_none());
     }
     // The child's events: its own run id and seq, marked with the parent.
-    let kids: Vec<&Value> = ev.iter().filter(|e| e["run_id"] != parent_id.as_str()).collect();
+    let kids: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["run_id"] != parent_id.as_str())
+        .collect();
     assert!(!kids.is_empty());
     let child_id = kids[0]["run_id"].as_str().unwrap();
     for (i, e) in kids.iter().enumerate() {
@@ -63,11 +80,17 @@ fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
     assert_eq!(child_end["type"], "run.finished");
     assert_eq!(child_end["status"], "submitted");
     assert_eq!(child_end["steps"], 2);
-    let child_tools: Vec<&&Value> = kids.iter().filter(|e| e["type"] == "tool.finished").collect();
+    let child_tools: Vec<&&Value> = kids
+        .iter()
+        .filter(|e| e["type"] == "tool.finished")
+        .collect();
     assert_eq!(child_tools[0]["tool"], "read_file");
 
     // Only the report comes back to the parent.
-    let results: Vec<&&Value> = own.iter().filter(|e| e["type"] == "tool.finished").collect();
+    let results: Vec<&&Value> = own
+        .iter()
+        .filter(|e| e["type"] == "tool.finished")
+        .collect();
     assert_eq!(results[0]["tool"], "delegate");
     assert_eq!(results[0]["ok"], true);
     assert_eq!(results[0]["output"], "REPORT: the secret is 42");
@@ -78,7 +101,10 @@ fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
     assert_eq!(end["steps"], 2, "the child's steps are its own");
     assert_eq!(end["input_tokens"], 2020);
     assert_eq!(end["output_tokens"], 202);
-    assert!((end["cost_usd"].as_f64().unwrap() - 0.22).abs() < 1e-9, "{end}");
+    assert!(
+        (end["cost_usd"].as_f64().unwrap() - 0.22).abs() < 1e-9,
+        "{end}"
+    );
 }
 
 #[test]
@@ -87,8 +113,17 @@ fn the_child_cannot_change_files() {
     let child = "- tool_calls:\n  - {name: write_file, arguments: {path: x.txt, content: hi}}\n  - {name: bash, arguments: {command: 'touch y.txt'}}\n\
 - tool_calls:\n  - {name: submit, arguments: {output: could not}}\n";
     let (_, config) = setup(&env, child, "");
-    let parent = env.script("parent.yaml", &format!("{}{PARENT_SUBMIT}", delegate("write x")));
-    let out = env.cmd().args(["-m", &parent, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let parent = env.script(
+        "parent.yaml",
+        &format!("{}{PARENT_SUBMIT}", delegate("write x")),
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &parent, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let ev = events(&out.stdout);
     let refused: Vec<&Value> = ev
@@ -108,7 +143,10 @@ fn the_childs_cost_counts_toward_the_parents_limit() {
     // Each child reply costs $0.05; the parent may spend $0.2 in all.
     let child = "- tool_calls:\n  - {name: list_files, arguments: {path: .}}\n  cost: 0.05\n";
     let (_, config) = setup(&env, child, "");
-    let parent = env.script("parent.yaml", &format!("{}{PARENT_SUBMIT}", delegate("look around")));
+    let parent = env.script(
+        "parent.yaml",
+        &format!("{}{PARENT_SUBMIT}", delegate("look around")),
+    );
     let out = env
         .cmd()
         .args(["-m", &parent, "--json", "--cost-limit", "0.2", "-c"])
@@ -122,7 +160,10 @@ fn the_childs_cost_counts_toward_the_parents_limit() {
     assert_eq!(end["status"], "cost_limit");
     assert_eq!(end["steps"], 1);
     let cost = end["cost_usd"].as_f64().unwrap();
-    assert!((cost - 0.2).abs() < 1e-9, "0.1 + two child replies of 0.05: {cost}");
+    assert!(
+        (cost - 0.2).abs() < 1e-9,
+        "0.1 + two child replies of 0.05: {cost}"
+    );
     let child_end = ev
         .iter()
         .find(|e| e.get("parent_run_id").is_some() && e["type"] == "run.finished")
@@ -135,8 +176,17 @@ fn a_child_that_fails_reports_its_status_to_the_parent() {
     let env = TestEnv::new();
     let child = "- tool_calls:\n  - {name: list_files, arguments: {path: .}}\n";
     let (_, config) = setup(&env, child, "");
-    let parent = env.script("parent.yaml", &format!("{}{PARENT_SUBMIT}", delegate("loop forever")));
-    let out = env.cmd().args(["-m", &parent, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+    let parent = env.script(
+        "parent.yaml",
+        &format!("{}{PARENT_SUBMIT}", delegate("loop forever")),
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &parent, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let ev = events(&out.stdout);
     let result = ev
@@ -144,18 +194,31 @@ fn a_child_that_fails_reports_its_status_to_the_parent() {
         .find(|e| e["type"] == "tool.finished" && e["tool"] == "delegate")
         .unwrap();
     assert_eq!(result["ok"], false);
-    assert!(result["output"].as_str().unwrap().contains("step_limit after 5 steps"), "{result}");
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap()
+            .contains("step_limit after 5 steps"),
+        "{result}"
+    );
 }
 
 #[test]
 fn delegate_exists_only_with_subagents_configured() {
     let env = TestEnv::new();
     let parent = env.script("parent.yaml", &format!("{}{PARENT_SUBMIT}", delegate("x")));
-    let out = env.cmd().args(["-m", &parent, "--json", "t"]).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["-m", &parent, "--json", "t"])
+        .output()
+        .unwrap();
     let ev = events(&out.stdout);
     let result = of_type(&ev, "tool.finished")[0];
     assert_eq!(result["ok"], false);
-    assert!(result["output"].as_str().unwrap().contains("unknown tool 'delegate'"));
+    assert!(result["output"]
+        .as_str()
+        .unwrap()
+        .contains("unknown tool 'delegate'"));
     assert!(ev.iter().all(|e| e.get("parent_run_id").is_none()));
 }
 
@@ -165,15 +228,33 @@ fn bad_subagent_config_exits_two() {
     let parent = env.script("parent.yaml", PARENT_SUBMIT);
     let child = env.script("child.yaml", CHILD);
     let cases: BTreeMap<&str, String> = BTreeMap::from([
-        ("unknown provider", "subagents: {model: nope/x}\n".to_string()),
+        (
+            "unknown provider",
+            "subagents: {model: nope/x}\n".to_string(),
+        ),
         ("no model", "subagents: {step_limit: 3}\n".to_string()),
-        ("missing key", "subagents: {model: openai/gpt-5-mini}\n".to_string()),
-        ("bad fallback", format!("subagents: {{model: '{child}', fallback_models: ['{child}']}}\n")),
-        ("unknown key", "subagents: {model: x/y, steps: 3}\n".to_string()),
+        (
+            "missing key",
+            "subagents: {model: openai/gpt-5-mini}\n".to_string(),
+        ),
+        (
+            "bad fallback",
+            format!("subagents: {{model: '{child}', fallback_models: ['{child}']}}\n"),
+        ),
+        (
+            "unknown key",
+            "subagents: {model: x/y, steps: 3}\n".to_string(),
+        ),
     ]);
     for (name, yaml) in cases {
         let config = env.write("bad.yaml", &yaml);
-        let out = env.cmd().args(["-m", &parent, "--json", "-c"]).arg(&config).arg("t").output().unwrap();
+        let out = env
+            .cmd()
+            .args(["-m", &parent, "--json", "-c"])
+            .arg(&config)
+            .arg("t")
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{name}");
         assert!(out.stdout.is_empty(), "{name}");
         let stderr = String::from_utf8(out.stderr).unwrap();
