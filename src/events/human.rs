@@ -15,6 +15,8 @@ pub struct HumanSink {
     color: bool,
     spinner: Option<ProgressBar>,
     streamed: bool,
+    /// Set while rendering a subagent's event: its lines are indented.
+    indent: bool,
 }
 
 impl HumanSink {
@@ -35,10 +37,18 @@ impl HumanSink {
             color,
             spinner,
             streamed: false,
+            indent: false,
         }
     }
 
     fn line(&self, text: &str) {
+        let indented;
+        let text = if self.indent {
+            indented = format!("  {text}");
+            &indented
+        } else {
+            text
+        };
         match &self.spinner {
             Some(bar) => bar.suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
@@ -56,7 +66,11 @@ impl HumanSink {
             Event::RunFinished { .. } => {
                 self.line(&self.paint("2", &format!("subagent {}", summary_line(&record.event))));
             }
-            _ => self.handle_event(record),
+            _ => {
+                self.indent = true;
+                self.handle_event(record);
+                self.indent = false;
+            }
         }
     }
 
