@@ -17,6 +17,8 @@ pub struct HumanSink {
     live: bool,
     spinner: Option<ProgressBar>,
     streamed: bool,
+    /// Set while rendering a subagent's event: its lines are indented.
+    indent: bool,
 }
 
 impl HumanSink {
@@ -30,6 +32,7 @@ impl HumanSink {
             live,
             spinner: live.then(new_spinner),
             streamed: false,
+            indent: false,
         }
     }
 
@@ -44,6 +47,13 @@ impl HumanSink {
     }
 
     fn line(&self, text: &str) {
+        let indented;
+        let text = if self.indent {
+            indented = format!("  {text}");
+            &indented
+        } else {
+            text
+        };
         match &self.spinner {
             Some(bar) => bar.suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
@@ -61,7 +71,11 @@ impl HumanSink {
             Event::RunFinished { .. } => {
                 self.line(&self.paint("2", &format!("subagent {}", summary_line(&record.event))));
             }
-            _ => self.handle_event(record),
+            _ => {
+                self.indent = true;
+                self.handle_event(record);
+                self.indent = false;
+            }
         }
     }
 

@@ -231,3 +231,33 @@ fn the_checkpoint_holds_the_compacted_history_while_the_run_goes_on() {
         "the old turn is not replayed: {journal}"
     );
 }
+
+#[test]
+fn after_a_fallback_switch_the_active_model_compacts() {
+    let env = TestEnv::new();
+    let primary = env.script("a.yaml", "- error: {status: 503}\n");
+    let backup = env.script(
+        "b.yaml",
+        &format!("- error: {{kind: context_overflow}}\n{SUBMIT}"),
+    );
+    let config = env.write("c.yaml", "retry: {attempts: 1, backoff: 1ms}\n");
+    let out = env
+        .cmd()
+        .args(["-m", &primary, "--fallback-model", &backup, "--json", "-c"])
+        .arg(&config)
+        .arg("t")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out.stdout);
+    assert_eq!(of_type(&ev, "model.fallback").len(), 1);
+    let compacted = of_type(&ev, "context.compacted");
+    assert_eq!(compacted.len(), 1);
+    assert_eq!(compacted[0]["model"], backup.as_str());
+    assert_eq!(finished(&ev)["active_model"], backup.as_str());
+}
