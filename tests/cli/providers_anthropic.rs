@@ -4,14 +4,16 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::anthropic::{
     self as wire, error_reply, message, text_block, text_reply, thinking_block, tool_reply,
     tool_use_block,
 };
 use crate::support::stub::{End, Reply, Stub};
-use crate::support::{events, finished, of_type, read_json, TestEnv};
+use crate::support::{
+    assert_secret_absent, events, finished, of_type, read_json, retry_reasons, TestEnv,
+};
 
 const MODEL: &str = "anthropic/claude-sonnet-4-5";
 const KEY: &str = "sk-ant-test-9f8e7d6c5b4a";
@@ -36,29 +38,6 @@ fn cmd(env: &TestEnv, stub: &Stub) -> assert_cmd::Command {
 
 fn submit(id: &str) -> Reply {
     tool_reply(id, "submit", json!({"output": "done"}))
-}
-
-fn reasons(ev: &[Value]) -> Vec<String> {
-    of_type(ev, "provider.retry")
-        .iter()
-        .map(|e| e["reason"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn assert_no_key(out: &std::process::Output, files: &[&std::path::Path]) {
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains(KEY),
-        "key in stdout"
-    );
-    assert!(
-        !String::from_utf8_lossy(&out.stderr).contains(KEY),
-        "key in stderr"
-    );
-    for f in files {
-        if let Ok(text) = std::fs::read_to_string(f) {
-            assert!(!text.contains(KEY), "key in {}", f.display());
-        }
-    }
 }
 
 #[test]
@@ -135,7 +114,7 @@ fn a_tool_using_run_sends_the_documented_request_shape() {
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["tool_use_id"], "toolu_01A");
     assert!(result["content"].as_str().is_some());
-    assert_no_key(&out, &[&traj]);
+    assert_secret_absent(KEY, &out, &[&traj]);
 }
 
 #[test]
@@ -193,14 +172,14 @@ fn overloaded_529_is_retried_until_the_attempts_run_out() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stub.count(), 3);
     let ev = events(&out.stdout);
-    assert_eq!(reasons(&ev), ["http_529", "http_529"]);
+    assert_eq!(retry_reasons(&ev), ["http_529", "http_529"]);
     let fin = finished(&ev);
     assert_eq!(fin["status"], "error");
     assert!(
         fin["error"].as_str().unwrap().contains("Overloaded"),
         "{fin}"
     );
-    assert_no_key(&out, &[]);
+    assert_secret_absent(KEY, &out, &[]);
 }
 
 #[test]
@@ -271,7 +250,7 @@ fn client_errors_are_not_retried_and_404_hints_at_the_model_name() {
             status == 404,
             "{stderr}"
         );
-        assert_no_key(&out, &[]);
+        assert_secret_absent(KEY, &out, &[]);
     }
 }
 
@@ -292,7 +271,7 @@ fn a_low_credit_balance_is_quota_and_moves_the_chain_at_once() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stub.count(), 1);
-    assert!(reasons(&events(&out.stdout)).is_empty());
+    assert!(retry_reasons(&events(&out.stdout)).is_empty());
 
     let backup = env.script("backup.yaml", "- text: from the backup\n");
     let stub = Stub::sequence(vec![low()]);
@@ -333,7 +312,7 @@ fn stalls_before_the_first_event_and_mid_stream_time_out_and_retry() {
     );
     assert_eq!(stub.count(), 4);
     let ev = events(&out.stdout);
-    assert_eq!(reasons(&ev), ["timeout", "timeout", "timeout"]);
+    assert_eq!(retry_reasons(&ev), ["timeout", "timeout", "timeout"]);
     assert_eq!(of_type(&ev, "model.attempt_reset").len(), 1);
     assert_eq!(finished(&ev)["output"], "Hello");
 }
@@ -357,7 +336,7 @@ fn a_drop_mid_stream_retries_without_duplicated_text() {
         String::from_utf8_lossy(&out.stderr)
     );
     let ev = events(&out.stdout);
-    assert_eq!(reasons(&ev), ["network"]);
+    assert_eq!(retry_reasons(&ev), ["network"]);
     let reset = of_type(&ev, "model.attempt_reset");
     assert_eq!(reset.len(), 1);
     assert_eq!(reset[0]["model"], MODEL);
@@ -403,7 +382,7 @@ fn a_stream_without_message_stop_or_with_an_error_event_is_retried() {
     );
     assert_eq!(stub.count(), 3);
     let ev = events(&out.stdout);
-    assert_eq!(reasons(&ev), ["stream_incomplete", "http_529"]);
+    assert_eq!(retry_reasons(&ev), ["stream_incomplete", "http_529"]);
     assert_eq!(finished(&ev)["output"], "whole");
 }
 
@@ -465,7 +444,7 @@ fn thinking_blocks_are_kept_in_the_trajectory_and_replayed_to_the_same_model() {
     assert_eq!(replayed[2], json!({"type": "text", "text": "Listing."}));
     assert_eq!(replayed[3]["type"], "tool_use");
     assert_eq!(replayed[3]["input"], json!({"path": "."}));
-    assert_no_key(&out, &[&traj]);
+    assert_secret_absent(KEY, &out, &[&traj]);
 }
 
 #[test]
@@ -524,7 +503,7 @@ fn garbled_tool_input_is_not_run_and_the_model_is_asked_again() {
     );
     assert!(!env.work().join("x.txt").exists());
     let ev = events(&out.stdout);
-    assert!(reasons(&ev).is_empty());
+    assert!(retry_reasons(&ev).is_empty());
     let done = of_type(&ev, "tool.finished");
     assert_eq!(done[0]["ok"], false);
     let second = stub.requests()[1].json();

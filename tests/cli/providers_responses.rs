@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 
 use crate::support::responses::{error_reply, text_reply, tool_reply, Stream};
 use crate::support::stub::{End, Reply, Stub};
-use crate::support::{events, finished, of_type, read_json, TestEnv};
+use crate::support::{
+    assert_secret_absent, events, finished, of_type, read_json, retry_reasons, TestEnv,
+};
 
 const MODEL: &str = "responses/gpt-5";
 const KEY: &str = "sk-proj-test-0a1b2c3d4e5f";
@@ -32,29 +34,6 @@ fn cmd(env: &TestEnv, stub: &Stub) -> assert_cmd::Command {
 
 fn submit(call_id: &str) -> Reply {
     tool_reply(call_id, "submit", json!({"output": "done"}))
-}
-
-fn reasons(ev: &[Value]) -> Vec<String> {
-    of_type(ev, "provider.retry")
-        .iter()
-        .map(|e| e["reason"].as_str().unwrap().to_string())
-        .collect()
-}
-
-fn assert_no_key(out: &std::process::Output, files: &[&std::path::Path]) {
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains(KEY),
-        "key in stdout"
-    );
-    assert!(
-        !String::from_utf8_lossy(&out.stderr).contains(KEY),
-        "key in stderr"
-    );
-    for f in files {
-        if let Ok(text) = std::fs::read_to_string(f) {
-            assert!(!text.contains(KEY), "key in {}", f.display());
-        }
-    }
 }
 
 #[test]
@@ -139,7 +118,7 @@ fn a_tool_using_run_sends_the_documented_request_shape() {
     assert_eq!(input[2]["type"], "function_call_output");
     assert_eq!(input[2]["call_id"], "call_A1");
     assert!(input[2]["output"].as_str().is_some());
-    assert_no_key(&out, &[&traj]);
+    assert_secret_absent(KEY, &out, &[&traj]);
 }
 
 #[test]
@@ -157,7 +136,10 @@ fn server_errors_are_retried_and_client_errors_are_not() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(stub.count(), 3);
-    assert_eq!(reasons(&events(&out.stdout)), ["http_500", "http_500"]);
+    assert_eq!(
+        retry_reasons(&events(&out.stdout)),
+        ["http_500", "http_500"]
+    );
 
     for (status, kind, code) in [
         (400, "invalid_request_error", None),
@@ -184,7 +166,7 @@ fn server_errors_are_retried_and_client_errors_are_not() {
             status == 404,
             "{stderr}"
         );
-        assert_no_key(&out, &[]);
+        assert_secret_absent(KEY, &out, &[]);
     }
 }
 
@@ -251,7 +233,7 @@ fn stalls_drops_failed_and_unfinished_streams_are_retried() {
     assert_eq!(stub.count(), 6);
     let ev = events(&out.stdout);
     assert_eq!(
-        reasons(&ev),
+        retry_reasons(&ev),
         [
             "timeout",
             "timeout",
@@ -317,7 +299,7 @@ fn reasoning_items_are_kept_and_replayed_only_to_the_same_model() {
         json!({"role": "assistant", "content": "Listing."})
     );
     assert_eq!(second["input"][3]["type"], "function_call");
-    assert_no_key(&out, &[&traj]);
+    assert_secret_absent(KEY, &out, &[&traj]);
 }
 
 #[test]
@@ -403,7 +385,7 @@ fn garbled_arguments_are_not_run_and_incomplete_replies_run_no_tools() {
     assert!(!env.work().join("x.txt").exists());
     assert!(!env.work().join("y.txt").exists());
     let ev = events(&out.stdout);
-    assert!(reasons(&ev).is_empty());
+    assert!(retry_reasons(&ev).is_empty());
     let finishes: Vec<&Value> = of_type(&ev, "model.response")
         .iter()
         .map(|e| &e["finish_reason"])

@@ -144,3 +144,32 @@ pub fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The `reason` of every `provider.retry` event, in order.
+pub fn retry_reasons(events: &[Value]) -> Vec<String> {
+    of_type(events, "provider.retry")
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Asserts that `secret` appears in neither stdout, stderr nor any of
+/// `files` (each of which must exist, so the check cannot pass vacuously).
+pub fn assert_secret_absent(secret: &str, out: &std::process::Output, files: &[&Path]) {
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(secret),
+        "secret in stdout"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains(secret),
+        "secret in stderr"
+    );
+    for f in files {
+        let bytes = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "secret in {}",
+            f.display()
+        );
+    }
+}
