@@ -237,6 +237,12 @@ pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf>
         .map(|h| PathBuf::from(h).join(".config/tinyagent/config.yaml"))
 }
 
+impl From<ConfigError> for crate::setup::SetupError {
+    fn from(e: ConfigError) -> Self {
+        crate::setup::SetupError(e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

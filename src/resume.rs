@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::cli::Cli;
+use crate::conversation::{Message, Role};
 use crate::exit::Status;
 use crate::model::spec::ModelSpec;
-use crate::model::{Message, Role};
-use crate::settings::SetupError;
+use crate::setup::SetupError;
 use crate::trajectory::{self, StartedCall, Trajectory};
 
 /// What a started tool call with no recorded result becomes.
@@ -212,7 +212,7 @@ fn unanswered_calls(messages: &[Message], started: &[StartedCall]) -> Vec<Messag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolCall;
+    use crate::conversation::ToolCall;
     use crate::trajectory::Totals;
 
     fn doc(status: Status, messages: Vec<Message>) -> Trajectory {

@@ -10,10 +10,10 @@ use std::time::Duration;
 use crate::cli::Cli;
 use crate::config::{self, Config, DurationText, ProviderConfig};
 use crate::duration;
-use crate::model::chain::{Cooldown, FallbackPolicy};
-use crate::model::retry::RetryPolicy;
 use crate::model::spec::{builtin, ModelSpec, WireApi};
+use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::sandbox::Allowlist;
+pub use crate::setup::{process_env, Env, SetupError};
 use crate::worktree;
 
 /// Most fallback entries a chain may have.
@@ -62,25 +62,6 @@ pub struct SubagentSettings {
 
 /// A subagent's step limit when `subagents.step_limit` is not set.
 pub const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
-
-/// A usage, config or validation error (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct SetupError(pub String);
-
-impl From<config::ConfigError> for SetupError {
-    fn from(e: config::ConfigError) -> Self {
-        SetupError(e.to_string())
-    }
-}
-
-/// Reads environment variables; a parameter so tests need no global state.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The process environment.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
 
 fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, SetupError> {
     text.as_ref()

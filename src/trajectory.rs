@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::conversation::Message;
 use crate::exit::Status;
 use crate::model::chain::Switch;
-use crate::model::Message;
 use crate::tools::plan::PlanItem;
 
 /// Token and cost totals of a run.
@@ -285,7 +285,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Role;
+    use crate::conversation::Role;
 
     fn doc() -> Trajectory {
         Trajectory {

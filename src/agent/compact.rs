@@ -18,11 +18,12 @@ use serde_json::Value;
 
 use super::{Agent, StepEnd};
 use crate::config::CompactionConfig;
+use crate::conversation::{Message, Role, ToolSpec};
 use crate::events::Event;
 use crate::exit::Status;
 use crate::model::chain::ChainError;
 use crate::model::retry::RequestCtx;
-use crate::model::{Message, Request, Role, ToolSpec};
+use crate::model::Request;
 use crate::tools::shorten;
 use crate::trajectory::JournalOp;
 
@@ -363,7 +364,7 @@ impl Agent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ToolCall;
+    use crate::conversation::ToolCall;
     use serde_json::json;
 
     fn turn(step: u32, output: &str) -> Vec<Message> {

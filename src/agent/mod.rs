@@ -15,11 +15,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
 use crate::events::{Emitter, Event, ToolCallView};
 use crate::exit::Status;
 use crate::model::chain::{ChainError, ChainModel};
 use crate::model::retry::RequestCtx;
-use crate::model::{FinishReason, Message, Request, Role, ToolCall, ToolSpec};
+use crate::model::Request;
 use crate::stop::{Stop, StopCause};
 use crate::tools::delegate::delegate_spec;
 use crate::tools::plan::SharedPlan;

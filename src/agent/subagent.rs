@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::{Agent, JobOptions, Limits, RequestOptions};
+use crate::conversation::{Message, Role};
 use crate::events::Event;
 use crate::exit::Status;
 use crate::model::chain::ChainModel;
-use crate::model::{Message, Role};
 use crate::tools::delegate::{subagent_tools, SUBAGENT_NOTE};
 use crate::tools::{str_arg, ToolOutput};
 use crate::trajectory::{Totals, Trajectory};

@@ -10,8 +10,8 @@
 use std::sync::Mutex;
 
 use super::{HealthKey, HealthStore, Millis, Record, StoreError};
-use crate::model::chain::Cooldown;
 use crate::model::retry::AttemptHook;
+use crate::policy::Cooldown;
 
 /// The longest a cooling record lasts (`cooldown: never` records this).
 const MAX_COOLING: Millis = 3_600_000;

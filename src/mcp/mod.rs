@@ -14,7 +14,7 @@ pub use server::{CallError, McpServer};
 
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
-use crate::settings::Env;
+use crate::setup::Env;
 use crate::stop::Stop;
 use crate::tools::mcp::McpTool;
 use crate::tools::Tool;

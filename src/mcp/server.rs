@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
-use crate::settings::Env;
+use crate::setup::Env;
 use crate::tools::process::start_guard;
 
 /// Longest stretch of a server's stderr kept for error messages.

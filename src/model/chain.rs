@@ -2,34 +2,19 @@
 //! call. The only place that decides which model a step goes to, when to
 //! switch, and when to probe a model that was left (SPEC section 5).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::price::Pricing;
-use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx, RetryPolicy};
+use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx};
 use super::{ErrorClass, Model, ModelError, Request, Response};
 use crate::events::Event;
 use crate::health::Health;
+pub use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
 /// The switch reason when another run's health record says a member is
 /// cooling down (SPEC section 13).
 pub const COOLDOWN_REASON: &str = "cooldown";
-
-/// How long a member that was left is skipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cooldown {
-    For(Duration),
-    /// Never return to a member that was left.
-    Never,
-}
-
-/// Switching settings (config `fallback:`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct FallbackPolicy {
-    /// Transient failures on a member before moving on (at most `retry.attempts`).
-    pub switch_after: u32,
-    pub cooldown: Cooldown,
-}
 
 /// One model of the chain with what the run needs to know about it.
 pub struct Member {

@@ -16,7 +16,7 @@ use super::error::classify_status;
 use super::registry::StreamTimeouts;
 use super::sse::SseDecoder;
 use super::ModelError;
-use crate::settings::SetupError;
+use crate::setup::SetupError;
 
 /// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
 pub fn shared_client() -> &'static reqwest::Client {

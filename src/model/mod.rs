@@ -22,90 +22,10 @@ pub mod spec;
 pub mod sse;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
 pub use error::{ErrorClass, ModelError};
-
-/// Who wrote a message of the conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    System,
-    User,
-    Assistant,
-    Tool,
-}
-
-/// A tool call requested by the model. Arguments arrive whole (adapters
-/// assemble streamed argument deltas); `garbled` marks arguments that were
-/// not valid JSON, in which case `arguments` holds the raw text as a string.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub id: String,
-    pub name: String,
-    pub arguments: Value,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub garbled: bool,
-}
-
-/// One message of the provider-neutral conversation. This is also the shape
-/// stored in the trajectory's `messages`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    pub role: Role,
-    pub content: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// Tool name, on tool results (some wire APIs want it back).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub step: u32,
-    /// The model spec that produced an assistant message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// Provider-specific state (thinking blocks, encrypted reasoning), sent
-    /// back only to the model spec that produced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extra: Option<Value>,
-}
-
-impl Message {
-    /// A plain message with no tool calls and no provider state.
-    pub fn new(role: Role, content: impl Into<String>, step: u32) -> Self {
-        Message {
-            role,
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            name: None,
-            step,
-            model: None,
-            extra: None,
-        }
-    }
-
-    /// A tool result answering `call`.
-    pub fn tool_result(call: &ToolCall, content: impl Into<String>, step: u32) -> Self {
-        Message {
-            tool_call_id: Some(call.id.clone()),
-            name: Some(call.name.clone()),
-            ..Message::new(Role::Tool, content, step)
-        }
-    }
-}
-
-/// A tool offered to the model: name, description and JSON Schema of its
-/// arguments.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ToolSpec {
-    pub name: String,
-    pub description: String,
-    pub parameters: Value,
-}
 
 /// Everything one model request carries, borrowed from the agent's history
 /// so re-sending it to another chain member copies nothing. Each adapter
@@ -143,34 +63,6 @@ impl<'a> Request<'a> {
             (asked, cap) => asked.or(cap),
         }
     }
-}
-
-/// Why a reply ended, normalised across wire APIs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    Stop,
-    ToolCalls,
-    Length,
-}
-
-impl FinishReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FinishReason::Stop => "stop",
-            FinishReason::ToolCalls => "tool_calls",
-            FinishReason::Length => "length",
-        }
-    }
-}
-
-/// Token counts of one response.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default)]
-    pub cached_input_tokens: u64,
 }
 
 /// A whole, successful reply.

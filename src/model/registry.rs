@@ -15,7 +15,7 @@ use super::script::ScriptModel;
 use super::spec::{builtin, ModelSpec, WireApi};
 use super::Model;
 use crate::config::ProviderConfig;
-use crate::settings::{Env, SetupError};
+use crate::setup::{Env, SetupError};
 
 /// A provider resolved for one model: everything an adapter needs.
 #[derive(Clone)]

@@ -6,32 +6,8 @@ use std::time::Duration;
 
 use super::{ErrorClass, Model, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
+pub use crate::policy::RetryPolicy;
 use crate::stop::{Stop, StopCause};
-
-/// Retry settings (config `retry:`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RetryPolicy {
-    /// Requests per model per step, the first included.
-    pub attempts: u32,
-    pub backoff: Duration,
-    pub max_backoff: Duration,
-    pub jitter: f64,
-    pub stream_first_event_timeout: Duration,
-    pub stream_idle_timeout: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 6,
-            backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-            jitter: 0.5,
-            stream_first_event_timeout: Duration::from_secs(30),
-            stream_idle_timeout: Duration::from_secs(180),
-        }
-    }
-}
 
 /// What a wait after a failure should be.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,7 +11,7 @@ use tokio::process::Command;
 
 use super::process::GuardedChild;
 use super::{shorten, str_arg, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
-use crate::model::ToolSpec;
+use crate::conversation::ToolSpec;
 
 /// Default and largest command timeouts.
 const DEFAULT_TIMEOUT: u64 = 120;

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::files::{ListFiles, ReadFile};
 use super::ToolRegistry;
-use crate::model::ToolSpec;
+use crate::conversation::ToolSpec;
 
 /// Added to a subagent's system prompt.
 pub const SUBAGENT_NOTE: &str = "You are a subagent: another agent delegated a read-only investigation to you. \

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use super::{shorten, str_arg, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
-use crate::model::ToolSpec;
+use crate::conversation::ToolSpec;
 
 const DEFAULT_READ_LIMIT: usize = 2000;
 const MAX_LISTED: usize = 1000;

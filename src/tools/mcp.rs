@@ -10,8 +10,8 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
 use super::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
+use crate::conversation::ToolSpec;
 use crate::mcp::McpServer;
-use crate::model::ToolSpec;
 
 /// Longest a tool call may take before it is abandoned.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::model::ToolSpec;
+use crate::conversation::ToolSpec;
 use crate::stop::Stop;
 
 /// What a tool reports back to the model.

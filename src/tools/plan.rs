@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{Tool, ToolCtx, ToolOutput};
-use crate::model::ToolSpec;
+use crate::conversation::ToolSpec;
 
 /// One plan item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
