@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{HealthKey, HealthStore, Millis, Record, StoreError};
+use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 #[derive(Debug, Default, Clone)]
 struct Entry {
@@ -32,6 +32,9 @@ impl HealthStore for MemoryStore {
         let entry = self.entries.entry(key.clone()).or_default();
         entry.strikes.retain(|&t| t > now - window);
         entry.strikes.push(now);
+        if entry.strikes.len() > MAX_STRIKES {
+            entry.strikes.drain(..entry.strikes.len() - MAX_STRIKES);
+        }
         Ok(entry.strikes.len() as u32)
     }
 
@@ -42,6 +45,7 @@ impl HealthStore for MemoryStore {
                 entry.record.cooling_until = None;
                 entry.record.last_success_at = Some(now);
             }
+            entry.record.lease = None;
         }
         Ok(())
     }
@@ -53,12 +57,28 @@ impl HealthStore for MemoryStore {
         _reason: &str,
         _now: Millis,
     ) -> Result<(), StoreError> {
-        self.entries
-            .entry(key.clone())
-            .or_default()
-            .record
-            .cooling_until = Some(until);
+        let record = &mut self.entries.entry(key.clone()).or_default().record;
+        record.cooling_until = Some(until);
+        record.lease = None;
         Ok(())
+    }
+
+    fn try_lease(
+        &mut self,
+        key: &HealthKey,
+        holder: u64,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<bool, StoreError> {
+        let record = &mut self.entries.entry(key.clone()).or_default().record;
+        if record.leased_by_other(holder, now) {
+            return Ok(false);
+        }
+        record.lease = Some(Lease {
+            holder,
+            until: now + ttl,
+        });
+        Ok(true)
     }
 }
 
@@ -94,5 +114,16 @@ impl<S: HealthStore> HealthStore for std::sync::Arc<std::sync::Mutex<S>> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
             .mark_cooling(key, until, reason, now)
+    }
+    fn try_lease(
+        &mut self,
+        key: &HealthKey,
+        holder: u64,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<bool, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_lease(key, holder, now, ttl)
     }
 }

@@ -9,13 +9,17 @@
 //! at fixed points; decides nothing here).
 
 mod memory;
+mod redis;
 mod sqlite;
+#[cfg(test)]
+mod store_tests;
 mod tracker;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use memory::MemoryStore;
+pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 pub use tracker::{Health, HealthPolicy, MemberGate};
 
@@ -24,6 +28,9 @@ use crate::events::Emitter;
 use crate::model::registry;
 use crate::model::spec::ModelSpec;
 use crate::settings::{Env, Settings};
+
+/// Most strike times a store keeps per model.
+pub const MAX_STRIKES: usize = 64;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -52,6 +59,26 @@ pub struct Record {
     pub cooling_until: Option<Millis>,
     /// The last successful request any run made to the model.
     pub last_success_at: Option<Millis>,
+    /// The run probing the model after its cooldown, if one holds the lease.
+    pub lease: Option<Lease>,
+}
+
+/// The probe lease: after a cooldown, one run of the whole fleet probes the
+/// model at a time; the lease ends with the probe's recorded outcome, or on
+/// its own at `until` if that run died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// A random token of the run that holds it.
+    pub holder: u64,
+    pub until: Millis,
+}
+
+impl Record {
+    /// Whether a run other than `holder` holds a live probe lease at `now`.
+    pub fn leased_by_other(&self, holder: u64, now: Millis) -> bool {
+        self.lease
+            .is_some_and(|l| l.holder != holder && l.until > now)
+    }
 }
 
 /// The store could not be read or written.
@@ -75,7 +102,8 @@ pub trait HealthStore: Send {
     ) -> Result<u32, StoreError>;
     /// Clears the model's strikes and cooling record.
     fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError>;
-    /// Records the model as cooling down until `until`.
+    /// Records the model as cooling down until `until`. Like a success, this
+    /// is a probe's recorded outcome: it ends any probe lease.
     fn mark_cooling(
         &mut self,
         key: &HealthKey,
@@ -83,6 +111,15 @@ pub trait HealthStore: Send {
         reason: &str,
         now: Millis,
     ) -> Result<(), StoreError>;
+    /// Takes the probe lease of `key` for `holder` until `now + ttl` unless
+    /// another holder has a live one; returns whether `holder` holds it.
+    fn try_lease(
+        &mut self,
+        key: &HealthKey,
+        holder: u64,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Where the record lives: config `health_db` (`off`, or a path with `~`
@@ -132,19 +169,55 @@ pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
+/// Where a run's record lives (config `health_db`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    File(PathBuf),
+    /// A `redis://` or `rediss://` URL (with its password, if any: never
+    /// print it, use `redis::redacted`).
+    Redis(String),
+}
+
+/// The record's location for `setting`: a Redis URL, else `db_path`.
+pub fn location(setting: Option<&str>, env: Env) -> Option<Location> {
+    match setting.map(str::trim) {
+        Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
+            Some(Location::Redis(url.to_string()))
+        }
+        _ => db_path(setting, env).map(Location::File),
+    }
+}
+
+/// Opens the record at `location`, with the label its warnings use (a
+/// Redis URL with its password hidden). The Redis password may also come
+/// from `TINYAGENT_REDIS_PASSWORD`.
+pub fn open_location(
+    location: &Location,
+    env: Env,
+) -> (String, Result<Box<dyn HealthStore>, StoreError>) {
+    match location {
+        Location::File(path) => (path.display().to_string(), open(path)),
+        Location::Redis(url) => (
+            redis::redacted(url),
+            RedisStore::connect(url, env("TINYAGENT_REDIS_PASSWORD"))
+                .map(|s| Box::new(s) as Box<dyn HealthStore>),
+        ),
+    }
+}
+
 /// The shared record for a run of `settings`: off with `health_db: off`
-/// (or no home directory); an unusable file costs one `warning` and the run
-/// goes on without it.
+/// (or no home directory); an unusable file or an unreachable Redis costs
+/// one `warning` and the run goes on without it.
 pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
-    let Some(path) = db_path(settings.config.health_db.as_deref(), env) else {
+    let Some(location) = location(settings.config.health_db.as_deref(), env) else {
         return Health::off();
     };
-    let store = match open(&path) {
+    let (label, store) = open_location(&location, env);
+    let store = match store {
         Ok(store) => store,
         Err(e) => {
             emitter.warn(format!(
-                "health record {}: {e}; this run goes on without the shared provider health",
-                path.display()
+                "health record {label}: {e}; this run goes on without the shared provider health"
             ));
             return Health::off();
         }
@@ -158,13 +231,9 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
         cooldown: settings.fallback.cooldown,
     };
     let warner = emitter.clone();
-    Health::new(
-        store,
-        keys,
-        policy,
-        path.display().to_string(),
-        move |message| warner.warn(message),
-    )
+    Health::new(store, keys, policy, label, move |message| {
+        warner.warn(message)
+    })
 }
 
 #[cfg(test)]

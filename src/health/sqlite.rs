@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{HealthKey, HealthStore, Millis, Record, StoreError};
+use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 /// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
-/// Most strike times kept per model.
-const MAX_STRIKES: usize = 64;
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS model_health (
     model TEXT NOT NULL,            -- model spec, e.g. openai/gpt-5
@@ -26,6 +24,10 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS model_health (
     updated_at INTEGER NOT NULL,    -- unix ms
     PRIMARY KEY (model, endpoint)
 ) WITHOUT ROWID";
+
+/// Version 2: the probe lease (a random run token and when it ends).
+const LEASE_COLUMNS: &str = "ALTER TABLE model_health ADD COLUMN lease_holder INTEGER;
+ALTER TABLE model_health ADD COLUMN lease_until INTEGER;";
 
 /// The SQLite implementation of `HealthStore`.
 pub struct SqliteStore {
@@ -65,22 +67,56 @@ impl SqliteStore {
         }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(err("cannot configure"))?;
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(err("cannot read"))?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError(format!(
-                "schema version {version} is newer than this tinyagent knows ({SCHEMA_VERSION})"
-            )));
-        }
-        if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!(
-                "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION};"
-            ))
-            .map_err(err("cannot create the table"))?;
-        }
+        migrate(&conn)?;
         Ok(SqliteStore { conn })
     }
+}
+
+/// Brings the schema to `SCHEMA_VERSION` in one immediate transaction, so
+/// two processes opening an old file at once migrate it once; a newer
+/// schema is refused and left alone.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version = || -> Result<i64, StoreError> {
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err("cannot read"))
+    };
+    let newer = |version: i64| {
+        StoreError(format!(
+            "schema version {version} is newer than this tinyagent knows ({SCHEMA_VERSION})"
+        ))
+    };
+    match version()? {
+        v if v == SCHEMA_VERSION => return Ok(()),
+        v if v > SCHEMA_VERSION => return Err(newer(v)),
+        _ => {}
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(err("cannot migrate the table"))?;
+    let steps = || -> Result<(), StoreError> {
+        let v = version()?;
+        if v > SCHEMA_VERSION {
+            return Err(newer(v));
+        }
+        if v < 1 {
+            conn.execute_batch(SCHEMA)
+                .map_err(err("cannot create the table"))?;
+        }
+        if v < 2 {
+            conn.execute_batch(LEASE_COLUMNS)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(err("cannot migrate the table"))
+    };
+    let outcome = steps();
+    let end = if outcome.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.execute_batch(end)
+        .map_err(err("cannot migrate the table"))?;
+    outcome
 }
 
 fn parse_strikes(text: &str) -> Vec<Millis> {
@@ -99,13 +135,19 @@ impl HealthStore for SqliteStore {
     fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT cooling_until, last_success_at FROM model_health WHERE model = ?1 AND endpoint = ?2")
+            .prepare_cached("SELECT cooling_until, last_success_at, lease_holder, lease_until FROM model_health WHERE model = ?1 AND endpoint = ?2")
             .map_err(err("cannot read"))?;
         let record = stmt
             .query_row(params![key.model, key.endpoint], |r| {
+                let holder: Option<i64> = r.get(2)?;
+                let until: Option<Millis> = r.get(3)?;
                 Ok(Record {
                     cooling_until: r.get(0)?,
                     last_success_at: r.get(1)?,
+                    lease: holder.zip(until).map(|(holder, until)| Lease {
+                        holder: holder as u64,
+                        until,
+                    }),
                 })
             })
             .optional()
@@ -157,7 +199,7 @@ impl HealthStore for SqliteStore {
         let dirty: Option<bool> = self
             .conn
             .prepare_cached(
-                "SELECT strikes != '' OR cooling_until IS NOT NULL FROM model_health WHERE model = ?1 AND endpoint = ?2",
+                "SELECT strikes != '' OR cooling_until IS NOT NULL OR lease_holder IS NOT NULL FROM model_health WHERE model = ?1 AND endpoint = ?2",
             )
             .and_then(|mut s| s.query_row(params![key.model, key.endpoint], |r| r.get(0)).optional())
             .map_err(err("cannot read"))?;
@@ -166,7 +208,8 @@ impl HealthStore for SqliteStore {
         }
         self.conn
             .execute(
-                "UPDATE model_health SET strikes = '', cooling_until = NULL, last_success_at = ?3, updated_at = ?3
+                "UPDATE model_health SET strikes = '', cooling_until = NULL, lease_holder = NULL, lease_until = NULL,
+                   last_success_at = ?3, updated_at = ?3
                  WHERE model = ?1 AND endpoint = ?2",
                 params![key.model, key.endpoint, now],
             )
@@ -187,11 +230,34 @@ impl HealthStore for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (model, endpoint) DO UPDATE SET
                    last_reason = excluded.last_reason, cooling_until = excluded.cooling_until,
-                   updated_at = excluded.updated_at",
+                   lease_holder = NULL, lease_until = NULL, updated_at = excluded.updated_at",
                 params![key.model, key.endpoint, reason, until, now],
             )
             .map_err(err("cannot write"))?;
         Ok(())
+    }
+
+    fn try_lease(
+        &mut self,
+        key: &HealthKey,
+        holder: u64,
+        now: Millis,
+        ttl: Millis,
+    ) -> Result<bool, StoreError> {
+        // One statement: take the lease when it is free, expired or ours.
+        let changed = self
+            .conn
+            .execute(
+                "INSERT INTO model_health (model, endpoint, lease_holder, lease_until, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (model, endpoint) DO UPDATE SET
+                   lease_holder = excluded.lease_holder, lease_until = excluded.lease_until,
+                   updated_at = excluded.updated_at
+                 WHERE lease_holder IS NULL OR lease_until <= ?5 OR lease_holder = ?3",
+                params![key.model, key.endpoint, holder as i64, now + ttl, now],
+            )
+            .map_err(err("cannot write"))?;
+        Ok(changed == 1)
     }
 }
 
@@ -248,6 +314,35 @@ mod tests {
         );
         b.mark_cooling(&key(), 9_000, "http_503", 1_001).unwrap();
         assert_eq!(a.read(&key()).unwrap().cooling_until, Some(9_000));
+    }
+
+    #[test]
+    fn a_version_1_file_is_migrated_in_place_and_a_newer_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("health.db");
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch(&format!("{SCHEMA}; PRAGMA user_version = 1;"))
+            .unwrap();
+        old.execute(
+            "INSERT INTO model_health (model, endpoint, cooling_until, updated_at) VALUES (?1, ?2, 9000, 1)",
+            params![key().model, key().endpoint],
+        )
+        .unwrap();
+        drop(old);
+        let mut s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.read(&key()).unwrap().cooling_until, Some(9_000));
+        assert!(s.try_lease(&key(), 7, 10_000, 60_000).unwrap());
+        drop(s);
+        let newer = Connection::open(&path).unwrap();
+        newer.execute_batch("PRAGMA user_version = 9;").unwrap();
+        drop(newer);
+        let e = SqliteStore::open(&path).err().unwrap().to_string();
+        assert!(e.contains("newer"), "{e}");
+        let v: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 9, "a newer file is never altered");
     }
 
     #[test]

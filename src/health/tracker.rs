@@ -19,6 +19,16 @@ const MAX_COOLING: Millis = 3_600_000;
 const MIN_WINDOW: Millis = 60_000;
 /// A record whose cooldown ended less than this ago still awaits its probe.
 const HALF_OPEN_FOR: Millis = 3_600_000;
+/// How long a probe lease lasts when its run dies before recording the
+/// probe's outcome (a live run ends it sooner, by recording the outcome).
+const LEASE_FOR: Millis = 60_000;
+
+/// Whether a record's cooldown has ended and it awaits its probe.
+fn awaiting_probe(record: &Record, now: Millis) -> bool {
+    record
+        .cooling_until
+        .is_some_and(|until| until <= now && now - until < HALF_OPEN_FOR)
+}
 
 /// The writing run's settings: `fallback.switch_after` and `fallback.cooldown`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,6 +80,8 @@ pub struct Health {
     clock: Clock,
     warn: Warn,
     label: String,
+    /// This run's probe-lease token.
+    token: u64,
 }
 
 impl Health {
@@ -84,6 +96,7 @@ impl Health {
             clock: Box::new(super::now_millis),
             warn: Box::new(|_| {}),
             label: String::new(),
+            token: 0,
         }
     }
 
@@ -114,6 +127,7 @@ impl Health {
             clock: Box::new(super::now_millis),
             warn: Box::new(warn),
             label: label.into(),
+            token: fastrand::u64(1..),
         }
     }
 
@@ -157,31 +171,49 @@ impl Health {
         })
     }
 
-    /// Whether another run recorded member `index` as cooling down now.
+    /// Whether another run's record keeps member `index` from being asked
+    /// now: it is cooling down, or it awaits its probe and another run holds
+    /// the probe lease.
+    fn held_by_others(&self, record: &Record, now: Millis, own_until: Option<Millis>) -> bool {
+        let cooling = record
+            .cooling_until
+            .is_some_and(|until| until > now && Some(until) != own_until);
+        cooling || (awaiting_probe(record, now) && record.leased_by_other(self.token, now))
+    }
+
+    /// Whether member `index` must be skipped before a request: another run
+    /// recorded it as cooling down, or it awaits its probe and this run
+    /// could not take the probe lease (another run of the fleet probes it).
     pub fn cooling_by_others(&self, index: usize) -> bool {
-        self.read(index).is_some_and(|(record, now, own_until, _)| {
-            record
-                .cooling_until
-                .is_some_and(|until| until > now && Some(until) != own_until)
-        })
+        let Some((record, now, own_until, _)) = self.read(index) else {
+            return false;
+        };
+        if self.held_by_others(&record, now, own_until) {
+            return true;
+        }
+        if !awaiting_probe(&record, now) {
+            return false;
+        }
+        let token = self.token;
+        let leased = self.with(index, |store, m, now| {
+            store.try_lease(&m.key, token, now, LEASE_FOR)
+        });
+        leased == Some(false)
     }
 
     /// Whether member `index` may be asked, given whether the run's own
     /// cooldown for it has passed: not while another run's record says it
-    /// is cooling; and at once if a success cleared the record after this
-    /// run left it.
+    /// is cooling (or another run holds its probe lease); and at once if a
+    /// success cleared the record after this run left it.
     pub fn eligible(&self, index: usize, locally_expired: bool) -> bool {
         let Some((record, now, own_until, own_left_at)) = self.read(index) else {
             return locally_expired;
         };
-        let others_cooling = record
-            .cooling_until
-            .is_some_and(|until| until > now && Some(until) != own_until);
         let recovered = match (own_left_at, record.last_success_at) {
             (Some(left), Some(success)) => success > left,
             _ => false,
         };
-        (locally_expired || recovered) && !others_cooling
+        (locally_expired || recovered) && !self.held_by_others(&record, now, own_until)
     }
 
     /// This run left member `index` (any switch but a skip): it cools down

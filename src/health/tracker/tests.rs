@@ -225,6 +225,57 @@ impl HealthStore for Broken {
     ) -> Result<(), StoreError> {
         Err(StoreError("database is locked".into()))
     }
+    fn try_lease(
+        &mut self,
+        _: &HealthKey,
+        _: u64,
+        _: Millis,
+        _: Millis,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+}
+
+#[test]
+fn after_a_cooldown_one_run_of_many_probes_and_the_others_skip_until_its_outcome() {
+    let (store, clock) = setup();
+    let runs: Vec<Health> = (0..3).map(|_| run(&store, &clock, 1, FIVE_MIN)).collect();
+    // A fourth run found the model dead and left it.
+    let writer = run(&store, &clock, 1, FIVE_MIN);
+    writer.left(0, "http_503");
+    clock.fetch_add(301_000, Ordering::SeqCst);
+    // The first to reach the model after the cooldown takes the lease.
+    assert!(!runs[0].cooling_by_others(0), "the first run probes");
+    assert!(!runs[0].cooling_by_others(0), "the lease is its own");
+    assert!(runs[1].cooling_by_others(0), "another run probes: skip");
+    assert!(!runs[2].eligible(0, true), "not eligible while leased");
+    // The probe fails: the record is renewed and the lease ends.
+    assert!(
+        runs[0].strike(0, "http_503", true),
+        "a failed probe of another run's record moves on at once"
+    );
+    assert!(runs[1].cooling_by_others(0));
+    clock.fetch_add(301_000, Ordering::SeqCst);
+    assert!(!runs[1].cooling_by_others(0), "run 1 probes this time");
+    runs[1].success(0);
+    assert!(!runs[2].cooling_by_others(0) && runs[2].eligible(0, true));
+}
+
+#[test]
+fn a_lease_whose_run_died_expires_on_its_own() {
+    let (store, clock) = setup();
+    let dead = run(&store, &clock, 1, FIVE_MIN);
+    let alive = run(&store, &clock, 1, FIVE_MIN);
+    dead.left(0, "http_503");
+    clock.fetch_add(301_000, Ordering::SeqCst);
+    assert!(
+        !dead.cooling_by_others(0),
+        "dead takes the lease, then dies"
+    );
+    drop(dead);
+    assert!(alive.cooling_by_others(0));
+    clock.fetch_add(LEASE_FOR, Ordering::SeqCst);
+    assert!(!alive.cooling_by_others(0), "the lease expired");
 }
 
 #[test]

@@ -1,0 +1,226 @@
+//! The rules every `HealthStore` keeps, run against each store: in memory,
+//! SQLite, and a real `redis-server` started on a free loopback port.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{HealthKey, HealthStore, MemoryStore, RedisStore, SqliteStore};
+
+fn key() -> HealthKey {
+    HealthKey {
+        model: "openai/gpt-5".into(),
+        endpoint: "http://127.0.0.1:8080/v1".into(),
+    }
+}
+
+fn other() -> HealthKey {
+    HealthKey {
+        model: "openai/gpt-5".into(),
+        endpoint: "http://127.0.0.1:9090/v1".into(),
+    }
+}
+
+/// Strikes count within the window until a success; a success clears
+/// strikes and cooling; keys differ by endpoint.
+fn strikes_and_success(s: &mut dyn HealthStore) {
+    assert_eq!(s.read(&key()).unwrap(), Default::default());
+    assert_eq!(
+        s.record_strike(&key(), "http_503", 1_000, 60_000).unwrap(),
+        1
+    );
+    assert_eq!(
+        s.record_strike(&key(), "http_503", 2_000, 60_000).unwrap(),
+        2
+    );
+    assert_eq!(
+        s.record_strike(&other(), "http_503", 2_000, 60_000)
+            .unwrap(),
+        1
+    );
+    // The first two fall out of the window.
+    assert_eq!(
+        s.record_strike(&key(), "http_503", 62_500, 60_000).unwrap(),
+        1
+    );
+    s.mark_cooling(&key(), 70_000, "http_503", 62_500).unwrap();
+    assert_eq!(s.read(&key()).unwrap().cooling_until, Some(70_000));
+    assert_eq!(s.read(&other()).unwrap().cooling_until, None);
+    s.record_success(&key(), 63_000).unwrap();
+    let r = s.read(&key()).unwrap();
+    assert_eq!(r.cooling_until, None);
+    assert_eq!(r.last_success_at, Some(63_000));
+    assert_eq!(
+        s.record_strike(&key(), "network", 64_000, 60_000).unwrap(),
+        1
+    );
+}
+
+/// One holder at a time; the same holder may take it again; an expired
+/// lease can be taken; a recorded outcome ends it.
+fn probe_lease(s: &mut dyn HealthStore) {
+    s.mark_cooling(&key(), 10_000, "http_503", 1_000).unwrap();
+    assert!(s.try_lease(&key(), 1, 11_000, 60_000).unwrap());
+    assert!(s.try_lease(&key(), 1, 11_001, 60_000).unwrap());
+    assert!(!s.try_lease(&key(), 2, 12_000, 60_000).unwrap());
+    assert!(s.read(&key()).unwrap().leased_by_other(2, 12_000));
+    assert!(!s.read(&key()).unwrap().leased_by_other(1, 12_000));
+    // Expired: another holder takes it.
+    assert!(s.try_lease(&key(), 2, 71_001, 60_000).unwrap());
+    // The probe failed: renewed cooling ends the lease.
+    s.mark_cooling(&key(), 400_000, "http_503", 72_000).unwrap();
+    assert_eq!(s.read(&key()).unwrap().lease, None);
+    assert!(s.try_lease(&key(), 3, 401_000, 60_000).unwrap());
+    // A success ends it too.
+    s.record_success(&key(), 402_000).unwrap();
+    assert_eq!(s.read(&key()).unwrap().lease, None);
+}
+
+/// Strikes kept per model are bounded.
+fn strikes_are_bounded(s: &mut dyn HealthStore) {
+    let mut last = 0;
+    for i in 0..100 {
+        last = s
+            .record_strike(&key(), "http_503", 1_000 + i, 600_000)
+            .unwrap();
+    }
+    assert_eq!(last, 64);
+}
+
+fn all_rules(make: &dyn Fn() -> Box<dyn HealthStore>) {
+    strikes_and_success(&mut *make());
+    probe_lease(&mut *make());
+    strikes_are_bounded(&mut *make());
+}
+
+#[test]
+fn memory_store_keeps_the_rules() {
+    all_rules(&|| Box::new(MemoryStore::default()));
+}
+
+#[test]
+fn sqlite_store_keeps_the_rules() {
+    all_rules(&|| Box::new(SqliteStore::in_memory().unwrap()));
+}
+
+/// A `redis-server` of its own on a free loopback port, persistence off,
+/// stopped when dropped.
+pub(crate) struct RedisServer {
+    child: Child,
+    pub port: u16,
+}
+
+impl RedisServer {
+    pub fn start(extra: &[&str]) -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is needed for these tests (.ci/run installs it)");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer { child, port }
+    }
+
+    pub fn url(&self, db: u32) -> String {
+        format!("redis://127.0.0.1:{}/{db}", self.port)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn redis_store_keeps_the_rules() {
+    let server = RedisServer::start(&[]);
+    let db = std::sync::atomic::AtomicU32::new(0);
+    all_rules(&|| {
+        // A fresh database for each rule.
+        let n = db.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::new(RedisStore::connect(&server.url(n), None).unwrap())
+    });
+}
+
+#[test]
+fn redis_records_expire_on_their_own() {
+    let server = RedisServer::start(&[]);
+    let mut s = RedisStore::connect(&server.url(0), None).unwrap();
+    s.record_strike(&key(), "http_503", 1_000, 60_000).unwrap();
+    s.mark_cooling(&key(), 301_000, "http_503", 1_000).unwrap();
+    let mut conn = redis::Client::open(server.url(0))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("tinyagent:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for k in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut conn).unwrap();
+        assert!(ttl > 0 && ttl <= 300_000 + 3_600_000, "{k}: {ttl}");
+    }
+}
+
+#[test]
+fn a_password_comes_from_the_url_or_the_variable_and_is_never_shown() {
+    let server = RedisServer::start(&["--requirepass", "s3cret-pw"]);
+    let with = format!("redis://:s3cret-pw@127.0.0.1:{}/0", server.port);
+    assert!(RedisStore::connect(&with, None).is_ok());
+    assert!(RedisStore::connect(&server.url(0), Some("s3cret-pw".into())).is_ok());
+    let wrong = format!("redis://:wrong-pw@127.0.0.1:{}/0", server.port);
+    let e = RedisStore::connect(&wrong, None).err().unwrap().to_string();
+    assert!(!e.contains("wrong-pw"), "{e}");
+    let e = RedisStore::connect(&server.url(0), None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("password") || e.contains("auth"), "{e}");
+    assert_eq!(
+        super::redis::redacted(&with),
+        format!("redis://:***@127.0.0.1:{}/0", server.port)
+    );
+}
+
+#[test]
+fn an_unreachable_or_silent_redis_fails_within_the_bound() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    assert!(RedisStore::connect(&format!("redis://127.0.0.1:{port}/0"), None).is_err());
+    // A server that accepts and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "redis://127.0.0.1:{}/0",
+        silent.local_addr().unwrap().port()
+    );
+    let e = RedisStore::connect(&url, None).err().unwrap().to_string();
+    assert!(e.contains("200 ms"), "{e}");
+    // Generous: two bounded attempts on a loaded machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
