@@ -7,6 +7,7 @@ mod compaction;
 mod core;
 mod fallback;
 mod health;
+mod health_redis;
 mod hooks;
 mod logdb;
 mod mcp;

@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod ollama;
 pub mod openai;
+pub mod redis;
 pub mod responses;
 pub mod stub;
 
@@ -32,6 +33,7 @@ const SCRUBBED: &[&str] = &[
     "https_proxy",
     "ALL_PROXY",
     "NO_COLOR",
+    "TINYAGENT_REDIS_PASSWORD",
 ];
 
 /// A sandboxed place to run the binary: `home/` (config and state live
