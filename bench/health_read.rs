@@ -1,10 +1,12 @@
 //! The cost of the shared health record per request: a read of one key (what
 //! the retry loop does before each attempt) and the writes a failure or a
-//! success makes, against a real WAL file. Run: `cargo bench --bench health_read`.
+//! success makes, against a real WAL file, and against Redis when
+//! `TINYAGENT_BENCH_REDIS=redis://127.0.0.1:PORT/0` names a server (one on
+//! loopback: `bench/fleet.sh` starts one). Run: `cargo bench --bench health_read`.
 
 use std::time::{Duration, Instant};
 
-use tinyagent::health::{Health, HealthKey, HealthPolicy, HealthStore, SqliteStore};
+use tinyagent::health::{Health, HealthKey, HealthPolicy, HealthStore, RedisStore, SqliteStore};
 use tinyagent::model::chain::Cooldown;
 
 fn key(i: usize) -> HealthKey {
@@ -123,5 +125,35 @@ fn main() {
         "strike (write transaction, WAL):          {:>8.1} µs",
         strike.as_secs_f64() * 1e6
     );
+    if let Ok(url) = std::env::var("TINYAGENT_BENCH_REDIS") {
+        redis(&url, rounds);
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same calls against a Redis server: one round trip each.
+fn redis(url: &str, rounds: usize) {
+    let mut store = RedisStore::connect(url, None).expect("connect to Redis");
+    let n = 2_000;
+    let mut row = |label: &str, f: &mut dyn FnMut(&mut RedisStore, u32)| {
+        let d = median(
+            (0..rounds)
+                .map(|_| per_call(n, |i| f(&mut store, i)))
+                .collect(),
+        );
+        println!("redis {label:36} {:>8.1} µs", d.as_secs_f64() * 1e6);
+    };
+    row("read one key:", &mut |s, i| {
+        s.read(&key(i as usize % 32)).unwrap();
+    });
+    row("strike (Lua script):", &mut |s, i| {
+        s.record_strike(&key(1), "http_503", 2_000 + i as i64, 60_000)
+            .unwrap();
+    });
+    row("success on a clean record:", &mut |s, _| {
+        s.record_success(&key(2), 3_000).unwrap();
+    });
+    row("probe lease:", &mut |s, i| {
+        s.try_lease(&key(3), 7, 4_000 + i as i64, 60_000).unwrap();
+    });
 }
