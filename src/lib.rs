@@ -24,7 +24,7 @@ pub mod trajectory;
 pub mod worktree;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -50,12 +50,7 @@ use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
-use trajectory::{Checkpoint, Totals, Trajectory};
-
-/// The current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
+use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {

@@ -14,6 +14,12 @@ use crate::exit::Status;
 use crate::model::chain::Switch;
 use crate::tools::plan::PlanItem;
 
+/// The current time as RFC 3339 UTC with milliseconds: the trajectory's
+/// `started_at` and `finished_at`.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
 /// Token and cost totals of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Totals {

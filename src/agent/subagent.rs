@@ -148,7 +148,7 @@ fn child_doc(
         active_model: model.to_string(),
         status: Status::Running,
         error: None,
-        started_at: crate::now_rfc3339(),
+        started_at: crate::trajectory::now_rfc3339(),
         finished_at: None,
         steps: 0,
         totals: Totals::default(),
