@@ -295,13 +295,7 @@ mod tests {
 
     #[test]
     fn user_config_path_rules() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                vars.iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        use crate::setup::fixed_env as env;
         assert_eq!(
             user_config_path(&env(&[("TINYAGENT_CONFIG", "/c.yaml"), ("HOME", "/h")])),
             Some(PathBuf::from("/c.yaml"))

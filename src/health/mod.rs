@@ -146,14 +146,7 @@ pub fn for_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::setup::fixed_env as env;
 
     #[test]
     fn path_rules() {

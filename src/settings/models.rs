@@ -141,14 +141,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-
-    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::setup::fixed_env as env;
 
     fn spec(text: &str) -> ModelSpec {
         ModelSpec::parse(text).unwrap()
