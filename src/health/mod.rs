@@ -5,8 +5,9 @@
 //! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
 //! a networked store for a fleet of machines would be another implementation
 //! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
-//! cooling, ownership, the retry-loop gate) → `model::chain` (asks `Health`
-//! at fixed points; decides nothing here).
+//! cooling, ownership, the retry-loop gate) → `model::chain`, which asks
+//! `Health` at fixed points. Keys come resolved (`ResolvedModel::health_key`);
+//! this module reads no settings.
 
 mod memory;
 mod redis;
@@ -15,7 +16,6 @@ mod sqlite;
 mod store_tests;
 mod tracker;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use memory::MemoryStore;
@@ -23,11 +23,9 @@ pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 pub use tracker::{Health, HealthPolicy, MemberGate};
 
-use crate::config::ProviderConfig;
 use crate::events::Emitter;
-use crate::model::registry;
-use crate::model::spec::ModelSpec;
-use crate::settings::{Env, Settings};
+use crate::policy::FallbackPolicy;
+use crate::setup::Env;
 
 /// Most strike times a store keeps per model.
 pub const MAX_STRIKES: usize = 64;
@@ -139,30 +137,6 @@ pub fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
     }
 }
 
-/// The record key of `spec`: its resolved endpoint, or for a `script/`
-/// model the script file's absolute path.
-pub fn key_for(
-    spec: &ModelSpec,
-    providers: &BTreeMap<String, ProviderConfig>,
-    env: Env,
-) -> HealthKey {
-    let endpoint = if spec.provider == "script" {
-        let path = Path::new(&spec.model);
-        path.canonicalize()
-            .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| spec.model.clone())
-    } else {
-        registry::resolve(spec, providers, env)
-            .map(|r| r.endpoint)
-            .unwrap_or_default()
-    };
-    HealthKey {
-        model: spec.to_string(),
-        endpoint,
-    }
-}
-
 /// Opens the SQLite record at `path` (creating it and its directory), or
 /// explains why it cannot be used.
 pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
@@ -170,50 +144,76 @@ pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
 }
 
 /// Where a run's record lives (config `health_db`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum Location {
     File(PathBuf),
-    /// A `redis://` or `rediss://` URL (with its password, if any: never
-    /// print it, use `redis::redacted`).
-    Redis(String),
+    /// A `redis://` or `rediss://` URL and the password from
+    /// `TINYAGENT_REDIS_PASSWORD`; `Debug` hides both passwords.
+    Redis {
+        url: String,
+        password: Option<String>,
+    },
 }
 
-/// The record's location for `setting`: a Redis URL, else `db_path`.
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::File(path) => f.debug_tuple("File").field(path).finish(),
+            Location::Redis { url, .. } => {
+                f.debug_tuple("Redis").field(&redis::redacted(url)).finish()
+            }
+        }
+    }
+}
+
+impl Location {
+    /// How warnings name the record: the file, or the URL without its password.
+    pub fn label(&self) -> String {
+        match self {
+            Location::File(path) => path.display().to_string(),
+            Location::Redis { url, .. } => redis::redacted(url),
+        }
+    }
+
+    fn open(&self) -> Result<Box<dyn HealthStore>, StoreError> {
+        match self {
+            Location::File(path) => open(path),
+            Location::Redis { url, password } => {
+                Ok(Box::new(RedisStore::connect(url, password.clone())?))
+            }
+        }
+    }
+}
+
+/// The record's location for config `health_db`: a Redis URL (its password
+/// may also come from `TINYAGENT_REDIS_PASSWORD`), else `db_path`.
 pub fn location(setting: Option<&str>, env: Env) -> Option<Location> {
     match setting.map(str::trim) {
         Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
-            Some(Location::Redis(url.to_string()))
+            Some(Location::Redis {
+                url: url.to_string(),
+                password: env("TINYAGENT_REDIS_PASSWORD"),
+            })
         }
         _ => db_path(setting, env).map(Location::File),
     }
 }
 
-/// Opens the record at `location`, with the label its warnings use (a
-/// Redis URL with its password hidden). The Redis password may also come
-/// from `TINYAGENT_REDIS_PASSWORD`.
-pub fn open_location(
-    location: &Location,
-    env: Env,
-) -> (String, Result<Box<dyn HealthStore>, StoreError>) {
-    match location {
-        Location::File(path) => (path.display().to_string(), open(path)),
-        Location::Redis(url) => (
-            redis::redacted(url),
-            RedisStore::connect(url, env("TINYAGENT_REDIS_PASSWORD"))
-                .map(|s| Box::new(s) as Box<dyn HealthStore>),
-        ),
-    }
-}
-
-/// The shared record for a run of `settings`: off with `health_db: off`
-/// (or no home directory); an unusable file or an unreachable Redis costs
-/// one `warning` and the run goes on without it.
-pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
-    let Some(location) = location(settings.config.health_db.as_deref(), env) else {
+/// The shared record at `location` for a chain whose members have `keys`
+/// (primary first): off without one (`health_db: off`, or no home
+/// directory); an unusable file or an unreachable Redis costs one `warning`
+/// and the run goes on without it.
+pub fn for_run(
+    location: Option<&Location>,
+    keys: Vec<HealthKey>,
+    fallback: &FallbackPolicy,
+    emitter: &Emitter,
+) -> Health {
+    let Some(location) = location else {
         return Health::off();
     };
-    let (label, store) = open_location(&location, env);
-    let store = match store {
+    let label = location.label();
+    let store = match location.open() {
         Ok(store) => store,
         Err(e) => {
             emitter.warn(format!(
@@ -222,13 +222,9 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
             return Health::off();
         }
     };
-    let keys = std::iter::once(&settings.primary)
-        .chain(&settings.fallbacks)
-        .map(|spec| key_for(spec, &settings.providers, env))
-        .collect();
     let policy = HealthPolicy {
-        switch_after: settings.fallback.switch_after,
-        cooldown: settings.fallback.cooldown,
+        switch_after: fallback.switch_after,
+        cooldown: fallback.cooldown,
     };
     let warner = emitter.clone();
     Health::new(store, keys, policy, label, move |message| {
@@ -239,14 +235,7 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::setup::fixed_env as env;
 
     #[test]
     fn path_rules() {
@@ -269,26 +258,5 @@ mod tests {
             Some(PathBuf::from("/abs/h.db"))
         );
         assert_eq!(db_path(None, &env(&[])), None);
-    }
-
-    #[test]
-    fn keys_name_the_endpoint() {
-        let e = env(&[
-            ("OPENAI_API_KEY", "k"),
-            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
-        ]);
-        let key = key_for(
-            &ModelSpec::parse("openai/gpt-5").unwrap(),
-            &BTreeMap::new(),
-            &e,
-        );
-        assert_eq!(key.model, "openai/gpt-5");
-        assert_eq!(key.endpoint, "http://127.0.0.1:8080/v1");
-        let script = key_for(
-            &ModelSpec::parse("script/rel.yaml").unwrap(),
-            &BTreeMap::new(),
-            &e,
-        );
-        assert!(Path::new(&script.endpoint).is_absolute(), "{script:?}");
     }
 }

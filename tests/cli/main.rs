@@ -9,6 +9,7 @@ mod fallback;
 mod health;
 mod health_redis;
 mod hooks;
+mod layers;
 mod logdb;
 mod mcp;
 mod providers_anthropic;
