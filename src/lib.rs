@@ -104,12 +104,12 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     };
     let mut members = Vec::new();
     for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(
+        let member = build_member(spec, &settings.providers, timeouts, &process_env)?;
+        members.push(member.with_health_key(health::key_for(
             spec,
             &settings.providers,
-            timeouts,
             &process_env,
-        )?);
+        )));
     }
     let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
     // The user asked for the record: a database that cannot be opened is a

@@ -5,8 +5,8 @@
 //! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
 //! a networked store for a fleet of machines would be another implementation
 //! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
-//! cooling, ownership, the retry-loop gate) → `model::chain` (asks `Health`
-//! at fixed points; decides nothing here).
+//! cooling, ownership; it reports facts) → `model::chain` (decides: skip,
+//! switch, probe; each chain member carries its `HealthKey`).
 
 mod memory;
 mod sqlite;
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
-pub use tracker::{Health, HealthPolicy, MemberGate};
+pub use tracker::{Elsewhere, Health, Strike};
 
 use crate::config::ProviderConfig;
 use crate::events::Emitter;
@@ -149,19 +149,10 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
             return Health::off();
         }
     };
-    let keys = std::iter::once(&settings.primary)
-        .chain(&settings.fallbacks)
-        .map(|spec| key_for(spec, &settings.providers, env))
-        .collect();
-    let policy = HealthPolicy {
-        switch_after: settings.fallback.switch_after,
-        cooldown: settings.fallback.cooldown,
-    };
     let warner = emitter.clone();
     Health::new(
         store,
-        keys,
-        policy,
+        settings.fallback.clone(),
         path.display().to_string(),
         move |message| warner.warn(message),
     )

@@ -1,5 +1,8 @@
-//! The retry loop: one per model request and member. The only place that
-//! decides whether to wait and ask the same model again.
+//! The retry loop: one per model request and member. It sends the request,
+//! classifies a failure, works out the wait and asks the same model again.
+//! It decides nothing about the chain: after each failure, and before each
+//! request, it reports what happened to a `Referee` (the chain's rules in
+//! `chain.rs`), which says whether to go on, give up or skip the member.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -9,44 +12,32 @@ use crate::events::{Emitter, Event};
 pub use crate::policy::RetryPolicy;
 use crate::stop::{Stop, StopCause};
 
-/// What a wait after a failure should be.
+/// The wait before a retry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Wait {
     /// Wait this long, then retry.
     For(Duration),
-    /// The server asked for more than `max_backoff`: a chain moves on at once.
+    /// The server asked for a wait longer than `max_backoff`. If the referee
+    /// says to go on anyway, the loop waits `max_backoff`.
     TooLong,
 }
 
 impl RetryPolicy {
     /// The wait after the `failed`-th failure (counted from 1):
     /// `backoff * 2^(failed-1)` plus up to `jitter` of it, capped at
-    /// `max_backoff`, with the server's Retry-After as a floor. `random` is in
-    /// `[0, 1)`. With `can_switch`, a Retry-After beyond the cap is not
-    /// waited out.
-    pub fn wait_after(
-        &self,
-        failed: u32,
-        retry_after: Option<Duration>,
-        random: f64,
-        can_switch: bool,
-    ) -> Wait {
+    /// `max_backoff`, with the server's Retry-After as a floor; a Retry-After
+    /// beyond `max_backoff` is `Wait::TooLong`. `random` is in `[0, 1)`.
+    pub fn wait_after(&self, failed: u32, retry_after: Option<Duration>, random: f64) -> Wait {
         let base = self
             .backoff
             .saturating_mul(1u32 << (failed.saturating_sub(1)).min(20));
         let jittered = base.mul_f64(1.0 + self.jitter.max(0.0) * random);
-        let mut wait = jittered.min(self.max_backoff);
-        if let Some(floor) = retry_after {
-            if floor > self.max_backoff {
-                if can_switch {
-                    return Wait::TooLong;
-                }
-                wait = self.max_backoff;
-            } else {
-                wait = wait.max(floor);
-            }
+        let wait = jittered.min(self.max_backoff);
+        match retry_after {
+            Some(asked) if asked > self.max_backoff => Wait::TooLong,
+            Some(floor) => Wait::For(wait.max(floor)),
+            None => Wait::For(wait),
         }
-        Wait::For(wait)
     }
 }
 
@@ -59,47 +50,52 @@ pub struct RequestCtx<'a> {
     pub stop: &'a Stop,
 }
 
-/// How many requests this call may make, and whether a chain member waits
-/// behind it.
-#[derive(Debug, Clone, Copy)]
-pub struct Budget {
-    pub max_attempts: u32,
-    /// A later chain member exists: a Retry-After beyond the cap gives up now.
-    pub can_switch: bool,
+/// A failed attempt with a transient cause, as the loop reports it.
+#[derive(Debug)]
+pub struct Failed<'a> {
+    /// The attempt that failed, counted from 1.
+    pub attempt: u32,
+    /// The failure reason (`http_503`, `network`, ...).
+    pub reason: &'a str,
+    pub error: &'a ModelError,
+    /// The server asked for a wait longer than `max_backoff`.
+    pub wait_too_long: bool,
 }
 
-/// Why a retry loop gave up.
+/// What the referee says after a failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Wait, then ask the same model again.
+    Retry,
+    /// Stop here with this failure (`Failure::Model`).
+    GiveUp,
+    /// Stop here without a retry (`Failure::Skipped`).
+    Skip,
+}
+
+/// The rules one retry loop runs under, told every fact the loop learns.
+/// The chain's rules (`chain::Rules`) are the one implementation.
+pub trait Referee: Sync {
+    /// Before each request (the first included): `true` ends the loop with
+    /// `Failure::Skipped` before the request is sent.
+    fn skip(&self) -> bool;
+    /// After each failure with a transient cause.
+    fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
+    /// After a successful request.
+    fn succeeded(&self);
+}
+
+/// Why a retry loop ended without a reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
-    /// The model's last error, after `attempts` requests.
+    /// The model's last error, after `attempts` requests: a cause that is
+    /// not transient, or a transient one the referee gave up on.
     Model { error: ModelError, attempts: u32 },
     /// A cancel or limit fired during a request or a wait.
     Stopped(StopCause),
-    /// The hook said to skip the model (another run recorded it as cooling
-    /// down) before a request; `attempts` requests were made before that.
-    Cooling { attempts: u32 },
+    /// The referee skipped the member after `attempts` requests.
+    Skipped { attempts: u32 },
 }
-
-/// Consulted by the retry loop around each attempt; the shared health
-/// record (`crate::health::MemberGate`) plugs in here.
-pub trait AttemptHook: Sync {
-    /// Before each request, and after a failure before scheduling a retry:
-    /// `true` ends the loop with `Failure::Cooling`.
-    fn skip(&self) -> bool {
-        false
-    }
-    /// After each transient failure (with its reason): `true` ends the loop
-    /// at once with that failure, as if the budget were spent.
-    fn failed(&self, _reason: &str) -> bool {
-        false
-    }
-    /// After a successful request.
-    fn succeeded(&self) {}
-}
-
-/// A hook that changes nothing.
-pub struct NoHook;
-impl AttemptHook for NoHook {}
 
 /// Forwards text to the emitter and remembers whether any output arrived,
 /// so a failed attempt that showed something can be announced as reset.
@@ -118,37 +114,24 @@ impl StreamObserver for AttemptObserver<'_> {
     }
 }
 
-/// Sends `request` to `model` until it succeeds, fails for a reason that
-/// waiting won't fix, or `budget` runs out. Emits `provider.retry` for each
+/// Sends `request` to `model` until it succeeds, fails for a cause that is
+/// not transient, or `referee` ends the loop. Emits `provider.retry` for each
 /// scheduled retry and `model.attempt_reset` when a failed attempt had
-/// streamed output. The request is raced against `ctx.stop`.
+/// streamed output. Requests and waits are raced against `ctx.stop`.
 pub async fn request_with_retries(
     model: &dyn Model,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,
     policy: &RetryPolicy,
-    budget: Budget,
-) -> Result<Response, Failure> {
-    request_with_retries_gated(model, request, ctx, policy, budget, &NoHook).await
-}
-
-/// `request_with_retries` with `hook` consulted before each request and
-/// told of each outcome.
-pub async fn request_with_retries_gated(
-    model: &dyn Model,
-    request: &Request<'_>,
-    ctx: RequestCtx<'_>,
-    policy: &RetryPolicy,
-    budget: Budget,
-    hook: &dyn AttemptHook,
+    referee: &dyn Referee,
 ) -> Result<Response, Failure> {
     let mut attempt = 1;
     loop {
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
         }
-        if hook.skip() {
-            return Err(Failure::Cooling {
+        if referee.skip() {
+            return Err(Failure::Skipped {
                 attempts: attempt - 1,
             });
         }
@@ -162,7 +145,7 @@ pub async fn request_with_retries_gated(
         };
         let error = match result {
             Ok(response) => {
-                hook.succeeded();
+                referee.succeeded();
                 return Ok(response);
             }
             Err(error) => error,
@@ -179,30 +162,27 @@ pub async fn request_with_retries_gated(
                 attempts: attempt,
             });
         };
-        let give_up = hook.failed(&reason);
-        if attempt >= budget.max_attempts || give_up {
-            return Err(Failure::Model {
-                error,
-                attempts: attempt,
-            });
-        }
-        let wait = match policy.wait_after(
+        let wait = policy.wait_after(attempt, error.retry_after(), fastrand::f64());
+        let failed = Failed {
             attempt,
-            error.retry_after(),
-            fastrand::f64(),
-            budget.can_switch,
-        ) {
-            Wait::For(wait) => wait,
-            Wait::TooLong => {
+            reason: &reason,
+            error: &error,
+            wait_too_long: wait == Wait::TooLong,
+        };
+        match referee.after_failure(&failed) {
+            Verdict::Retry => {}
+            Verdict::GiveUp => {
                 return Err(Failure::Model {
                     error,
                     attempts: attempt,
                 })
             }
-        };
-        if hook.skip() {
-            return Err(Failure::Cooling { attempts: attempt });
+            Verdict::Skip => return Err(Failure::Skipped { attempts: attempt }),
         }
+        let wait = match wait {
+            Wait::For(wait) => wait,
+            Wait::TooLong => policy.max_backoff,
+        };
         ctx.emitter.emit(Event::ProviderRetry {
             step: ctx.step,
             model: request.spec.to_string(),
@@ -235,15 +215,15 @@ mod tests {
     fn backoff_doubles_from_the_first_wait() {
         let p = policy();
         assert_eq!(
-            p.wait_after(1, None, 0.0, false),
+            p.wait_after(1, None, 0.0),
             Wait::For(Duration::from_secs(1))
         );
         assert_eq!(
-            p.wait_after(2, None, 0.0, false),
+            p.wait_after(2, None, 0.0),
             Wait::For(Duration::from_secs(2))
         );
         assert_eq!(
-            p.wait_after(5, None, 0.0, false),
+            p.wait_after(5, None, 0.0),
             Wait::For(Duration::from_secs(16))
         );
     }
@@ -252,7 +232,7 @@ mod tests {
     fn jitter_adds_up_to_its_fraction() {
         let p = policy();
         assert_eq!(
-            p.wait_after(2, None, 0.999_999_999, false),
+            p.wait_after(2, None, 0.999_999_999),
             Wait::For(Duration::from_secs(2).mul_f64(1.0 + 0.5 * 0.999_999_999))
         );
     }
@@ -261,7 +241,7 @@ mod tests {
     fn capped_at_max_backoff() {
         let p = policy();
         assert_eq!(
-            p.wait_after(10, None, 0.9, false),
+            p.wait_after(10, None, 0.9),
             Wait::For(Duration::from_secs(60))
         );
     }
@@ -270,23 +250,19 @@ mod tests {
     fn retry_after_is_a_floor() {
         let p = policy();
         assert_eq!(
-            p.wait_after(1, Some(Duration::from_secs(7)), 0.0, false),
+            p.wait_after(1, Some(Duration::from_secs(7)), 0.0),
             Wait::For(Duration::from_secs(7))
         );
         assert_eq!(
-            p.wait_after(5, Some(Duration::from_secs(3)), 0.0, false),
+            p.wait_after(5, Some(Duration::from_secs(3)), 0.0),
             Wait::For(Duration::from_secs(16))
         );
     }
 
     #[test]
-    fn long_retry_after_switches_with_a_chain_and_caps_without() {
+    fn a_retry_after_beyond_the_cap_is_reported_too_long() {
         let p = policy();
         let long = Some(Duration::from_secs(3600));
-        assert_eq!(p.wait_after(1, long, 0.0, true), Wait::TooLong);
-        assert_eq!(
-            p.wait_after(1, long, 0.0, false),
-            Wait::For(Duration::from_secs(60))
-        );
+        assert_eq!(p.wait_after(1, long, 0.0), Wait::TooLong);
     }
 }

@@ -87,7 +87,8 @@ impl ScriptModel {
         Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
     }
 
-    fn parse(text: &str) -> Result<ScriptModel, String> {
+    /// Reads a script from its YAML text.
+    pub(crate) fn parse(text: &str) -> Result<ScriptModel, String> {
         let raw: Vec<ScriptReply> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         let mut replies = Vec::new();
         for (i, reply) in raw.into_iter().enumerate() {
