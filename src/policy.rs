@@ -20,7 +20,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 6,
-            backoff: Duration::from_secs(1),
+            backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(60),
             jitter: 0.5,
             stream_first_event_timeout: Duration::from_secs(30),

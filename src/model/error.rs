@@ -23,9 +23,12 @@ pub enum ModelError {
     /// The prompt does not fit the model's context window.
     #[error("context overflow{}", short(message))]
     ContextOverflow { message: String },
-    /// Connection refused, reset, or dropped before or during a reply.
+    /// Connection refused, reset, or dropped before the server answered.
     #[error("network error{}", short(message))]
     Network { message: String },
+    /// The connection dropped after the server had answered 200 (mid-reply).
+    #[error("network error{}", short(message))]
+    Dropped { message: String },
     /// No first event in time, or silence past the idle limit.
     #[error("timeout{}", short(message))]
     Timeout { message: String },
@@ -77,7 +80,9 @@ impl ModelError {
             ModelError::Status { .. } => ErrorClass::Fatal,
             ModelError::Quota { .. } => ErrorClass::Quota,
             ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
-            ModelError::Network { .. } => ErrorClass::Transient("network".into()),
+            ModelError::Network { .. } | ModelError::Dropped { .. } => {
+                ErrorClass::Transient("network".into())
+            }
             ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
             ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
             ModelError::Invalid { .. } => ErrorClass::Fatal,
@@ -96,6 +101,16 @@ impl ModelError {
                 _ => "error".into(),
             },
         }
+    }
+
+    /// Whether the server had already answered 200 when this failed (a
+    /// drop mid-reply, a stream without its finish marker): a glitch, not
+    /// overload, so the retry loop retries it once at once (SPEC 4 "Waits").
+    pub fn after_ok(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Dropped { .. } | ModelError::StreamIncomplete
+        )
     }
 
     /// The server's requested wait, if it sent one.
@@ -233,5 +248,15 @@ mod tests {
             "timeout"
         );
         assert_eq!(ModelError::StreamIncomplete.reason(), "stream_incomplete");
+        let dropped = ModelError::Dropped {
+            message: "connection dropped during the reply".into(),
+        };
+        assert_eq!(dropped.reason(), "network");
+        assert!(dropped.after_ok() && ModelError::StreamIncomplete.after_ok());
+        assert!(!status(503).after_ok());
+        assert!(!ModelError::Network {
+            message: String::new()
+        }
+        .after_ok());
     }
 }

@@ -160,6 +160,14 @@ pub fn network_error(e: &reqwest::Error) -> ModelError {
     }
 }
 
+/// A connection that failed while reading a reply the server had answered
+/// 200 to: a glitch (`ModelError::after_ok`), not overload.
+pub fn dropped_error(_e: &reqwest::Error) -> ModelError {
+    ModelError::Dropped {
+        message: "connection dropped during the reply".into(),
+    }
+}
+
 /// Builds a classified error from an error response body. Only the vendor's
 /// short message is kept, never the body.
 pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) -> ModelError {
@@ -260,7 +268,7 @@ impl SseReader {
                     })
                 }
                 Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
                 Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
             }
         }
@@ -331,7 +339,7 @@ impl NdjsonReader {
                     })
                 }
                 Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
                 Ok(Some(Ok(chunk))) => {
                     self.seen_any = true;
                     // Drop consumed lines once they are half the buffer:

@@ -23,20 +23,22 @@ pub enum Wait {
 }
 
 impl RetryPolicy {
-    /// The wait after the `failed`-th failure (counted from 1):
-    /// `backoff * 2^(failed-1)` plus up to `jitter` of it, capped at
-    /// `max_backoff`, with the server's Retry-After as a floor; a Retry-After
-    /// beyond `max_backoff` is `Wait::TooLong`. `random` is in `[0, 1)`.
-    pub fn wait_after(&self, failed: u32, retry_after: Option<Duration>, random: f64) -> Wait {
-        let base = self
-            .backoff
-            .saturating_mul(1u32 << (failed.saturating_sub(1)).min(20));
-        let jittered = base.mul_f64(1.0 + self.jitter.max(0.0) * random);
-        let wait = jittered.min(self.max_backoff);
+    /// The wait after a failure that backs off, the `n`-th of the loop to
+    /// do so (counted from 1): the server's Retry-After exactly, when it
+    /// sent one (beyond `max_backoff` it is `Wait::TooLong`); else
+    /// `backoff * 2^(n-1)` plus up to `jitter` of it, capped at
+    /// `max_backoff`. `random` is in `[0, 1)`.
+    pub fn wait_after(&self, n: u32, retry_after: Option<Duration>, random: f64) -> Wait {
         match retry_after {
             Some(asked) if asked > self.max_backoff => Wait::TooLong,
-            Some(floor) => Wait::For(wait.max(floor)),
-            None => Wait::For(wait),
+            Some(asked) => Wait::For(asked),
+            None => {
+                let base = self
+                    .backoff
+                    .saturating_mul(1u32 << (n.saturating_sub(1)).min(20));
+                let jittered = base.mul_f64(1.0 + self.jitter.max(0.0) * random);
+                Wait::For(jittered.min(self.max_backoff))
+            }
         }
     }
 }
@@ -126,6 +128,8 @@ pub async fn request_with_retries(
     referee: &dyn Referee,
 ) -> Result<Response, Failure> {
     let mut attempt = 1;
+    // Whether a glitch was already retried at once in this loop.
+    let mut glitch_retried = false;
     loop {
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
@@ -162,7 +166,16 @@ pub async fn request_with_retries(
                 attempts: attempt,
             });
         };
-        let wait = policy.wait_after(attempt, error.retry_after(), fastrand::f64());
+        // A glitch (the server had answered 200) is retried at once, the
+        // first time; every other failure, and a second glitch, backs off,
+        // the exponent counting only the failures that backed off.
+        let wait = if error.after_ok() && !glitch_retried {
+            glitch_retried = true;
+            Wait::For(Duration::ZERO)
+        } else {
+            let n = attempt - u32::from(glitch_retried);
+            policy.wait_after(n, error.retry_after(), fastrand::f64())
+        };
         let failed = Failed {
             attempt,
             reason: &reason,
@@ -200,7 +213,88 @@ pub async fn request_with_retries(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use super::*;
+    use crate::events::{EventRecord, Sink};
+    use crate::model::script::ScriptModel;
+
+    /// Retries every failure up to `attempts` requests.
+    struct Patient {
+        attempts: u32,
+    }
+    impl Referee for Patient {
+        fn skip(&self) -> bool {
+            false
+        }
+        fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
+            if failed.attempt >= self.attempts {
+                Verdict::GiveUp
+            } else {
+                Verdict::Retry
+            }
+        }
+        fn succeeded(&self) {}
+    }
+
+    struct Waits(Arc<Mutex<Vec<f64>>>);
+    impl Sink for Waits {
+        fn handle(&mut self, record: &EventRecord) {
+            if let Event::ProviderRetry { wait_seconds, .. } = record.event {
+                self.0.lock().unwrap().push(wait_seconds);
+            }
+        }
+    }
+
+    /// The `wait_seconds` of each retry of one loop over `script`.
+    async fn waits_for(script: &str) -> Vec<f64> {
+        let waits = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new("run", vec![Box::new(Waits(waits.clone()))]);
+        let stop = Stop::never();
+        let ctx = RequestCtx {
+            step: 1,
+            emitter: &emitter,
+            stop: &stop,
+        };
+        let request = Request {
+            system: "",
+            messages: &[],
+            tools: &[],
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec: "script/x",
+        };
+        let policy = RetryPolicy {
+            backoff: Duration::from_millis(1),
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        let model = ScriptModel::parse(script).unwrap();
+        let result =
+            request_with_retries(&model, &request, ctx, &policy, &Patient { attempts: 6 }).await;
+        assert!(result.is_ok(), "{result:?}");
+        let waits = waits.lock().unwrap().clone();
+        waits
+    }
+
+    #[tokio::test]
+    async fn a_glitch_is_retried_at_once_the_first_time_only() {
+        let two = "- error: {kind: stream_incomplete}\n  repeat: 2\n- text: ok\n";
+        assert_eq!(waits_for(two).await, vec![0.0, 0.001]);
+        let mixed = "- error: {status: 503}\n- error: {kind: stream_incomplete}\n- error: {status: 503}\n- text: ok\n";
+        assert_eq!(
+            waits_for(mixed).await,
+            vec![0.001, 0.0, 0.002],
+            "the glitch retried at once does not count in the exponent"
+        );
+    }
+
+    #[tokio::test]
+    async fn overload_and_connection_failures_always_back_off() {
+        let script = "- error: {kind: network}\n- error: {kind: timeout}\n- error: {status: 429}\n- text: ok\n";
+        assert_eq!(waits_for(script).await, vec![0.001, 0.002, 0.004]);
+    }
 
     fn policy() -> RetryPolicy {
         RetryPolicy {
@@ -247,16 +341,27 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_is_a_floor() {
+    fn retry_after_is_the_wait_exactly() {
         let p = policy();
         assert_eq!(
-            p.wait_after(1, Some(Duration::from_secs(7)), 0.0),
+            p.wait_after(1, Some(Duration::from_secs(7)), 0.9),
             Wait::For(Duration::from_secs(7))
         );
         assert_eq!(
-            p.wait_after(5, Some(Duration::from_secs(3)), 0.0),
-            Wait::For(Duration::from_secs(16))
+            p.wait_after(5, Some(Duration::from_secs(3)), 0.9),
+            Wait::For(Duration::from_secs(3)),
+            "not the larger backoff, no jitter"
         );
+        assert_eq!(
+            p.wait_after(1, Some(Duration::from_secs(60)), 0.0),
+            Wait::For(Duration::from_secs(60)),
+            "max_backoff itself is waited"
+        );
+    }
+
+    #[test]
+    fn the_default_backoff_is_half_a_second() {
+        assert_eq!(RetryPolicy::default().backoff, Duration::from_millis(500));
     }
 
     #[test]
