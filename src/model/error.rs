@@ -35,6 +35,10 @@ pub enum ModelError {
     /// The stream ended without its finish marker.
     #[error("stream ended without its finish marker")]
     StreamIncomplete,
+    /// A finished reply with no text and no tool calls (the retry loop
+    /// decides this from the reply; scripts can also ask for it).
+    #[error("empty reply: no text and no tool calls")]
+    EmptyResponse,
     /// A request we could not even build or send (bad local setup); never retried.
     #[error("{message}")]
     Invalid { message: String },
@@ -85,6 +89,7 @@ impl ModelError {
             }
             ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
             ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
+            ModelError::EmptyResponse => ErrorClass::Transient("empty_response".into()),
             ModelError::Invalid { .. } => ErrorClass::Fatal,
         }
     }
@@ -104,12 +109,13 @@ impl ModelError {
     }
 
     /// Whether the server had already answered 200 when this failed (a
-    /// drop mid-reply, a stream without its finish marker): a glitch, not
-    /// overload, so the retry loop retries it once at once (SPEC 4 "Waits").
+    /// drop mid-reply, a stream without its finish marker, an empty reply):
+    /// a glitch, not overload, so the retry loop retries it once at once
+    /// (SPEC 4 "Waits").
     pub fn after_ok(&self) -> bool {
         matches!(
             self,
-            ModelError::Dropped { .. } | ModelError::StreamIncomplete
+            ModelError::Dropped { .. } | ModelError::StreamIncomplete | ModelError::EmptyResponse
         )
     }
 
@@ -254,6 +260,8 @@ mod tests {
         assert_eq!(dropped.reason(), "network");
         assert!(dropped.after_ok() && ModelError::StreamIncomplete.after_ok());
         assert!(!status(503).after_ok());
+        assert_eq!(ModelError::EmptyResponse.reason(), "empty_response");
+        assert!(ModelError::EmptyResponse.after_ok());
         assert!(!ModelError::Network {
             message: String::new()
         }

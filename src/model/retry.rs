@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::{ErrorClass, Model, ModelError, Request, Response, StreamObserver};
+use super::{ErrorClass, FinishReason, Model, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
 pub use crate::policy::RetryPolicy;
 use crate::stop::{Stop, StopCause};
@@ -116,6 +116,20 @@ impl StreamObserver for AttemptObserver<'_> {
     }
 }
 
+/// A reply that finished properly but holds no text and no tool calls is
+/// no answer: failure `empty_response` (SPEC 4 "Empty reply"), retried like
+/// a glitch. A cut-off reply (`length`) is left to the truncation rule.
+fn not_empty(response: Response) -> Result<Response, ModelError> {
+    let empty = response.text.trim().is_empty()
+        && response.tool_calls.is_empty()
+        && response.finish != FinishReason::Length;
+    if empty {
+        Err(ModelError::EmptyResponse)
+    } else {
+        Ok(response)
+    }
+}
+
 /// Sends `request` to `model` until it succeeds, fails for a cause that is
 /// not transient, or `referee` ends the loop. Emits `provider.retry` for each
 /// scheduled retry and `model.attempt_reset` when a failed attempt had
@@ -147,6 +161,7 @@ pub async fn request_with_retries(
             result = model.complete(request, &observer) => result,
             cause = ctx.stop.fired() => return Err(Failure::Stopped(cause)),
         };
+        let result = result.and_then(not_empty);
         let error = match result {
             Ok(response) => {
                 referee.succeeded();
@@ -288,6 +303,23 @@ mod tests {
             vec![0.001, 0.0, 0.002],
             "the glitch retried at once does not count in the exponent"
         );
+    }
+
+    #[tokio::test]
+    async fn an_empty_reply_is_a_glitch_whether_scripted_or_replied() {
+        let scripted = "- error: {kind: empty_response}\n- text: ok\n";
+        assert_eq!(waits_for(scripted).await, vec![0.0]);
+        let blank = "- text: \"\"\n- text: \"  \"\n- text: ok\n";
+        assert_eq!(waits_for(blank).await, vec![0.0, 0.001]);
+        assert_eq!(
+            waits_for("- usage: {input: 5}\n- text: ok\n").await,
+            vec![0.0]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_cut_off_reply_is_not_empty() {
+        assert!(waits_for("- finish: length\n").await.is_empty());
     }
 
     #[tokio::test]

@@ -95,7 +95,12 @@ impl ScriptModel {
             if let Some(kind) = reply.error.as_ref().and_then(|e| e.kind.as_deref()) {
                 if !matches!(
                     kind,
-                    "quota" | "network" | "timeout" | "context_overflow" | "stream_incomplete"
+                    "quota"
+                        | "network"
+                        | "timeout"
+                        | "context_overflow"
+                        | "stream_incomplete"
+                        | "empty_response"
                 ) {
                     return Err(format!("reply {}: unknown error kind '{kind}'", i + 1));
                 }
@@ -141,6 +146,7 @@ fn scripted_error(error: &ScriptError) -> ModelError {
         Some("timeout") => ModelError::Timeout { message },
         Some("context_overflow") => ModelError::ContextOverflow { message },
         Some("stream_incomplete") => ModelError::StreamIncomplete,
+        Some("empty_response") => ModelError::EmptyResponse,
         _ => classify_status(error.status.unwrap_or(500), None, &message, retry_after),
     }
 }

@@ -150,3 +150,94 @@ fn a_refused_connection_backs_off() {
     let ev = events(&out.stdout);
     assert_eq!(retries(&ev), vec![("network".to_string(), 0.3)]);
 }
+
+/// A well-formed stream that finishes (`stop`, usage, `[DONE]`) with no text
+/// and no tool calls, as a gateway sends when it hides an upstream failure.
+fn empty_stream() -> Reply {
+    use crate::support::openai::{chunk, done, usage_chunk};
+    Reply::sse(vec![
+        chunk(
+            json!({"role": "assistant", "content": "", "refusal": null}),
+            None,
+        ),
+        chunk(json!({}), Some("stop")),
+        usage_chunk(50, 0, 0),
+        done(),
+    ])
+}
+
+#[test]
+fn an_empty_reply_is_retried_at_once_and_never_the_answer() {
+    let stub = Stub::sequence(vec![empty_stream(), chat_sse_text("the real answer")]);
+    let ev = run(&stub, Some("{backoff: 10s, jitter: 0}"));
+    assert_eq!(retries(&ev), vec![("empty_response".to_string(), 0.0)]);
+    assert_eq!(finished(&ev)["output"], "the real answer");
+    assert_eq!(
+        of_type(&ev, "model.response").len(),
+        1,
+        "the empty one is no response"
+    );
+    assert!(stub.gaps()[0] < secs(5.0), "{:?}", stub.gaps());
+}
+
+#[test]
+fn empty_replies_count_toward_switch_after() {
+    let env = TestEnv::new();
+    env.user_config("retry: {attempts: 3, backoff: 1ms, jitter: 0}\nhealth_db: off\n");
+    let fallback = env.script("fallback.yaml", "- text: from the fallback\n");
+    let stub = Stub::sequence(vec![empty_stream()]);
+    let out = env
+        .cmd()
+        .env("OPENAI_BASE_URL", format!("{}/v1", stub.url()))
+        .env("OPENAI_API_KEY", "sk-test-waits")
+        .args([
+            "-m",
+            "openai/gpt-5",
+            "--fallback-model",
+            &fallback,
+            "--json",
+            "hi",
+        ])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{ev:?}");
+    let switch = of_type(&ev, "model.fallback")[0];
+    assert_eq!(switch["reason"], "empty_response");
+    assert_eq!(switch["attempts"], 3);
+    assert_eq!(stub.count(), 3);
+    assert_eq!(finished(&ev)["output"], "from the fallback");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "model fallback: openai/gpt-5 -> {fallback} (empty_response) at step 1"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_scripted_reply_with_neither_text_nor_tool_calls_is_empty() {
+    let env = TestEnv::new();
+    env.user_config("retry: {backoff: 1ms, jitter: 0}\nhealth_db: off\n");
+    let model = env.script(
+        "s.yaml",
+        "- usage: {input: 10, output: 0}\n- error: {kind: empty_response}\n- text: at last\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "hi"])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{ev:?}");
+    // The first empty reply is retried at once, the second backs off.
+    assert_eq!(
+        retries(&ev),
+        vec![
+            ("empty_response".to_string(), 0.0),
+            ("empty_response".to_string(), 0.001)
+        ]
+    );
+    assert_eq!(finished(&ev)["output"], "at last");
+}

@@ -629,3 +629,19 @@ async fn a_success_of_another_run_lets_a_left_member_be_probed_early() {
     run.step(2).await.unwrap();
     assert_eq!(run.calls(0), 2, "probed before its own cooldown ended");
 }
+
+#[tokio::test]
+async fn empty_replies_count_toward_switch_after() {
+    let empty = "- text: \"\"\n";
+    let mut run = setup(&[empty, ANSWER]).switch_after(2).build();
+    run.step(1).await.unwrap();
+    assert_eq!(
+        run.switches(),
+        vec![switch(1, "a", "b", "empty_response", 2)]
+    );
+    assert_eq!(
+        run.waits(),
+        vec![0.0],
+        "the first empty reply is retried at once"
+    );
+}
