@@ -420,48 +420,19 @@ impl ChainModel {
         Ok(())
     }
 
-    /// Sends one step's request. First, members earlier than the active one
-    /// whose cooldown has passed are probed in chain order with one request
-    /// each: a success makes that member active again (`model.restore`), a
-    /// transient or quota failure moves on at once to the next probe or back
-    /// to the active member. Then the active member runs its retry loop, and
-    /// transient, quota and cooldown failures walk down the chain until a
-    /// member answers or the last one fails (`Exhausted`).
+    /// Sends one step's request: first the probes of members that cooled
+    /// down, then the active member's turn; transient, quota and cooldown
+    /// failures walk down the chain until a member answers or the last one
+    /// fails (`Exhausted`, naming every model tried with its reason).
     pub async fn complete(
         &mut self,
         request: &Request<'_>,
         ctx: RequestCtx<'_>,
     ) -> Result<Answer, ChainError> {
         let mut tried: Vec<(String, String)> = Vec::new();
-        let now = self.health.now();
-        let probes: Vec<usize> = (0..self.active)
-            .filter(|&i| self.eligible(i, now))
-            .collect();
-        for (k, &index) in probes.iter().enumerate() {
-            match self.turn(Rules::probe(self, index), request, ctx).await {
-                Turn::Answered(answer) => {
-                    let from = self.members[self.active].spec.clone();
-                    self.members[index].left_at = None;
-                    self.active = index;
-                    ctx.emitter.emit(Event::ModelRestore {
-                        step: ctx.step,
-                        from,
-                        to: answer.spec.clone(),
-                    });
-                    return Ok(answer);
-                }
-                Turn::Failed { error, attempts } => {
-                    let reason = error.reason();
-                    tried.push((self.members[index].spec.clone(), reason.clone()));
-                    let to = probes.get(k + 1).copied().unwrap_or(self.active);
-                    self.leave(ctx, index, to, &reason, attempts)?;
-                }
-                // Probes are never skipped.
-                Turn::Skipped { .. } => {}
-                Turn::End(end) => return Err(end),
-            }
+        if let Some(answer) = self.probe_cooled(request, ctx, &mut tried).await? {
+            return Ok(answer);
         }
-
         loop {
             let index = self.active;
             let (reason, attempts, error) =
@@ -494,6 +465,48 @@ impl ChainModel {
                 }
             }
         }
+    }
+
+    /// At a step boundary, probes the members earlier than the active one
+    /// whose cooldown has passed, in chain order, with one request each: a
+    /// success makes that member active again (`model.restore`); a transient
+    /// or quota failure is a switch (attempts 1) to the next probe, or back
+    /// to the active member, and restarts the member's cooldown.
+    async fn probe_cooled(
+        &mut self,
+        request: &Request<'_>,
+        ctx: RequestCtx<'_>,
+        tried: &mut Vec<(String, String)>,
+    ) -> Result<Option<Answer>, ChainError> {
+        let now = self.health.now();
+        let probes: Vec<usize> = (0..self.active)
+            .filter(|&i| self.eligible(i, now))
+            .collect();
+        for (k, &index) in probes.iter().enumerate() {
+            match self.turn(Rules::probe(self, index), request, ctx).await {
+                Turn::Answered(answer) => {
+                    let from = self.members[self.active].spec.clone();
+                    self.members[index].left_at = None;
+                    self.active = index;
+                    ctx.emitter.emit(Event::ModelRestore {
+                        step: ctx.step,
+                        from,
+                        to: answer.spec.clone(),
+                    });
+                    return Ok(Some(answer));
+                }
+                Turn::Failed { error, attempts } => {
+                    let reason = error.reason();
+                    tried.push((self.members[index].spec.clone(), reason.clone()));
+                    let to = probes.get(k + 1).copied().unwrap_or(self.active);
+                    self.leave(ctx, index, to, &reason, attempts)?;
+                }
+                // Probes are never skipped.
+                Turn::Skipped { .. } => {}
+                Turn::End(end) => return Err(end),
+            }
+        }
+        Ok(None)
     }
 }
 
