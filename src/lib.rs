@@ -3,25 +3,25 @@
 //! `run` is the one place that wires settings, models, tools and sinks
 //! together; see CONTRIBUTING.md for the map of the code.
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod cli;
-pub mod config;
-pub mod conversation;
-pub mod duration;
+pub(crate) mod config;
+pub(crate) mod conversation;
+pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
-pub mod mcp;
+pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
-pub mod resume;
+pub(crate) mod resume;
 pub mod sandbox;
-pub mod settings;
-pub mod setup;
-pub mod stop;
-pub mod tools;
+pub(crate) mod settings;
+pub(crate) mod setup;
+pub(crate) mod stop;
+pub(crate) mod tools;
 pub mod trajectory;
-pub mod worktree;
+pub(crate) mod worktree;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
