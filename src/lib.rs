@@ -39,10 +39,9 @@ use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use mcp::McpServers;
-use model::chain::{ChainModel, Member};
+use model::chain::ChainModel;
 use model::registry::{build_member, RegistryError};
 use model::spec::ResolvedModel;
-use policy::RetryPolicy;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
@@ -78,7 +77,8 @@ pub fn run(cli: Cli) -> i32 {
 /// A run resolved and ready for its first request.
 struct Prepared {
     settings: Settings,
-    members: Vec<Member>,
+    /// The run's chain; the health record joins it once the run has an emitter.
+    chain: ChainModel,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
@@ -90,16 +90,15 @@ struct Prepared {
 fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     let resume = cli.resume.as_deref().map(resume::load).transpose()?;
     let settings = Settings::resolve(cli, &process_env, resume.as_ref())?;
-    let members = build_members(settings.chain(), &settings.retry)?;
+    let chain = build_chain(settings.chain(), &settings)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
-            let members = build_members(
+            let chain = build_chain(
                 std::iter::once(&sub.primary).chain(&sub.fallbacks),
-                &settings.retry,
+                &settings,
             )
             .map_err(|e| SetupError(format!("config subagents: {e}")))?;
-            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
             let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
             Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
@@ -118,21 +117,27 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     };
     Ok(Prepared {
         settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
     })
 }
 
-/// The chain members for `models`, primary first.
-fn build_members<'a>(
+/// A chain of `models` (primary first) under the run's retry and fallback
+/// settings: the run's own and the subagents' are built here alike.
+fn build_chain<'a>(
     models: impl Iterator<Item = &'a ResolvedModel>,
-    retry: &RetryPolicy,
-) -> Result<Vec<Member>, RegistryError> {
-    models
-        .map(|model| build_member(model, retry.stream_timeouts()))
-        .collect()
+    settings: &Settings,
+) -> Result<ChainModel, RegistryError> {
+    let members = models
+        .map(|model| build_member(model, settings.retry.stream_timeouts()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ChainModel::new(
+        members,
+        settings.retry.clone(),
+        settings.fallback.clone(),
+    ))
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -147,22 +152,22 @@ fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
 
 /// Warnings due before the first request: unpriced models under a cost
 /// limit, and fallbacks dearer than the primary.
-fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter) {
+fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
     if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in members.iter().filter(|m| m.pricing.is_none()) {
+        for m in models.iter().filter(|m| m.pricing.is_none()) {
             emitter.warn(format!(
                 "model {} has no known price: its responses count as $0 toward the cost limit",
                 m.spec
             ));
         }
     }
-    if let Some(primary) = members[0].pricing {
-        for m in &members[1..] {
+    if let Some(primary) = models[0].pricing {
+        for m in &models[1..] {
             if let Some(p) = m.pricing {
                 if p.input > primary.input || p.output > primary.output {
                     emitter.warn(format!(
                         "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, members[0].spec, p.input, p.output, primary.input, primary.output
+                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
                     ));
                 }
             }
@@ -233,7 +238,7 @@ async fn start_isolation(
 async fn run_agent(prepared: Prepared) -> i32 {
     let Prepared {
         mut settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
@@ -299,7 +304,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
     });
-    price_warnings(&members, settings.cost_limit, &emitter);
+    let models: Vec<&ResolvedModel> = settings.chain().collect();
+    price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
@@ -349,8 +355,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         &settings.fallback,
         &emitter,
     );
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health);
+    let chain = chain.with_health(health);
     let agent = Agent {
         chain,
         tools,
