@@ -167,49 +167,46 @@ mod tests {
         String::from_utf8(line).unwrap().trim().parse().unwrap()
     }
 
-    /// Whether `pid` is gone (or a zombie), polling for up to two seconds.
-    async fn dies(pid: i32) -> bool {
-        for _ in 0..200 {
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if state.is_empty() || state.contains(") Z ") {
-                return true;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        false
-    }
-
-    #[tokio::test]
-    async fn the_guard_alone_kills_the_group_when_our_end_closes() {
+    /// A shell that starts a grandchild, prints its pid and waits for it.
+    fn sleeper() -> Command {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
             .arg("sleep 30 & echo $!; wait")
             .stdout(Stdio::piped());
+        cmd
+    }
+
+    /// Fails unless `pid` is gone (or a zombie) within two seconds.
+    async fn assert_dies(pid: i32) {
+        for _ in 0..200 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if state.is_empty() || state.contains(") Z ") {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("process {pid} outlived its group");
+    }
+
+    #[tokio::test]
+    async fn the_guard_alone_kills_the_group_when_our_end_closes() {
+        let mut cmd = sleeper();
         let mut group = ProcessGroup::prepare(&mut cmd);
         // Not `started`: the guard learns the group from the command itself.
         let mut child = cmd.spawn().unwrap();
         let grandchild = first_pid(child.stdout.as_mut().unwrap()).await;
         // What the agent's death does: our end closes, nobody kills anything.
         group._lifeline = None;
-        assert!(
-            dies(grandchild).await,
-            "process {grandchild} outlived its group"
-        );
+        assert_dies(grandchild).await;
         let _ = child.wait().await;
     }
 
     #[tokio::test]
     async fn dropping_the_group_kills_its_grandchildren() {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg("sleep 30 & echo $!; wait")
-            .stdout(Stdio::piped());
+        let cmd = sleeper();
         let mut guarded = GuardedChild::spawn(cmd).unwrap();
         let grandchild = first_pid(guarded.child.stdout.as_mut().unwrap()).await;
         drop(guarded);
-        assert!(
-            dies(grandchild).await,
-            "process {grandchild} outlived its group"
-        );
+        assert_dies(grandchild).await;
     }
 }
