@@ -1,6 +1,6 @@
 //! Retry and fallback settings (config `retry:` and `fallback:`), as plain
-//! values. A leaf module: settings build them, the chain and the health
-//! record read them, and it imports nothing of ours.
+//! values. A leaf module: settings build them, the chain, the adapters'
+//! transport and the health record read them, and it imports nothing of ours.
 
 use std::time::Duration;
 
@@ -27,6 +27,24 @@ impl Default for RetryPolicy {
             stream_idle_timeout: Duration::from_secs(180),
         }
     }
+}
+
+impl RetryPolicy {
+    /// The stream timeouts every HTTP adapter applies.
+    pub fn stream_timeouts(&self) -> StreamTimeouts {
+        StreamTimeouts {
+            first_event: self.stream_first_event_timeout,
+            idle: self.stream_idle_timeout,
+        }
+    }
+}
+
+/// What adapters need of the retry policy: how long a streamed reply may
+/// take to start, and to go quiet between events.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTimeouts {
+    pub first_event: Duration,
+    pub idle: Duration,
 }
 
 /// How long a member that was left is skipped.

@@ -59,7 +59,6 @@ pub struct Failed<'a> {
     pub attempt: u32,
     /// The failure reason (`http_503`, `network`, ...).
     pub reason: &'a str,
-    pub error: &'a ModelError,
     /// The server asked for a wait longer than `max_backoff`.
     pub wait_too_long: bool,
 }
@@ -194,7 +193,6 @@ pub async fn request_with_retries(
         let failed = Failed {
             attempt,
             reason: &reason,
-            error: &error,
             wait_too_long: wait == Wait::TooLong,
         };
         match referee.after_failure(&failed) {
