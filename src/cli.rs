@@ -63,6 +63,10 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
+    /// Project instructions to use instead of the AGENTS.md files found (config `instructions`)
+    #[arg(long, value_name = "FILE")]
+    pub instructions: Option<PathBuf>,
+
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]
     pub step_limit: Option<u32>,

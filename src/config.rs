@@ -51,6 +51,17 @@ pub struct Config {
     pub health_db: Option<String>,
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// `instructions:` true (the default), false, or a file (SPEC 14).
+    pub instructions: Option<InstructionsConfig>,
+}
+
+/// `instructions:` read the `AGENTS.md` files (true), none (false), or
+/// this file instead.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum InstructionsConfig {
+    Enabled(bool),
+    File(PathBuf),
 }
 
 /// A named provider.

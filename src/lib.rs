@@ -29,6 +29,7 @@ use std::time::{Instant, SystemTime};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::instructions::{self, Instructions};
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
@@ -84,6 +85,7 @@ struct Prepared {
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
+    instructions: Instructions,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -111,7 +113,14 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
             &process_env,
         )?);
     }
-    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    let mut jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    let source = instructions::Source::resolve(
+        cli.instructions.as_deref(),
+        settings.config.instructions.as_ref(),
+        &settings.cwd,
+    );
+    let instructions = instructions::load(&source, &settings.cwd)?;
+    jobs.system_note = instructions.prompt_section();
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -124,6 +133,7 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         log_db,
         resume,
         jobs,
+        instructions,
     })
 }
 
@@ -229,6 +239,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         log_db,
         resume,
         jobs,
+        instructions,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -286,7 +297,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
+        instructions: instructions.paths(),
     });
+    for warning in &instructions.warnings {
+        emitter.warn(warning.clone());
+    }
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
