@@ -46,6 +46,7 @@ use settings::{process_env, Settings, SetupError};
 use stop::Stop;
 use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
+use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
 use trajectory::{Checkpoint, Totals, Trajectory};
@@ -341,6 +342,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
+    tools.add(Box::new(GrepTool));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
     for tool in mcp.tools(&emitter) {
         tools.add(tool);

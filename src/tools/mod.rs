@@ -5,6 +5,7 @@
 pub mod bash;
 pub mod delegate;
 pub mod files;
+pub mod grep;
 pub mod mcp;
 pub mod plan;
 pub mod process;

@@ -19,5 +19,6 @@ mod resume;
 mod sandbox;
 mod schema;
 mod subagents;
+mod tools;
 mod translation;
 mod worktree;
