@@ -53,6 +53,19 @@ pub struct Config {
     pub compaction: CompactionConfig,
     /// `instructions:` true (the default), false, or a file (SPEC 14).
     pub instructions: Option<InstructionsConfig>,
+    /// `tools: {allow, deny}`: which tools are offered (SPEC 11).
+    #[serde(default)]
+    pub tools: ToolsConfig,
+}
+
+/// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Only these (when given); `submit` is always offered.
+    pub allow: Option<Vec<String>>,
+    #[serde(default)]
+    pub deny: Vec<String>,
 }
 
 /// `instructions:` read the `AGENTS.md` files (true), none (false), or

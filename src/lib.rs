@@ -46,6 +46,7 @@ use settings::{process_env, Settings, SetupError};
 use stop::Stop;
 use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
+use tools::filter::ToolFilter;
 use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
@@ -87,6 +88,7 @@ struct Prepared {
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
     instructions: Instructions,
+    tool_filter: ToolFilter,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -122,6 +124,12 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     );
     let instructions = instructions::load(&source, &settings.cwd)?;
     jobs.system_note = instructions.prompt_section();
+    let tool_filter =
+        ToolFilter::from_config(&settings.config.tools, settings.config.mcp_servers.keys())
+            .map_err(SetupError)?;
+    if !tool_filter.allows("delegate") {
+        jobs.subagent = None;
+    }
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -135,6 +143,7 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         resume,
         jobs,
         instructions,
+        tool_filter,
     })
 }
 
@@ -241,6 +250,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resume,
         jobs,
         instructions,
+        tool_filter,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -332,7 +342,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
 
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
-    let mut tools = ToolRegistry::default();
+    let mut tools = ToolRegistry::with_filter(tool_filter);
     let bash: Box<dyn CommandBuilder> = match &sandbox {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),

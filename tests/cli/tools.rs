@@ -120,3 +120,43 @@ fn grep_is_offered_by_default() {
         assert!(names.contains(&name.to_string()), "{name} in {names:?}");
     }
 }
+
+#[test]
+fn allow_offers_only_those_tools_and_submit() {
+    let env = TestEnv::new();
+    env.user_config("tools: {allow: [read_file, grep]}\n");
+    let (code, names, _) = offered(&env);
+    assert_eq!(code, Some(0));
+    assert_eq!(names, ["read_file", "grep", "submit"]);
+}
+
+#[test]
+fn deny_removes_tools_and_a_denied_call_is_refused() {
+    let env = TestEnv::new();
+    env.user_config("tools: {deny: [bash, \"*_file\"]}\n");
+    let (code, names, _) = offered(&env);
+    assert_eq!(code, Some(0));
+    assert_eq!(names, ["list_files", "grep", "plan", "submit"]);
+
+    let script = "- tool_calls:\n    - {name: bash, arguments: {command: \"touch ran\"}}\n- tool_calls:\n    - {name: submit, arguments: {output: done}}\n";
+    let (code, ev, _) = run_script(&env, script, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(tool_results(&ev)[0], (false, "unknown tool 'bash'".into()));
+    assert!(!env.work().join("ran").exists());
+}
+
+#[test]
+fn an_unknown_tool_name_is_a_config_error_with_did_you_mean() {
+    let env = TestEnv::new();
+    env.user_config("tools: {deny: [write_fiel]}\n");
+    let (code, _, stderr) = run_script(&env, "- text: hi\n", &[]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("tinyagent: error: config tools.deny: unknown tool 'write_fiel' (did you mean 'write_file'?"),
+        "{stderr}"
+    );
+    env.user_config("tools: {allow: [mcp__nodocs__*]}\n");
+    let (code, _, stderr) = run_script(&env, "- text: hi\n", &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("no MCP server 'nodocs'"), "{stderr}");
+}
