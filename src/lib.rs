@@ -199,6 +199,7 @@ fn watch_signals(token: CancellationToken) {
             }
             count += 1;
             if count > 1 {
+                events::human::clear_terminal_line();
                 std::process::exit(Status::Interrupted.exit_code());
             }
             token.cancel();
@@ -340,6 +341,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         None => None,
     };
 
+    let resumable = checkpoint.as_ref().and(output_path.clone());
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::with_filter(tool_filter);
@@ -393,6 +395,10 @@ async fn run_agent(prepared: Prepared) -> i32 {
     drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
+        let hint = resumable.and_then(|path| events::human::resume_hint(outcome.status, &path));
+        if let Some(hint) = hint.filter(|_| !settings.quiet) {
+            eprintln!("{hint}");
+        }
     }
     outcome.status.exit_code()
 }

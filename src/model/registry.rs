@@ -118,8 +118,20 @@ pub fn build_member(
     env: Env,
 ) -> Result<Member, SetupError> {
     let resolved = resolve(spec, providers, env)?;
+    let mut pricing = resolved.pricing;
     let model: Box<dyn Model> = match resolved.api {
-        WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
+        WireApi::Script => {
+            let script = ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?;
+            // A script that states its replies' costs is priced, not unpriced.
+            if script.states_costs() {
+                pricing = pricing.or(Some(Pricing {
+                    input: 0.0,
+                    output: 0.0,
+                    cached_input: 0.0,
+                }));
+            }
+            Box::new(script)
+        }
         WireApi::OpenAi => {
             let dialect = match spec.provider.as_str() {
                 "openai" => Dialect::OpenAi,
@@ -158,7 +170,7 @@ pub fn build_member(
     Ok(Member::new(
         spec.to_string(),
         model,
-        resolved.pricing,
+        pricing,
         resolved.context_window,
     ))
 }

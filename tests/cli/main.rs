@@ -21,4 +21,5 @@ mod schema;
 mod subagents;
 mod tools;
 mod translation;
+mod view;
 mod worktree;
