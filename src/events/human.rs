@@ -310,7 +310,11 @@ impl HumanSink {
             } => {
                 let subject = tool_subject(tool, arguments);
                 self.calls.insert(call_id.clone(), arguments.clone());
-                self.spin(&format!("running {tool} {subject}"));
+                if tool == "submit" {
+                    self.spin("finishing");
+                } else {
+                    self.spin(&format!("running {tool} {subject}"));
+                }
             }
             Event::ToolFinished {
                 call_id,
@@ -357,7 +361,7 @@ fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
             move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
                 let until = *wait.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(left) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
-                    let _ = write!(w, " {:.1}s", left.as_secs_f64());
+                    let _ = write!(w, " in {:.1}s", left.as_secs_f64());
                 }
             },
         );
