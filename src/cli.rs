@@ -107,3 +107,19 @@ pub struct Cli {
     #[arg(short = 'q', long)]
     pub quiet: bool,
 }
+
+/// Prints a flag-parsing error the way tinyagent's own usage errors start
+/// (`tinyagent: error: ...`), or the help or version text clap was asked
+/// for, and returns the exit code (2 for a usage error).
+pub fn exit_on_parse_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return std::process::ExitCode::from(code);
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint!("tinyagent: error: {text}");
+    std::process::ExitCode::from(code)
+}

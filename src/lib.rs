@@ -19,6 +19,7 @@ pub mod sandbox;
 pub mod settings;
 pub mod setup;
 pub mod stop;
+pub mod suggest;
 pub mod tools;
 pub mod trajectory;
 pub mod worktree;

@@ -6,6 +6,7 @@
 use globset::{Glob, GlobMatcher};
 
 use crate::config::ToolsConfig;
+use crate::suggest::closest;
 
 /// The built-in tools, `delegate` and `submit` included.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -117,16 +118,6 @@ fn check_entry<'a>(
         "unknown tool '{entry}' ({hint}tools are {}, and mcp__<server>__<tool>)",
         BUILTIN_TOOLS.join(", ")
     ))
-}
-
-/// The candidate closest to `word`, when it is close enough to be a typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ mod support;
 
 mod compaction;
 mod core;
+mod errors;
 mod fallback;
 mod health;
 mod hooks;
