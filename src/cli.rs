@@ -11,10 +11,7 @@ use clap::Parser;
 /// directory, and ends with an answer and an exit code.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
-#[command(
-    after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted."
-)]
+#[command(after_help = crate::help::after_help())]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin
     #[arg(value_name = "TASK")]
@@ -102,6 +99,10 @@ pub struct Cli {
         requires = "sandbox"
     )]
     pub sandbox_allow_domain: Vec<String>,
+
+    /// Print shell completions or the man page and exit
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub generate: Option<crate::help::Generate>,
 
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]

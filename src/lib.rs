@@ -11,6 +11,7 @@ pub mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
+pub mod help;
 pub mod mcp;
 pub mod model;
 pub mod policy;
@@ -60,6 +61,9 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if let Some(kind) = cli.generate {
+        return help::generate(kind);
+    }
     match prepare(&cli) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()

@@ -7,6 +7,7 @@ mod compaction;
 mod core;
 mod errors;
 mod fallback;
+mod generate;
 mod health;
 mod hooks;
 mod instructions;
