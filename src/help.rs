@@ -4,9 +4,8 @@
 
 use std::io::Write;
 
-use clap::{CommandFactory, ValueEnum};
+use clap::ValueEnum;
 
-use crate::cli::Cli;
 use crate::model::spec::BUILTIN_PROVIDERS;
 
 /// What `--generate` prints.
@@ -42,18 +41,18 @@ pub fn after_help() -> String {
     text
 }
 
-/// Prints what `kind` asks for on stdout; returns the exit code. Built in
-/// memory first: a closed pipe (`| head`) is not an error.
-pub fn generate(kind: Generate) -> i32 {
-    let bytes = render(kind);
+/// Prints what `kind` asks for about `command` (the CLI's clap command) on
+/// stdout; returns the exit code. Built in memory first: a closed pipe
+/// (`| head`) is not an error.
+pub fn generate(kind: Generate, command: clap::Command) -> i32 {
+    let bytes = render(kind, command);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&bytes).and_then(|()| out.flush());
     0
 }
 
 /// The completion script or man page for `kind`.
-pub fn render(kind: Generate) -> Vec<u8> {
-    let mut command = Cli::command();
+pub fn render(kind: Generate, mut command: clap::Command) -> Vec<u8> {
     let mut buf = Vec::new();
     let shell = match kind {
         Generate::CompleteBash => clap_complete::Shell::Bash,

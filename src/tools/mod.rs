@@ -7,7 +7,6 @@ pub mod delegate;
 pub mod files;
 pub mod filter;
 pub mod grep;
-pub mod mcp;
 pub mod plan;
 pub mod process;
 

@@ -11,6 +11,7 @@ mod generate;
 mod health;
 mod hooks;
 mod instructions;
+mod layers;
 mod logdb;
 mod mcp;
 mod providers_anthropic;
