@@ -26,6 +26,9 @@ pub const MAX_RESULTS_CAP: usize = 1000;
 const MAX_CONTEXT_LINES: usize = 10;
 /// Longest line shown, in characters; the rest is cut.
 const MAX_LINE_CHARS: usize = 300;
+/// The most memory one line may take while searching; a file with a longer
+/// line is skipped.
+const HEAP_LIMIT: usize = 16 * 1024 * 1024;
 
 /// The `grep` tool's arguments (their JSON Schema is the tool's).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -70,7 +73,9 @@ impl Tool for GrepTool {
         };
         let cwd = ctx.cwd.clone();
         let root = ctx.resolve(args.path.as_deref().unwrap_or("."));
-        match tokio::task::spawn_blocking(move || search(&args, &root, &cwd)).await {
+        let stop = ctx.stop.clone();
+        let stopped = move || stop.pending().is_some();
+        match tokio::task::spawn_blocking(move || search(&args, &root, &cwd, &stopped)).await {
             Ok(Ok(text)) => ToolOutput::ok(shorten(&text, MAX_OUTPUT_CHARS)),
             Ok(Err(e)) => ToolOutput::err(e),
             Err(e) => ToolOutput::err(format!("grep failed: {e}")),
@@ -103,7 +108,12 @@ fn args_schema() -> Value {
 
 /// Runs one search; `Err` is a message for the model (bad regex, bad glob,
 /// missing path).
-fn search(args: &GrepArgs, root: &Path, cwd: &Path) -> Result<String, String> {
+fn search(
+    args: &GrepArgs,
+    root: &Path,
+    cwd: &Path,
+    stopped: &dyn Fn() -> bool,
+) -> Result<String, String> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive.unwrap_or(false))
         .line_terminator(Some(b'\n'))
@@ -141,6 +151,7 @@ fn search(args: &GrepArgs, root: &Path, cwd: &Path) -> Result<String, String> {
         .before_context(context)
         .after_context(context)
         .binary_detection(BinaryDetection::quit(0))
+        .heap_limit(Some(HEAP_LIMIT))
         .build();
 
     let mut out = Collector {
@@ -150,6 +161,9 @@ fn search(args: &GrepArgs, root: &Path, cwd: &Path) -> Result<String, String> {
         files: 0,
     };
     for entry in walk.build() {
+        if stopped() {
+            return Err("interrupted".into());
+        }
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
@@ -291,7 +305,7 @@ mod tests {
     fn grep(cwd: &Path, args: Value) -> Result<String, String> {
         let args: GrepArgs = serde_json::from_value(args).map_err(|e| e.to_string())?;
         let root = cwd.join(args.path.as_deref().unwrap_or("."));
-        search(&args, &root, cwd)
+        search(&args, &root, cwd, &|| false)
     }
 
     fn tree() -> tempfile::TempDir {
@@ -395,6 +409,25 @@ mod tests {
             grep(t.path(), json!({"pattern": "zzz"})).unwrap(),
             "no matches"
         );
+        let args: GrepArgs = serde_json::from_value(json!({"pattern": "x"})).unwrap();
+        assert_eq!(
+            search(&args, t.path(), t.path(), &|| true).unwrap_err(),
+            "interrupted"
+        );
+    }
+
+    #[test]
+    fn a_path_outside_the_working_directory_is_shown_whole() {
+        let t = tree();
+        let outside = t.path().join("src/b.txt");
+        let args: GrepArgs = serde_json::from_value(json!({"pattern": "NEEDLE"})).unwrap();
+        let out = search(&args, &outside, &t.path().join("target"), &|| false).unwrap();
+        assert!(
+            out.starts_with(&format!("{}:2: NEEDLE two", outside.display())),
+            "{out}"
+        );
+        let out = search(&args, &outside, &t.path().join("src"), &|| false).unwrap();
+        assert!(out.starts_with("b.txt:2: NEEDLE two"), "{out}");
     }
 
     #[test]
