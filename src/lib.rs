@@ -159,13 +159,12 @@ fn build_members<'a>(
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(SwitchNotices)];
+    // The human view prints the switch lines itself, above its spinner.
     if settings.json {
-        sinks.push(Box::new(JsonlSink::stdout()));
+        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
     } else {
-        sinks.push(Box::new(HumanSink::new(settings.quiet)));
+        vec![Box::new(HumanSink::new(settings.quiet))]
     }
-    sinks
 }
 
 /// Warnings due before the first request: unpriced models under a cost

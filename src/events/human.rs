@@ -100,6 +100,13 @@ impl HumanSink {
         self.width - if self.indent { 2 } else { 0 }
     }
 
+    fn line_unindented(&self, text: &str) {
+        match &self.spinner {
+            Some(bar) => bar.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+
     fn line(&self, text: &str) {
         let indented;
         let text = if self.indent {
@@ -207,6 +214,11 @@ impl HumanSink {
 
 impl Sink for HumanSink {
     fn handle(&mut self, record: &EventRecord) {
+        // The fallback and restore lines are printed in every mode (SPEC 5),
+        // above the spinner so no frame is left behind.
+        if let Some(line) = super::switch_line(&record.event) {
+            self.line_unindented(&line);
+        }
         if record.parent_run_id.is_some() {
             self.handle_subagent(record);
         } else {
@@ -279,7 +291,7 @@ impl HumanSink {
                 let wait = Duration::try_from_secs_f64(*wait_seconds).unwrap_or_default();
                 self.set_wait(Some(Instant::now() + wait));
                 self.spin(&format!(
-                    "retrying {model} (attempt {next_attempt}, {reason}) in"
+                    "retrying {model} (attempt {next_attempt}, {reason})"
                 ));
             }
             Event::AttemptReset { model, .. } => {
