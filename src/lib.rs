@@ -3,27 +3,27 @@
 //! `run` is the one place that wires settings, models, tools and sinks
 //! together; see CONTRIBUTING.md for the map of the code.
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod cli;
-pub mod config;
-pub mod conversation;
-pub mod duration;
+pub(crate) mod config;
+pub(crate) mod conversation;
+pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
-pub mod help;
-pub mod mcp;
+pub(crate) mod help;
+pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
-pub mod resume;
+pub(crate) mod resume;
 pub mod sandbox;
-pub mod settings;
-pub mod setup;
-pub mod stop;
-pub mod suggest;
-pub mod tools;
+pub(crate) mod settings;
+pub(crate) mod setup;
+pub(crate) mod stop;
+pub(crate) mod suggest;
+pub(crate) mod tools;
 pub mod trajectory;
-pub mod worktree;
+pub(crate) mod worktree;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -42,10 +42,9 @@ use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use mcp::McpServers;
-use model::chain::{ChainModel, Member};
+use model::chain::ChainModel;
 use model::registry::{build_member, RegistryError};
 use model::spec::ResolvedModel;
-use policy::RetryPolicy;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
@@ -86,7 +85,8 @@ pub fn run(cli: Cli) -> i32 {
 /// A run resolved and ready for its first request.
 struct Prepared {
     settings: Settings,
-    members: Vec<Member>,
+    /// The run's chain; the health record joins it once the run has an emitter.
+    chain: ChainModel,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
@@ -100,16 +100,15 @@ struct Prepared {
 fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     let resume = cli.resume.as_deref().map(resume::load).transpose()?;
     let settings = Settings::resolve(cli, &process_env, resume.as_ref())?;
-    let members = build_members(settings.chain(), &settings.retry)?;
+    let chain = build_chain(settings.chain(), &settings)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
-            let members = build_members(
+            let chain = build_chain(
                 std::iter::once(&sub.primary).chain(&sub.fallbacks),
-                &settings.retry,
+                &settings,
             )
             .map_err(|e| SetupError(format!("config subagents: {e}")))?;
-            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
             let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
             Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
@@ -139,7 +138,7 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     };
     Ok(Prepared {
         settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
@@ -148,14 +147,20 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     })
 }
 
-/// The chain members for `models`, primary first.
-fn build_members<'a>(
+/// A chain of `models` (primary first) under the run's retry and fallback
+/// settings: the run's own and the subagents' are built here alike.
+fn build_chain<'a>(
     models: impl Iterator<Item = &'a ResolvedModel>,
-    retry: &RetryPolicy,
-) -> Result<Vec<Member>, RegistryError> {
-    models
-        .map(|model| build_member(model, retry.stream_timeouts()))
-        .collect()
+    settings: &Settings,
+) -> Result<ChainModel, RegistryError> {
+    let members = models
+        .map(|model| build_member(model, settings.retry.stream_timeouts()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ChainModel::new(
+        members,
+        settings.retry.clone(),
+        settings.fallback.clone(),
+    ))
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -169,22 +174,22 @@ fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
 
 /// Warnings due before the first request: unpriced models under a cost
 /// limit, and fallbacks dearer than the primary.
-fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter) {
+fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
     if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in members.iter().filter(|m| m.pricing.is_none()) {
+        for m in models.iter().filter(|m| m.pricing.is_none()) {
             emitter.warn(format!(
                 "model {} has no known price: its responses count as $0 toward the cost limit",
                 m.spec
             ));
         }
     }
-    if let Some(primary) = members[0].pricing {
-        for m in &members[1..] {
+    if let Some(primary) = models[0].pricing {
+        for m in &models[1..] {
             if let Some(p) = m.pricing {
                 if p.input > primary.input || p.output > primary.output {
                     emitter.warn(format!(
                         "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, members[0].spec, p.input, p.output, primary.input, primary.output
+                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
                     ));
                 }
             }
@@ -256,7 +261,7 @@ async fn start_isolation(
 async fn run_agent(prepared: Prepared) -> i32 {
     let Prepared {
         mut settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
@@ -328,7 +333,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
     for warning in &instructions.warnings {
         emitter.warn(warning.clone());
     }
-    price_warnings(&members, settings.cost_limit, &emitter);
+    let models: Vec<&ResolvedModel> = settings.chain().collect();
+    price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
@@ -380,8 +386,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         &settings.fallback,
         &emitter,
     );
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health);
+    let chain = chain.with_health(health);
     let agent = Agent {
         chain,
         tools,

@@ -8,7 +8,6 @@ use super::chain::Member;
 use super::http::{Auth, HttpTransport};
 use super::ollama::OllamaChat;
 use super::openai::{ChatCompletions, Dialect};
-use super::price::Pricing;
 use super::responses::ResponsesModel;
 use super::script::ScriptModel;
 use super::spec::{ResolvedModel, WireApi};
@@ -39,20 +38,9 @@ pub fn build_member(
     timeouts: StreamTimeouts,
 ) -> Result<Member, RegistryError> {
     let spec = &resolved.spec;
-    let mut pricing = resolved.pricing;
     let model: Box<dyn Model> = match resolved.api {
         WireApi::Script => {
-            let script =
-                ScriptModel::load(Path::new(&spec.model)).map_err(RegistryError::Script)?;
-            // A script that states its replies' costs is priced, not unpriced.
-            if script.states_costs() {
-                pricing = pricing.or(Some(Pricing {
-                    input: 0.0,
-                    output: 0.0,
-                    cached_input: 0.0,
-                }));
-            }
-            Box::new(script)
+            Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(RegistryError::Script)?)
         }
         WireApi::OpenAi => {
             let dialect = match spec.provider.as_str() {
@@ -86,7 +74,7 @@ pub fn build_member(
     Ok(Member::new(
         spec.to_string(),
         model,
-        pricing,
+        resolved.pricing,
         resolved.context_window,
     ))
 }

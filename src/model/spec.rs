@@ -26,7 +26,7 @@ pub enum WireApi {
 
 impl WireApi {
     /// Parses a config `api:` value (the scripted model is not one).
-    pub fn from_config(name: &str) -> Option<WireApi> {
+    fn from_config(name: &str) -> Option<WireApi> {
         match name {
             "openai" => Some(WireApi::OpenAi),
             "responses" => Some(WireApi::Responses),

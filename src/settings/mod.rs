@@ -24,7 +24,6 @@ use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
 pub use crate::setup::{process_env, Env, SetupError};
 use crate::worktree;
-pub use models::MAX_FALLBACKS;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]

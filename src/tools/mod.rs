@@ -89,22 +89,13 @@ impl ToolRegistry {
         }
     }
 
-    /// Whether config `tools:` lets the tool `name` be offered.
-    pub fn allows(&self, name: &str) -> bool {
-        self.filter.allows(name)
-    }
-
     pub fn add(&mut self, tool: Box<dyn Tool>) {
         self.specs.push(tool.spec());
         self.tools.push(tool);
     }
 
-    /// Removes every tool whose name matches `pred` (e.g. a dead MCP server's).
-    pub fn remove_where(&mut self, pred: impl Fn(&str) -> bool) {
-        self.tools.retain(|t| !pred(&t.spec().name));
-        self.specs.retain(|s| !pred(&s.name));
-    }
-
+    /// Every tool's spec, offered now or not.
+    #[cfg(test)]
     pub fn specs(&self) -> &[ToolSpec] {
         &self.specs
     }
