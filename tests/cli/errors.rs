@@ -81,6 +81,13 @@ fn did_you_mean_for_providers_and_config_keys() {
         stderr.contains("unknown field `modle` (did you mean `model`?)"),
         "{stderr}"
     );
+    env.user_config("providers:\n  gw: {api: antropic, endpoint: \"http://127.0.0.1:1\"}\n");
+    let (code, stderr) = stderr_of(&env, &["-m", "gw/x", "t"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("providers.gw.api: unknown API 'antropic' (did you mean 'anthropic'?"),
+        "{stderr}"
+    );
 }
 
 #[test]
