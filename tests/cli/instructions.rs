@@ -161,3 +161,27 @@ fn bad_files_cost_warnings_not_the_run() {
     assert!(system.len() < 40 * 1024, "{}", system.len());
     assert_eq!(ev[0]["instructions"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn instructions_are_never_configuration() {
+    let env = TestEnv::new();
+    std::fs::write(
+        env.work().join("AGENTS.md"),
+        "step_limit: 1\ntools: {deny: [bash]}\ninstructions: false\n",
+    )
+    .unwrap();
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls:\n    - {name: bash, arguments: {command: 'touch ran'}}\n- tool_calls:\n    - {name: submit, arguments: {output: done}}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let ev = events(&out.stdout);
+    assert_eq!(finished(&ev)["steps"], 2);
+    assert!(env.work().join("ran").exists(), "bash stayed offered");
+    assert_eq!(ev[0]["instructions"].as_array().unwrap().len(), 1);
+}
