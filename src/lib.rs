@@ -11,6 +11,7 @@ pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
+pub(crate) mod help;
 pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
@@ -19,6 +20,7 @@ pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod stop;
+pub(crate) mod suggest;
 pub(crate) mod tools;
 pub mod trajectory;
 pub(crate) mod worktree;
@@ -29,6 +31,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::instructions::{self, Instructions};
 use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
@@ -47,12 +50,17 @@ use settings::{process_env, Settings, SetupError};
 use stop::Stop;
 use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
+use tools::filter::ToolFilter;
+use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
 use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if let Some(kind) = cli.generate {
+        return help::generate(kind, <Cli as clap::CommandFactory>::command());
+    }
     match prepare(&cli) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -82,6 +90,8 @@ struct Prepared {
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
+    instructions: Instructions,
+    tool_filter: ToolFilter,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -103,12 +113,23 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
             Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
     };
-    let jobs = job_options(
+    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
+        .map_err(SetupError)?;
+    // A denied `delegate` means no subagent.
+    let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
+    let mut jobs = job_options(
         cli.output_schema.as_deref(),
         &settings.compaction,
         &settings.hooks,
         subagent,
     )?;
+    let source = instructions::Source::resolve(
+        cli.instructions.as_deref(),
+        settings.instructions.as_ref(),
+        &settings.cwd,
+    );
+    let instructions = instructions::load(&source, &settings.cwd)?;
+    jobs.system_note = instructions.prompt_section();
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -121,6 +142,8 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         log_db,
         resume,
         jobs,
+        instructions,
+        tool_filter,
     })
 }
 
@@ -141,13 +164,12 @@ fn build_chain<'a>(
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(SwitchNotices)];
+    // The human view prints the switch lines itself, above its spinner.
     if settings.json {
-        sinks.push(Box::new(JsonlSink::stdout()));
+        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
     } else {
-        sinks.push(Box::new(HumanSink::new(settings.quiet)));
+        vec![Box::new(HumanSink::new(settings.quiet))]
     }
-    sinks
 }
 
 /// Warnings due before the first request: unpriced models under a cost
@@ -192,6 +214,7 @@ fn watch_signals(token: CancellationToken) {
             }
             count += 1;
             if count > 1 {
+                events::human::clear_terminal_line();
                 std::process::exit(Status::Interrupted.exit_code());
             }
             token.cancel();
@@ -242,6 +265,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
         log_db,
         resume,
         jobs,
+        instructions,
+        tool_filter,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -303,7 +328,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
+        instructions: instructions.paths(),
     });
+    for warning in &instructions.warnings {
+        emitter.warn(warning.clone());
+    }
     let models: Vec<&ResolvedModel> = settings.chain().collect();
     price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
@@ -332,9 +361,10 @@ async fn run_agent(prepared: Prepared) -> i32 {
         None => None,
     };
 
+    let resumable = checkpoint.as_ref().and(output_path.clone());
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
-    let mut tools = ToolRegistry::default();
+    let mut tools = ToolRegistry::with_filter(tool_filter);
     let bash: Box<dyn CommandBuilder> = match &sandbox {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),
@@ -344,6 +374,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
+    tools.add(Box::new(GrepTool));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
     for tool in mcp.tools(&emitter) {
         tools.add(tool);
@@ -384,6 +415,10 @@ async fn run_agent(prepared: Prepared) -> i32 {
     drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
+        let hint = resumable.and_then(|path| events::human::resume_hint(outcome.status, &path));
+        if let Some(hint) = hint.filter(|_| !settings.quiet) {
+            eprintln!("{hint}");
+        }
     }
     outcome.status.exit_code()
 }
