@@ -4,10 +4,11 @@
 //!
 //! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
 //! a networked store for a fleet of machines would be another implementation
-//! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
-//! cooling, ownership, the retry-loop gate) → `model::chain`, which asks
-//! `Health` at fixed points. Keys come resolved (`ResolvedModel::health_key`);
-//! this module reads no settings.
+//! of this trait, chosen in `open`) → `Health` (one run's view: records
+//! strikes, successes and departures, reports what the record says) →
+//! `model::chain`, which decides: skip, switch, probe. Keys come resolved
+//! (`ResolvedModel::health_key`) and travel on each chain member; this
+//! module reads no settings.
 
 mod memory;
 mod redis;
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
-pub use tracker::{Health, HealthPolicy, MemberGate};
+pub use tracker::{Elsewhere, Health, Strike};
 
 use crate::events::Emitter;
 use crate::policy::FallbackPolicy;
@@ -199,13 +200,12 @@ pub fn location(setting: Option<&str>, env: Env) -> Option<Location> {
     }
 }
 
-/// The shared record at `location` for a chain whose members have `keys`
-/// (primary first): off without one (`health_db: off`, or no home
-/// directory); an unusable file or an unreachable Redis costs one `warning`
-/// and the run goes on without it.
+/// The shared record at `location` for a run with the fallback settings
+/// `fallback`: off without one (`health_db: off`, or no home directory); an
+/// unusable file or an unreachable Redis costs one `warning` and the run
+/// goes on without it.
 pub fn for_run(
     location: Option<&Location>,
-    keys: Vec<HealthKey>,
     fallback: &FallbackPolicy,
     emitter: &Emitter,
 ) -> Health {
@@ -222,12 +222,8 @@ pub fn for_run(
             return Health::off();
         }
     };
-    let policy = HealthPolicy {
-        switch_after: fallback.switch_after,
-        cooldown: fallback.cooldown,
-    };
     let warner = emitter.clone();
-    Health::new(store, keys, policy, label, move |message| {
+    Health::new(store, fallback.clone(), label, move |message| {
         warner.warn(message)
     })
 }

@@ -1,16 +1,19 @@
-//! One run's view of the shared health record: records strikes, successes
-//! and departures, and answers the chain's two questions ("may this member
-//! be asked?" and, through `MemberGate`, "skip it before this attempt?").
+//! One run's view of the shared health record. It records what happened
+//! (strikes, successes, departures) and reports what the record says (a
+//! member cooling down because of other runs, a success since a time, a
+//! failure that renewed another run's record); `model::chain` alone decides
+//! what to do with those facts.
 //!
 //! Ownership keeps a single run exactly on SPEC section 5: a cooling record
 //! this run wrote itself (by leaving the model, or by strikes that were all
-//! its own) is left to the chain's own cooldown; only records other runs
-//! wrote (or renewed) make this run skip a model.
+//! its own) is not reported as "cooling elsewhere"; only records other runs
+//! wrote (or renewed) are.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::{HealthKey, HealthStore, Millis, Record, StoreError};
-use crate::policy::{AttemptHook, Cooldown};
+use crate::policy::{Cooldown, FallbackPolicy};
 
 /// The longest a cooling record lasts (`cooldown: never` records this).
 const MAX_COOLING: Millis = 3_600_000;
@@ -20,7 +23,7 @@ const MIN_WINDOW: Millis = 60_000;
 const HALF_OPEN_FOR: Millis = 3_600_000;
 /// How long a probe lease lasts when its run dies before recording the
 /// probe's outcome (a live run ends it sooner, by recording the outcome).
-const LEASE_FOR: Millis = 60_000;
+pub(crate) const LEASE_FOR: Millis = 60_000;
 
 /// Whether a record's cooldown has ended and it awaits its probe.
 fn awaiting_probe(record: &Record, now: Millis) -> bool {
@@ -29,53 +32,67 @@ fn awaiting_probe(record: &Record, now: Millis) -> bool {
         .is_some_and(|until| until <= now && now - until < HALF_OPEN_FOR)
 }
 
-/// The writing run's settings: `fallback.switch_after` and `fallback.cooldown`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HealthPolicy {
-    pub switch_after: u32,
-    pub cooldown: Cooldown,
-}
-
-impl HealthPolicy {
-    /// How long a cooling record lasts: the cooldown, at most an hour.
-    pub fn cooling_ms(&self) -> Millis {
-        match self.cooldown {
-            Cooldown::Never => MAX_COOLING,
-            Cooldown::For(d) => (d.as_millis() as Millis).min(MAX_COOLING),
-        }
-    }
-
-    /// How far back strikes count: the cooldown, at least a minute.
-    pub fn window_ms(&self) -> Millis {
-        self.cooling_ms().max(MIN_WINDOW)
+/// How long a cooling record written under `policy` lasts: the cooldown, at
+/// most an hour.
+pub fn cooling_ms(policy: &FallbackPolicy) -> Millis {
+    match policy.cooldown {
+        Cooldown::Never => MAX_COOLING,
+        Cooldown::For(d) => (d.as_millis() as Millis).min(MAX_COOLING),
     }
 }
 
-/// What this run knows about one chain member.
-#[derive(Debug)]
-struct MemberState {
-    key: HealthKey,
+/// How far back strikes count under `policy`: the cooldown, at least a minute.
+pub fn window_ms(policy: &FallbackPolicy) -> Millis {
+    cooling_ms(policy).max(MIN_WINDOW)
+}
+
+/// What the shared record says about a model, as seen by this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Another run recorded (or renewed) the model as cooling down, and that
+    /// cooldown has not ended; or it ended and another run of the fleet holds
+    /// the probe lease (it is probing the model now).
+    pub cooling: bool,
+    /// The record's cooldown has ended and it awaits its probe: whoever asks
+    /// the model next should hold the probe lease (`Health::take_probe_lease`).
+    pub awaiting_probe: bool,
+    /// The last successful request any run made to the model.
+    pub last_success_at: Option<Millis>,
+}
+
+/// What recording a strike found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strike {
+    /// Counted; the record says nothing more.
+    Counted,
+    /// The failure was the first request after another run's cooling record
+    /// ended (its probe): the record is renewed for everyone.
+    RenewedElsewhere,
+}
+
+/// The cooling records this run wrote for one model.
+#[derive(Debug, Default)]
+struct Owned {
     /// The cooling end this run last wrote and still owns.
-    own_until: Option<Millis>,
-    /// When this run last left the member.
-    own_left_at: Option<Millis>,
-    /// This run's strikes since its last success on the member.
-    own_strikes: Vec<Millis>,
+    until: Option<Millis>,
+    /// This run's strikes since its last success on the model.
+    strikes: Vec<Millis>,
 }
 
 struct Inner {
     /// `None` once the store failed (after one warning).
     store: Option<Box<dyn HealthStore>>,
-    members: Vec<MemberState>,
+    owned: HashMap<HealthKey, Owned>,
 }
 
 type Clock = Box<dyn Fn() -> Millis + Send + Sync>;
 type Warn = Box<dyn Fn(String) + Send + Sync>;
 
-/// One run's access to the shared record; off when `health_db: off`.
+/// One run's access to the shared record; off when `health_db: off`. Its
+/// clock is also the chain's clock for its own cooldowns.
 pub struct Health {
     inner: Option<Mutex<Inner>>,
-    policy: HealthPolicy,
+    policy: FallbackPolicy,
     clock: Clock,
     warn: Warn,
     label: String,
@@ -88,7 +105,7 @@ impl Health {
     pub fn off() -> Health {
         Health {
             inner: None,
-            policy: HealthPolicy {
+            policy: FallbackPolicy {
                 switch_after: 1,
                 cooldown: Cooldown::Never,
             },
@@ -99,28 +116,18 @@ impl Health {
         }
     }
 
-    /// A view of `store` for the chain members `keys` (primary first).
+    /// A view of `store` for a run with the fallback settings `policy`.
     /// `label` names the store in the warning, `warn` emits it.
     pub fn new(
         store: Box<dyn HealthStore>,
-        keys: Vec<HealthKey>,
-        policy: HealthPolicy,
+        policy: FallbackPolicy,
         label: impl Into<String>,
         warn: impl Fn(String) + Send + Sync + 'static,
     ) -> Health {
-        let members = keys
-            .into_iter()
-            .map(|key| MemberState {
-                key,
-                own_until: None,
-                own_left_at: None,
-                own_strikes: Vec::new(),
-            })
-            .collect();
         Health {
             inner: Some(Mutex::new(Inner {
                 store: Some(store),
-                members,
+                owned: HashMap::new(),
             })),
             policy,
             clock: Box::new(super::now_millis),
@@ -136,25 +143,34 @@ impl Health {
         self
     }
 
-    /// Runs `f` on the store and member `index`; a store error warns once
-    /// and turns the record off for the rest of the run.
+    /// The current time on this run's clock.
+    pub fn now(&self) -> Millis {
+        (self.clock)()
+    }
+
+    /// Runs `f` on the store and what this run owns of `key`; a store error
+    /// warns once and turns the record off for the rest of the run.
     fn with<R>(
         &self,
-        index: usize,
-        f: impl FnOnce(&mut dyn HealthStore, &mut MemberState, Millis) -> Result<R, StoreError>,
+        key: &HealthKey,
+        f: impl FnOnce(&mut dyn HealthStore, &mut Owned, Millis) -> Result<R, StoreError>,
     ) -> Option<R> {
         let mut inner = self
             .inner
             .as_ref()?
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let Inner { store, members } = &mut *inner;
-        let member = members.get_mut(index)?;
-        let result = f(store.as_deref_mut()?, member, (self.clock)());
+        let Inner { store, owned } = &mut *inner;
+        let store = store.as_deref_mut()?;
+        let mine = match owned.get_mut(key) {
+            Some(mine) => mine,
+            None => owned.entry(key.clone()).or_default(),
+        };
+        let result = f(store, mine, self.now());
         match result {
             Ok(value) => Some(value),
             Err(e) => {
-                *store = None;
+                inner.store = None;
                 (self.warn)(format!(
                     "health record {}: {e}; this run goes on without the shared provider health",
                     self.label
@@ -164,155 +180,94 @@ impl Health {
         }
     }
 
-    fn read(&self, index: usize) -> Option<(Record, Millis, Option<Millis>, Option<Millis>)> {
-        self.with(index, |store, m, now| {
-            Ok((store.read(&m.key)?, now, m.own_until, m.own_left_at))
+    /// What the record says about `key` (nothing when off or broken).
+    pub fn elsewhere(&self, key: &HealthKey) -> Elsewhere {
+        self.with(key, |store, mine, now| {
+            let record = store.read(key)?;
+            let awaiting_probe = awaiting_probe(&record, now);
+            let cooling = record
+                .cooling_until
+                .is_some_and(|until| until > now && Some(until) != mine.until);
+            Ok(Elsewhere {
+                cooling: cooling || (awaiting_probe && record.leased_by_other(self.token, now)),
+                awaiting_probe,
+                last_success_at: record.last_success_at,
+            })
         })
+        .unwrap_or_default()
     }
 
-    /// Whether another run's record keeps member `index` from being asked
-    /// now: it is cooling down, or it awaits its probe and another run holds
-    /// the probe lease.
-    fn held_by_others(&self, record: &Record, now: Millis, own_until: Option<Millis>) -> bool {
-        let cooling = record
-            .cooling_until
-            .is_some_and(|until| until > now && Some(until) != own_until);
-        cooling || (awaiting_probe(record, now) && record.leased_by_other(self.token, now))
-    }
-
-    /// Whether member `index` must be skipped before a request: another run
-    /// recorded it as cooling down, or it awaits its probe and this run
-    /// could not take the probe lease (another run of the fleet probes it).
-    pub fn cooling_by_others(&self, index: usize) -> bool {
-        let Some((record, now, own_until, _)) = self.read(index) else {
-            return false;
-        };
-        if self.held_by_others(&record, now, own_until) {
-            return true;
-        }
-        if !awaiting_probe(&record, now) {
-            return false;
-        }
+    /// Takes the probe lease of a model whose record awaits its probe, so
+    /// that one run of the fleet probes it at a time; `false` when another
+    /// run holds it. The lease ends when the outcome is recorded (`strike`,
+    /// `success`), or after `LEASE_FOR` if this run dies first. With the
+    /// record off or broken there is nobody to share with: `true`.
+    pub fn take_probe_lease(&self, key: &HealthKey) -> bool {
         let token = self.token;
-        let leased = self.with(index, |store, m, now| {
-            store.try_lease(&m.key, token, now, LEASE_FOR)
-        });
-        leased == Some(false)
+        self.with(key, |store, _, now| {
+            store.try_lease(key, token, now, LEASE_FOR)
+        })
+        .unwrap_or(true)
     }
 
-    /// Whether member `index` may be asked, given whether the run's own
-    /// cooldown for it has passed: not while another run's record says it
-    /// is cooling (or another run holds its probe lease); and at once if a
-    /// success cleared the record after this run left it.
-    pub fn eligible(&self, index: usize, locally_expired: bool) -> bool {
-        let Some((record, now, own_until, own_left_at)) = self.read(index) else {
-            return locally_expired;
-        };
-        let recovered = match (own_left_at, record.last_success_at) {
-            (Some(left), Some(success)) => success > left,
-            _ => false,
-        };
-        (locally_expired || recovered) && !self.held_by_others(&record, now, own_until)
-    }
-
-    /// This run left member `index` (any switch but a skip): it cools down
-    /// for everyone until now + the cooldown.
-    pub fn left(&self, index: usize, reason: &str) {
-        let cooling = self.policy.cooling_ms();
-        self.with(index, |store, m, now| {
-            m.own_left_at = Some(now);
+    /// This run left the model (any switch but a skip): it cools down for
+    /// everyone until now + the cooldown (nothing with a zero cooldown).
+    pub fn left(&self, key: &HealthKey, reason: &str) {
+        let cooling = cooling_ms(&self.policy);
+        self.with(key, |store, mine, now| {
             if cooling > 0 {
-                store.mark_cooling(&m.key, now + cooling, reason, now)?;
-                m.own_until = Some(now + cooling);
+                store.mark_cooling(key, now + cooling, reason, now)?;
+                mine.until = Some(now + cooling);
             }
             Ok(())
         });
     }
 
-    /// Records a transient failure of member `index`. Returns whether the
-    /// run should move on at once: the failure was the probe of a record
-    /// another run wrote, and `can_move_on`.
-    pub fn strike(&self, index: usize, reason: &str, can_move_on: bool) -> bool {
-        let policy = self.policy;
-        self.with(index, |store, m, now| {
-            let before = store.read(&m.key)?.cooling_until;
-            let window = policy.window_ms();
-            let strikes = store.record_strike(&m.key, reason, now, window)?;
-            m.own_strikes.retain(|&t| t > now - window);
-            m.own_strikes.push(now);
-            let cooling = policy.cooling_ms();
+    /// Records a transient failure of the model. Strikes of all runs that
+    /// reach `switch_after`, or the failure of a probe after a cooling
+    /// record ended, (re)write the cooling record.
+    pub fn strike(&self, key: &HealthKey, reason: &str) -> Strike {
+        let policy = &self.policy;
+        self.with(key, |store, mine, now| {
+            let before = store.read(key)?.cooling_until;
+            let window = window_ms(policy);
+            let strikes = store.record_strike(key, reason, now, window)?;
+            mine.strikes.retain(|&t| t > now - window);
+            mine.strikes.push(now);
+            let cooling = cooling_ms(policy);
             if cooling == 0 {
-                return Ok(false);
+                return Ok(Strike::Counted);
             }
             let probe = before.is_some_and(|until| until <= now && now - until < HALF_OPEN_FOR);
             if !probe && strikes < policy.switch_after {
-                return Ok(false);
+                return Ok(Strike::Counted);
             }
             let until = now + cooling;
-            store.mark_cooling(&m.key, until, reason, now)?;
+            store.mark_cooling(key, until, reason, now)?;
             let ours = if probe {
-                before == m.own_until
+                before == mine.until
             } else {
-                strikes as usize <= m.own_strikes.len()
+                strikes as usize <= mine.strikes.len()
             };
             if ours {
-                m.own_until = Some(until);
+                mine.until = Some(until);
             }
-            Ok(probe && !ours && can_move_on)
+            Ok(if probe && !ours {
+                Strike::RenewedElsewhere
+            } else {
+                Strike::Counted
+            })
         })
-        .unwrap_or(false)
+        .unwrap_or(Strike::Counted)
     }
 
-    /// Member `index` answered: its strikes and cooling record are cleared
-    /// for everyone.
-    pub fn success(&self, index: usize) {
-        self.with(index, |store, m, now| {
-            m.own_strikes.clear();
-            m.own_until = None;
-            m.own_left_at = None;
-            store.record_success(&m.key, now)
+    /// The model answered: its strikes and cooling record are cleared for
+    /// everyone.
+    pub fn success(&self, key: &HealthKey) {
+        self.with(key, |store, mine, now| {
+            *mine = Owned::default();
+            store.record_success(key, now)
         });
-    }
-
-    /// The retry-loop hook for member `index`. `later` lists the members
-    /// after it with whether the run's own cooldown for each has passed;
-    /// without `gating` (probes, runs without a chain) nothing is skipped.
-    pub fn gate(&self, index: usize, later: Vec<(usize, bool)>, gating: bool) -> MemberGate<'_> {
-        MemberGate {
-            health: self,
-            index,
-            later,
-            gating,
-        }
-    }
-}
-
-/// Plugs the record into `retry::request_with_retries_gated` for one member.
-pub struct MemberGate<'a> {
-    health: &'a Health,
-    index: usize,
-    later: Vec<(usize, bool)>,
-    gating: bool,
-}
-
-impl AttemptHook for MemberGate<'_> {
-    fn skip(&self) -> bool {
-        self.gating
-            && !self.later.is_empty()
-            && self.health.cooling_by_others(self.index)
-            && self
-                .later
-                .iter()
-                .any(|&(j, expired)| self.health.eligible(j, expired))
-    }
-
-    fn failed(&self, reason: &str) -> bool {
-        self.health
-            .strike(self.index, reason, self.gating && !self.later.is_empty())
-    }
-
-    fn succeeded(&self) {
-        self.health.success(self.index);
     }
 }
 
