@@ -20,6 +20,7 @@ pub mod retry;
 pub mod script;
 pub mod spec;
 pub mod sse;
+pub(crate) mod wire;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -71,6 +72,10 @@ pub struct Response {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// Whether the provider reported `usage` at all (llama-cpp-python's
+    /// streams do not); when false, `usage` is zero or partial and the run
+    /// estimates the tokens instead.
+    pub usage_reported: bool,
     pub finish: FinishReason,
     /// Provider-specific state to keep on the assistant message.
     pub extra: Option<Value>,
