@@ -368,7 +368,7 @@ impl NdjsonReader {
         Self::from_stream(response.bytes_stream().boxed(), sent, timeouts)
     }
 
-    fn from_stream(
+    pub(crate) fn from_stream(
         bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
         sent: Instant,
         timeouts: StreamTimeouts,

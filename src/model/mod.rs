@@ -22,6 +22,9 @@ pub mod spec;
 pub mod sse;
 pub(crate) mod wire;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use async_trait::async_trait;
 use serde_json::Value;
 

@@ -290,6 +290,16 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_refused_without_overflowing_the_stack() {
+        let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        let mut chat = crate::model::openai::ChunkAssembler::default();
+        assert!(chat.feed(&deep, &crate::model::NoObserver).is_err());
+        let args = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        let (value, garbled) = parse_arguments(args);
+        assert!(garbled && value.is_string());
+    }
+
+    #[test]
     fn append_stops_at_the_bound() {
         let mut s = String::from("ab");
         assert!(append(&mut s, "cd", 4, "x").is_ok());
