@@ -31,7 +31,7 @@ use stub::{End, Reply, Stub};
 use tinyagent::model::http::{Auth, HttpTransport};
 use tinyagent::model::ollama::OllamaChat;
 use tinyagent::model::openai::{ChatCompletions, Dialect};
-use tinyagent::model::registry::StreamTimeouts;
+use tinyagent::policy::StreamTimeouts;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
 
 const REPEATS: usize = 3;

@@ -165,7 +165,7 @@ proptest! {
             .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
             .collect();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let timeouts = super::registry::StreamTimeouts {
+        let timeouts = crate::policy::StreamTimeouts {
             first_event: std::time::Duration::from_secs(5),
             idle: std::time::Duration::from_secs(5),
         };

@@ -14,11 +14,11 @@ use serde_json::Value;
 use tokio_util::codec::{Decoder, LinesCodec};
 
 use super::error::classify_status;
-use super::registry::StreamTimeouts;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
 use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::ModelError;
+use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
 
 /// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
