@@ -31,21 +31,42 @@ use stub::{End, Reply, Stub};
 use tinyagent::model::http::{Auth, HttpTransport};
 use tinyagent::model::ollama::OllamaChat;
 use tinyagent::model::openai::{ChatCompletions, Dialect};
-use tinyagent::policy::StreamTimeouts;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
+use tinyagent::policy::StreamTimeouts;
 
 const REPEATS: usize = 3;
 const MB: usize = 1 << 20;
 
 /// (name, what it is)
 const CASES: &[(&str, &str)] = &[
-    ("sse_arg_1mb", "Chat Completions: 1 MB tool argument in one SSE line"),
-    ("sse_arg_4mb", "Chat Completions: 4 MB tool argument in one SSE line"),
-    ("sse_arg_30mb", "Chat Completions: 30 MB tool argument in one SSE line"),
-    ("ndjson_arg_30mb", "Ollama: 30 MB tool argument in one NDJSON line"),
-    ("sse_line_300mb", "Chat Completions: 300 MB SSE line (refused past 64 MiB)"),
-    ("ndjson_line_300mb", "Ollama: 300 MB NDJSON line (refused past 64 MiB)"),
-    ("error_body_300mb", "HTTP 400 with a 300 MB error body (64 KiB read)"),
+    (
+        "sse_arg_1mb",
+        "Chat Completions: 1 MB tool argument in one SSE line",
+    ),
+    (
+        "sse_arg_4mb",
+        "Chat Completions: 4 MB tool argument in one SSE line",
+    ),
+    (
+        "sse_arg_30mb",
+        "Chat Completions: 30 MB tool argument in one SSE line",
+    ),
+    (
+        "ndjson_arg_30mb",
+        "Ollama: 30 MB tool argument in one NDJSON line",
+    ),
+    (
+        "sse_line_300mb",
+        "Chat Completions: 300 MB SSE line (refused past 64 MiB)",
+    ),
+    (
+        "ndjson_line_300mb",
+        "Ollama: 300 MB NDJSON line (refused past 64 MiB)",
+    ),
+    (
+        "error_body_300mb",
+        "HTTP 400 with a 300 MB error body (64 KiB read)",
+    ),
     ("index_1e12", "tool_calls index 10^12"),
 ];
 
@@ -56,6 +77,7 @@ fn main() {
         return;
     }
     println!("# tinyagent hostile-input benchmark ({REPEATS} runs each, medians)\n");
+    in_process();
     println!("| case | outcome | wall time | peak RSS growth |");
     println!("| --- | --- | --- | --- |");
     for (name, what) in CASES {
@@ -82,6 +104,42 @@ fn main() {
             median(rss)
         );
     }
+}
+
+/// The parsing alone, on in-memory 16 KiB pieces (no HTTP, no stub), next
+/// to plain `serde_json::Value` parsing of the same line: the least any
+/// JSON-reading consumer does, as this machine's reference point.
+fn in_process() {
+    use tinyagent::model::openai::ChunkAssembler;
+    use tinyagent::model::sse::SseDecoder;
+    let Reply { chunks, .. } = sse_arg(30 * MB);
+    let body: Vec<u8> = chunks.into_iter().flat_map(|(_, c)| c).collect();
+    let mut ours = Vec::new();
+    let mut plain = Vec::new();
+    for _ in 0..REPEATS {
+        let started = Instant::now();
+        let mut decoder = SseDecoder::default();
+        let mut reply = ChunkAssembler::default();
+        for piece in body.chunks(16 << 10) {
+            decoder.push(piece);
+            while let Some(event) = decoder.next_event().unwrap() {
+                reply.feed(&event.data, &NoObserver).unwrap();
+            }
+        }
+        let r = reply.finish().unwrap();
+        ours.push(started.elapsed().as_secs_f64());
+        assert_eq!(r.tool_calls.len(), 1);
+        let end = body.iter().position(|&b| b == b'\n').unwrap();
+        let line = std::str::from_utf8(&body[6..end]).unwrap();
+        let started = Instant::now();
+        std::hint::black_box(serde_json::from_str::<Value>(line).unwrap());
+        plain.push(started.elapsed().as_secs_f64());
+    }
+    println!(
+        "In process, 30 MB tool argument in one SSE line: SSE decoder + chunk assembler + argument parse {:.3} s; plain serde_json::Value of the line {:.3} s\n",
+        median(ours),
+        median(plain)
+    );
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -125,8 +183,10 @@ fn reply(name: &str) -> Reply {
         "sse_arg_4mb" => sse_arg(4 * MB),
         "sse_arg_30mb" => sse_arg(30 * MB),
         "ndjson_arg_30mb" => {
-            let line = ollama::message_line(json!({"role": "assistant", "content": "", "tool_calls": [
-                {"function": {"name": "write_file", "arguments": {"content": "x".repeat(30 * MB)}}}]}));
+            let line = ollama::message_line(
+                json!({"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "write_file", "arguments": {"content": "x".repeat(30 * MB)}}}]}),
+            );
             let body = format!("{line}\n{}\n", ollama::done_line("stop"));
             chunked(200, "application/x-ndjson", body.into_bytes())
         }
@@ -220,5 +280,8 @@ fn child(case: &str, url: &str) {
         ),
         Err(e) => format!("{} ({})", e.reason(), e),
     };
-    println!("{}", json!({"secs": secs, "rss_mb": rss_mb, "outcome": outcome}));
+    println!(
+        "{}",
+        json!({"secs": secs, "rss_mb": rss_mb, "outcome": outcome})
+    );
 }

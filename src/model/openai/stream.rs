@@ -202,12 +202,17 @@ impl ChunkAssembler {
                 }
             }
             if let Some(arguments) = function.arguments {
-                append(
-                    &mut call.arguments,
-                    &arguments,
-                    MAX_ARGUMENTS,
-                    "a tool call's arguments",
-                )?;
+                if call.arguments.is_empty() && arguments.len() <= MAX_ARGUMENTS {
+                    // The common one-piece case: keep the parsed string, no copy.
+                    call.arguments = arguments.into_owned();
+                } else {
+                    append(
+                        &mut call.arguments,
+                        &arguments,
+                        MAX_ARGUMENTS,
+                        "a tool call's arguments",
+                    )?;
+                }
             }
         }
         Ok(())
