@@ -80,10 +80,6 @@ pub enum Failure {
     Cooling { attempts: u32 },
 }
 
-/// A hook that changes nothing.
-pub struct NoHook;
-impl AttemptHook for NoHook {}
-
 /// Forwards text to the emitter and remembers whether any output arrived,
 /// so a failed attempt that showed something can be announced as reset.
 struct AttemptObserver<'a> {
@@ -102,21 +98,11 @@ impl StreamObserver for AttemptObserver<'_> {
 }
 
 /// Sends `request` to `model` until it succeeds, fails for a reason that
-/// waiting won't fix, or `budget` runs out. Emits `provider.retry` for each
-/// scheduled retry and `model.attempt_reset` when a failed attempt had
-/// streamed output. The request is raced against `ctx.stop`.
-pub async fn request_with_retries(
-    model: &dyn Model,
-    request: &Request<'_>,
-    ctx: RequestCtx<'_>,
-    policy: &RetryPolicy,
-    budget: Budget,
-) -> Result<Response, Failure> {
-    request_with_retries_gated(model, request, ctx, policy, budget, &NoHook).await
-}
-
-/// `request_with_retries` with `hook` consulted before each request and
-/// told of each outcome.
+/// waiting won't fix, `hook` says to stop, or `budget` runs out; `hook` is
+/// consulted before each request and told of each outcome. Emits
+/// `provider.retry` for each scheduled retry and `model.attempt_reset` when
+/// a failed attempt had streamed output. The request is raced against
+/// `ctx.stop`.
 pub async fn request_with_retries_gated(
     model: &dyn Model,
     request: &Request<'_>,

@@ -94,6 +94,11 @@ impl ScriptModel {
         Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
     }
 
+    /// Whether some reply states its own `cost:` (then the model is priced).
+    pub fn states_costs(&self) -> bool {
+        self.replies.iter().any(|r| r.cost.is_some())
+    }
+
     fn parse(text: &str) -> Result<ScriptModel, String> {
         let raw: Vec<ScriptReply> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         let mut replies = Vec::new();
