@@ -39,6 +39,15 @@ pub enum ModelError {
     /// decides this from the reply; scripts can also ask for it).
     #[error("empty reply: no text and no tool calls")]
     EmptyResponse,
+    /// A reply that broke a bound (an event, a line, a tool call or an
+    /// index too large) or was not in the vendor's form: thrown away and
+    /// retried like a stream that ended early.
+    #[error("malformed reply: {message}")]
+    Malformed { message: String },
+    /// The vendor marked the reply as a refusal; carries the refusal text.
+    /// Never retried, never a fallback: another model is no answer to it.
+    #[error("model refused: {text}")]
+    Refusal { text: String },
     /// A request we could not even build or send (bad local setup); never retried.
     #[error("{message}")]
     Invalid { message: String },
@@ -88,9 +97,11 @@ impl ModelError {
                 ErrorClass::Transient("network".into())
             }
             ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
-            ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
+            ModelError::StreamIncomplete | ModelError::Malformed { .. } => {
+                ErrorClass::Transient("stream_incomplete".into())
+            }
             ModelError::EmptyResponse => ErrorClass::Transient("empty_response".into()),
-            ModelError::Invalid { .. } => ErrorClass::Fatal,
+            ModelError::Refusal { .. } | ModelError::Invalid { .. } => ErrorClass::Fatal,
         }
     }
 
@@ -103,6 +114,7 @@ impl ModelError {
             ErrorClass::ContextOverflow => "context_overflow".into(),
             ErrorClass::Fatal => match self {
                 ModelError::Status { status, .. } => format!("http_{status}"),
+                ModelError::Refusal { .. } => "refusal".into(),
                 _ => "error".into(),
             },
         }
@@ -115,7 +127,10 @@ impl ModelError {
     pub fn after_ok(&self) -> bool {
         matches!(
             self,
-            ModelError::Dropped { .. } | ModelError::StreamIncomplete | ModelError::EmptyResponse
+            ModelError::Dropped { .. }
+                | ModelError::StreamIncomplete
+                | ModelError::Malformed { .. }
+                | ModelError::EmptyResponse
         )
     }
 
@@ -152,13 +167,7 @@ pub fn classify_status(
             message: message.to_string(),
         };
     }
-    let overflow = code == "context_length_exceeded"
-        || lower.contains("prompt is too long")
-        || lower.contains("context_length_exceeded")
-        || lower.contains("maximum context length")
-        || lower.contains("context window")
-        || lower.contains("too many tokens");
-    if overflow && (400..500).contains(&status) && status != 429 {
+    if mentions_overflow(&code, &lower) && (400..500).contains(&status) && status != 429 {
         return ModelError::ContextOverflow {
             message: message.to_string(),
         };
@@ -168,6 +177,31 @@ pub fn classify_status(
         message: message.to_string(),
         retry_after,
     }
+}
+
+/// Whether an error's code or (lower-cased) message says the prompt does
+/// not fit the context: OpenAI and llama-cpp-python `context_length_exceeded`,
+/// llama.cpp's `exceed_context_size_error`, LiteLLM's
+/// `ContextWindowExceededError`, Anthropic "prompt is too long", vLLM
+/// "maximum context length", ...
+pub(crate) fn mentions_overflow(code: &str, lower_message: &str) -> bool {
+    const CODES: &[&str] = &[
+        "context_length_exceeded",
+        "exceed_context_size_error",
+        "contextwindowexceedederror",
+    ];
+    const PHRASES: &[&str] = &[
+        "prompt is too long",
+        "context_length_exceeded",
+        "maximum context length",
+        "context window",
+        "contextwindowexceeded",
+        "context size",
+        "exceed_context_size",
+        "too many tokens",
+    ];
+    let code = code.to_ascii_lowercase();
+    CODES.contains(&code.as_str()) || PHRASES.iter().any(|p| lower_message.contains(p))
 }
 
 #[cfg(test)]
@@ -266,5 +300,44 @@ mod tests {
             message: String::new()
         }
         .after_ok());
+        let malformed = ModelError::Malformed {
+            message: "too many tool calls".into(),
+        };
+        assert_eq!(malformed.reason(), "stream_incomplete");
+    }
+
+    #[test]
+    fn a_refusal_is_fatal_and_renders_its_text() {
+        let refusal = ModelError::Refusal {
+            text: "I can't help with that.".into(),
+        };
+        assert_eq!(refusal.class(), ErrorClass::Fatal);
+        assert_eq!(refusal.reason(), "refusal");
+        assert_eq!(
+            refusal.to_string(),
+            "model refused: I can't help with that."
+        );
+    }
+
+    #[test]
+    fn overflow_words_of_self_hosted_servers() {
+        for (code, message) in [
+            (
+                "context_length_exceeded",
+                "Requested tokens (7930) exceed context window of 2048",
+            ),
+            (
+                "exceed_context_size_error",
+                "the request exceeds the available context size, try increasing it",
+            ),
+            (
+                "None",
+                "litellm.ContextWindowExceededError: prompt too large",
+            ),
+            ("400", "This model's maximum context length is 2048 tokens."),
+        ] {
+            let e = classify_status(400, Some(code), message, None);
+            assert_eq!(e.class(), ErrorClass::ContextOverflow, "{code}: {message}");
+        }
     }
 }

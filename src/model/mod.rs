@@ -22,6 +22,10 @@ pub(crate) mod retry;
 pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
+pub(crate) mod wire;
+
+#[cfg(test)]
+mod fuzz_tests;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -73,6 +77,10 @@ pub struct Response {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// Whether the provider reported `usage` at all (llama-cpp-python's
+    /// streams do not); when false, `usage` is zero or partial and the run
+    /// estimates the tokens instead.
+    pub usage_reported: bool,
     pub finish: FinishReason,
     /// Provider-specific state to keep on the assistant message.
     pub extra: Option<Value>,

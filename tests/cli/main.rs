@@ -27,4 +27,5 @@ mod tools;
 mod translation;
 mod view;
 mod waits;
+mod wire_compat;
 mod worktree;
