@@ -60,23 +60,15 @@ impl HumanSink {
         }
     }
 
-    /// A subagent's run: its start and end as one line each, the rest as usual.
+    /// A subagent's events (other than its start and end, which are the
+    /// parent's `subagent.*` events): indented, otherwise as usual.
     fn handle_subagent(&mut self, record: &EventRecord) {
-        match &record.event {
-            _ if self.quiet => {}
-            Event::RunStarted { task, model, .. } => {
-                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
-                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
-            }
-            Event::RunFinished { .. } => {
-                self.line(&self.paint("2", &format!("subagent {}", summary_line(&record.event))));
-            }
-            _ => {
-                self.indent = true;
-                self.handle_event(record);
-                self.indent = false;
-            }
+        if self.quiet {
+            return;
         }
+        self.indent = true;
+        self.handle_event(record);
+        self.indent = false;
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -196,6 +188,22 @@ impl HumanSink {
             Event::Warning { message } => {
                 self.line(&format!("{} {message}", self.paint("33", "warning:")))
             }
+            Event::SubagentStarted { task, model, .. } => {
+                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
+                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
+            }
+            Event::SubagentFinished {
+                status,
+                steps,
+                cost_usd,
+                ..
+            } => self.line(&self.paint(
+                "2",
+                &format!(
+                    "subagent {status} after {steps} step{} · ${cost_usd:.4}",
+                    if *steps == 1 { "" } else { "s" }
+                ),
+            )),
             Event::RunStarted { .. }
             | Event::ModelResponse { .. }
             | Event::ToolStarted { .. }

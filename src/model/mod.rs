@@ -76,6 +76,9 @@ pub struct Response {
     pub extra: Option<Value>,
     /// A cost the adapter knows better than the price table (scripted replies).
     pub cost_override: Option<f64>,
+    /// Whether the provider reported token usage; when false the run side
+    /// estimates `usage` (SPEC 4 "Usage").
+    pub usage_reported: bool,
 }
 
 /// Receives a reply while it streams. Text arrives as deltas; tool calls

@@ -195,6 +195,7 @@ impl LineAssembler {
             finish,
             extra: None,
             cost_override: None,
+            usage_reported: true,
         })
     }
 }

@@ -238,6 +238,7 @@ impl Model for ScriptModel {
             finish,
             extra: None,
             cost_override: reply.cost,
+            usage_reported: true,
         })
     }
 }

@@ -259,6 +259,7 @@ impl Assembly {
             finish,
             extra: (!kept.is_empty()).then(|| json!({"anthropic": {"content": kept}})),
             cost_override: None,
+            usage_reported: true,
         }
     }
 }

@@ -191,6 +191,7 @@ impl ChunkAssembler {
             finish,
             extra: None,
             cost_override: None,
+            usage_reported: true,
         })
     }
 }

@@ -248,6 +248,7 @@ impl Assembly {
             finish,
             extra: (!reasoning.is_empty()).then(|| json!({"responses": {"reasoning": reasoning}})),
             cost_override: None,
+            usage_reported: true,
         }
     }
 }
