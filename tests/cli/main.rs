@@ -19,4 +19,5 @@ mod sandbox;
 mod schema;
 mod subagents;
 mod translation;
+mod usage;
 mod worktree;
