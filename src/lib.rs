@@ -24,11 +24,12 @@ pub mod trajectory;
 pub mod worktree;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
@@ -39,7 +40,9 @@ use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use mcp::McpServers;
 use model::chain::{ChainModel, Member};
-use model::registry::{build_member, StreamTimeouts};
+use model::registry::{build_member, RegistryError};
+use model::spec::ResolvedModel;
+use policy::RetryPolicy;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
@@ -47,12 +50,7 @@ use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
-use trajectory::{Checkpoint, Totals, Trajectory};
-
-/// The current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
+use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
@@ -87,31 +85,31 @@ struct Prepared {
 }
 
 /// Everything that can fail before the first request: the checkpoint to
-/// resume, settings, models and the log database.
+/// resume, settings, the run's and the subagents' models, the job options
+/// and the log database.
 fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
-    let (cli, resume) = match &cli.resume {
-        Some(path) => {
-            let cp = resume::load(path)?;
-            resume::check_model(cli.model.as_deref(), &cp)?;
-            (resume::resumed_cli(cli, &cp), Some(cp))
+    let resume = cli.resume.as_deref().map(resume::load).transpose()?;
+    let settings = Settings::resolve(cli, &process_env, resume.as_ref())?;
+    let members = build_members(settings.chain(), &settings.retry)?;
+    let subagent = match &settings.subagents {
+        None => None,
+        Some(sub) => {
+            let members = build_members(
+                std::iter::once(&sub.primary).chain(&sub.fallbacks),
+                &settings.retry,
+            )
+            .map_err(|e| SetupError(format!("config subagents: {e}")))?;
+            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
+            let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
+            Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
-        None => (cli.clone(), None),
     };
-    let settings = Settings::resolve(&cli, &process_env)?;
-    let timeouts = StreamTimeouts {
-        first_event: settings.retry.stream_first_event_timeout,
-        idle: settings.retry.stream_idle_timeout,
-    };
-    let mut members = Vec::new();
-    for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(
-            spec,
-            &settings.providers,
-            timeouts,
-            &process_env,
-        )?);
-    }
-    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    let jobs = job_options(
+        cli.output_schema.as_deref(),
+        &settings.compaction,
+        &settings.hooks,
+        subagent,
+    )?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -125,6 +123,16 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         resume,
         jobs,
     })
+}
+
+/// The chain members for `models`, primary first.
+fn build_members<'a>(
+    models: impl Iterator<Item = &'a ResolvedModel>,
+    retry: &RetryPolicy,
+) -> Result<Vec<Member>, RegistryError> {
+    models
+        .map(|model| build_member(model, retry.stream_timeouts()))
+        .collect()
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -249,7 +257,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
     let stop = Stop::new(cancel, deadline);
 
-    let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
+    let fallback_models: Vec<String> = settings
+        .fallbacks
+        .iter()
+        .map(|m| m.spec.to_string())
+        .collect();
     let cwd = settings.cwd.display().to_string();
     let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
@@ -281,7 +293,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     }
     emitter.emit(Event::RunStarted {
         task: doc.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
@@ -292,7 +304,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
     let mcp = McpServers::start(
-        &settings.config.mcp_servers,
+        &settings.mcp_servers,
         &settings.cwd,
         &process_env,
         &emitter,
@@ -331,8 +343,14 @@ async fn run_agent(prepared: Prepared) -> i32 {
         tools.add(tool);
     }
 
+    let health = health::for_run(
+        settings.health_db.as_deref(),
+        settings.chain().map(ResolvedModel::health_key).collect(),
+        &settings.fallback,
+        &emitter,
+    );
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health::for_run(&settings, &process_env, &emitter));
+        .with_health(health);
     let agent = Agent {
         chain,
         tools,
@@ -399,9 +417,9 @@ fn fresh_doc(
         tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.to_string(),
         task: settings.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         fallback_models,
-        active_model: settings.primary.to_string(),
+        active_model: settings.primary.spec.to_string(),
         status: Status::Running,
         error: None,
         started_at: now_rfc3339(),

@@ -533,7 +533,7 @@ impl Agent {
         self.doc.status = status;
         self.doc.error = error.clone();
         self.doc.output = output.clone();
-        self.doc.finished_at = Some(crate::now_rfc3339());
+        self.doc.finished_at = Some(crate::trajectory::now_rfc3339());
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.finish(&self.doc) {
                 self.emitter

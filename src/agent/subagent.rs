@@ -108,7 +108,7 @@ impl Agent {
         if let Some(sub) = self.jobs.subagent.as_mut() {
             sub.chain = Some(child.chain);
         }
-        add_totals(&mut self.doc.totals, &child_totals);
+        self.doc.totals += child_totals;
         self.emitter.emit(Event::SubagentFinished {
             step,
             child_run_id: run_id,
@@ -133,13 +133,6 @@ impl Agent {
     }
 }
 
-fn add_totals(into: &mut Totals, child: &Totals) {
-    into.input_tokens += child.input_tokens;
-    into.output_tokens += child.output_tokens;
-    into.cached_input_tokens += child.cached_input_tokens;
-    into.cost_usd += child.cost_usd;
-}
-
 /// The child's in-memory run record (never written to a file).
 fn child_doc(
     run_id: &str,
@@ -158,7 +151,7 @@ fn child_doc(
         active_model: model.to_string(),
         status: Status::Running,
         error: None,
-        started_at: crate::now_rfc3339(),
+        started_at: crate::trajectory::now_rfc3339(),
         finished_at: None,
         steps: 0,
         totals: Totals::default(),

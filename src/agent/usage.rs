@@ -156,12 +156,7 @@ impl Agent {
             self.meter
                 .record(&answer.spec, request_chars, usage.input_tokens);
         }
-        let usage = answer.response.usage;
-        let totals = &mut self.doc.totals;
-        totals.input_tokens += usage.input_tokens;
-        totals.output_tokens += usage.output_tokens;
-        totals.cached_input_tokens += usage.cached_input_tokens;
-        totals.cost_usd += answer.cost_usd;
+        self.doc.totals.add(&answer.response.usage, answer.cost_usd);
         estimated
     }
 }

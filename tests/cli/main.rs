@@ -8,6 +8,7 @@ mod core;
 mod fallback;
 mod health;
 mod hooks;
+mod layers;
 mod logdb;
 mod mcp;
 mod providers_anthropic;
