@@ -214,9 +214,9 @@ pub fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
 /// halves down to `MIN_TOOL_CHARS`. Returns whether anything changed.
 pub fn shrink_tool_outputs(messages: &mut [Message], done: impl Fn(&[Message]) -> bool) -> bool {
     let mut changed = false;
-    // Outputs that cannot be cut further (the note would outweigh the cut).
-    let mut stuck = vec![false; messages.len()];
     for floor in [SHORTENED_TOOL_CHARS, MIN_TOOL_CHARS] {
+        // Outputs this pass cannot cut (the note would outweigh the cut).
+        let mut stuck = vec![false; messages.len()];
         loop {
             if done(messages) {
                 return changed;

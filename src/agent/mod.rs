@@ -223,6 +223,11 @@ impl Agent {
                         )),
                     );
                 }
+                // A refusal is the model's own answer: `model refused: <text>`, no spec.
+                Err(ChainError::Fatal {
+                    error: error @ crate::model::ModelError::Refusal { .. },
+                    ..
+                }) => return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string())),
                 Err(error) => {
                     return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
                 }

@@ -32,6 +32,15 @@ pub enum ModelError {
     /// The stream ended without its finish marker.
     #[error("stream ended without its finish marker")]
     StreamIncomplete,
+    /// A reply that broke a bound (an event, a line, a tool call or an
+    /// index too large) or was not in the vendor's form: thrown away and
+    /// retried like a stream that ended early.
+    #[error("malformed reply: {message}")]
+    Malformed { message: String },
+    /// The vendor marked the reply as a refusal; carries the refusal text.
+    /// Never retried, never a fallback: another model is no answer to it.
+    #[error("model refused: {text}")]
+    Refusal { text: String },
     /// A request we could not even build or send (bad local setup); never retried.
     #[error("{message}")]
     Invalid { message: String },
@@ -79,8 +88,10 @@ impl ModelError {
             ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
             ModelError::Network { .. } => ErrorClass::Transient("network".into()),
             ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
-            ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
-            ModelError::Invalid { .. } => ErrorClass::Fatal,
+            ModelError::StreamIncomplete | ModelError::Malformed { .. } => {
+                ErrorClass::Transient("stream_incomplete".into())
+            }
+            ModelError::Refusal { .. } | ModelError::Invalid { .. } => ErrorClass::Fatal,
         }
     }
 
@@ -93,6 +104,7 @@ impl ModelError {
             ErrorClass::ContextOverflow => "context_overflow".into(),
             ErrorClass::Fatal => match self {
                 ModelError::Status { status, .. } => format!("http_{status}"),
+                ModelError::Refusal { .. } => "refusal".into(),
                 _ => "error".into(),
             },
         }
@@ -131,13 +143,7 @@ pub fn classify_status(
             message: message.to_string(),
         };
     }
-    let overflow = code == "context_length_exceeded"
-        || lower.contains("prompt is too long")
-        || lower.contains("context_length_exceeded")
-        || lower.contains("maximum context length")
-        || lower.contains("context window")
-        || lower.contains("too many tokens");
-    if overflow && (400..500).contains(&status) && status != 429 {
+    if mentions_overflow(&code, &lower) && (400..500).contains(&status) && status != 429 {
         return ModelError::ContextOverflow {
             message: message.to_string(),
         };
@@ -147,6 +153,31 @@ pub fn classify_status(
         message: message.to_string(),
         retry_after,
     }
+}
+
+/// Whether an error's code or (lower-cased) message says the prompt does
+/// not fit the context: OpenAI and llama-cpp-python `context_length_exceeded`,
+/// llama.cpp's `exceed_context_size_error`, LiteLLM's
+/// `ContextWindowExceededError`, Anthropic "prompt is too long", vLLM
+/// "maximum context length", ...
+pub(crate) fn mentions_overflow(code: &str, lower_message: &str) -> bool {
+    const CODES: &[&str] = &[
+        "context_length_exceeded",
+        "exceed_context_size_error",
+        "contextwindowexceedederror",
+    ];
+    const PHRASES: &[&str] = &[
+        "prompt is too long",
+        "context_length_exceeded",
+        "maximum context length",
+        "context window",
+        "contextwindowexceeded",
+        "context size",
+        "exceed_context_size",
+        "too many tokens",
+    ];
+    let code = code.to_ascii_lowercase();
+    CODES.contains(&code.as_str()) || PHRASES.iter().any(|p| lower_message.contains(p))
 }
 
 #[cfg(test)]
@@ -233,5 +264,44 @@ mod tests {
             "timeout"
         );
         assert_eq!(ModelError::StreamIncomplete.reason(), "stream_incomplete");
+        let malformed = ModelError::Malformed {
+            message: "too many tool calls".into(),
+        };
+        assert_eq!(malformed.reason(), "stream_incomplete");
+    }
+
+    #[test]
+    fn a_refusal_is_fatal_and_renders_its_text() {
+        let refusal = ModelError::Refusal {
+            text: "I can't help with that.".into(),
+        };
+        assert_eq!(refusal.class(), ErrorClass::Fatal);
+        assert_eq!(refusal.reason(), "refusal");
+        assert_eq!(
+            refusal.to_string(),
+            "model refused: I can't help with that."
+        );
+    }
+
+    #[test]
+    fn overflow_words_of_self_hosted_servers() {
+        for (code, message) in [
+            (
+                "context_length_exceeded",
+                "Requested tokens (7930) exceed context window of 2048",
+            ),
+            (
+                "exceed_context_size_error",
+                "the request exceeds the available context size, try increasing it",
+            ),
+            (
+                "None",
+                "litellm.ContextWindowExceededError: prompt too large",
+            ),
+            ("400", "This model's maximum context length is 2048 tokens."),
+        ] {
+            let e = classify_status(400, Some(code), message, None);
+            assert_eq!(e.class(), ErrorClass::ContextOverflow, "{code}: {message}");
+        }
     }
 }

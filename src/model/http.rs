@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use eventsource_stream::Event as SseEvent;
+use bytes::BytesMut;
 use futures::stream::{BoxStream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
+use tokio_util::codec::{Decoder, LinesCodec};
 
 use super::error::classify_status;
-use super::sse::SseDecoder;
+pub use super::sse::SseEvent;
+use super::sse::{SseDecoder, SseError};
+use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
@@ -136,11 +139,72 @@ impl HttpTransport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let body = match tokio::time::timeout(self.timeouts.idle, response.bytes()).await {
-            Ok(Ok(bytes)) => bytes,
-            _ => Default::default(),
-        };
+        let body =
+            match tokio::time::timeout(self.timeouts.idle, read_capped(response, MAX_ERROR_BODY))
+                .await
+            {
+                Ok(Ok((bytes, _))) => bytes,
+                _ => Vec::new(),
+            };
         Err(error_from_body(status.as_u16(), &body, header_wait))
+    }
+}
+
+/// Reads a body up to `cap` bytes; the rest is not read. Says whether the
+/// body went past the cap.
+async fn read_capped(
+    response: reqwest::Response,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut bytes = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        let chunk = chunk?;
+        let room = cap - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+/// A successful reply: a stream, or one JSON body from a server that did not
+/// stream (`content-type: application/json`).
+pub(crate) enum Reply {
+    Stream(SseReader),
+    Json(Vec<u8>),
+}
+
+/// Looks at a successful response's content type: a JSON body is read whole
+/// (at most `MAX_EVENT` bytes, under the first-event timeout), anything else
+/// is read as server-sent events.
+pub(crate) async fn read_reply(
+    response: reqwest::Response,
+    sent: Instant,
+    timeouts: StreamTimeouts,
+) -> Result<Reply, ModelError> {
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !json {
+        return Ok(Reply::Stream(SseReader::new(response, sent, timeouts)));
+    }
+    let limit = timeouts.first_event.saturating_sub(sent.elapsed());
+    match tokio::time::timeout(limit.max(timeouts.idle), read_capped(response, MAX_EVENT)).await {
+        Err(_) => Err(ModelError::Timeout {
+            message: "the reply body did not arrive in time".into(),
+        }),
+        Ok(Err(e)) => Err(network_error(&e)),
+        Ok(Ok((_, true))) => Err(too_large("a reply body")),
+        Ok(Ok((body, false))) => Ok(Reply::Json(body)),
     }
 }
 
@@ -173,7 +237,7 @@ pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) 
             .unwrap_or_default()
             .to_string(),
     };
-    let message: String = message.chars().take(300).collect();
+    let message: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
     let code = error
         .get("code")
         .and_then(Value::as_str)
@@ -182,8 +246,7 @@ pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) 
         .into_iter()
         .flatten()
         .find_map(Value::as_f64)
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64);
+        .and_then(seconds);
     let wait = match (header_wait, body_wait) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
@@ -191,11 +254,31 @@ pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) 
     classify_status(status, code, &message, wait)
 }
 
+/// The longest wait a server can ask for; anything longer saturates here
+/// (far beyond any `max_backoff`, so it moves a chain on at once).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// A wait in seconds from a server: negative or NaN is none, too long
+/// saturates at `MAX_RETRY_AFTER`.
+pub(crate) fn seconds(secs: f64) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(secs).map_or(MAX_RETRY_AFTER, |d| d.min(MAX_RETRY_AFTER)))
+}
+
 /// Parses a `Retry-After` value: delay seconds or an HTTP date.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
+    if value.len() > 64 {
+        // No honest Retry-After is this long; all digits is "very long".
+        return value
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then_some(MAX_RETRY_AFTER);
+    }
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return seconds(secs);
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
@@ -243,7 +326,8 @@ impl SseReader {
                     return Ok(Some(event));
                 }
                 Ok(None) => {}
-                Err(_) => return Err(ModelError::StreamIncomplete),
+                Err(SseError::InvalidUtf8) => return Err(ModelError::StreamIncomplete),
+                Err(SseError::TooLarge) => return Err(too_large("a stream event")),
             }
             if self.ended {
                 return Ok(None);
@@ -267,12 +351,12 @@ impl SseReader {
     }
 }
 
-/// Reads newline-delimited JSON under the first-event and idle timeouts.
+/// Reads newline-delimited JSON under the first-event and idle timeouts;
+/// lines are split by `LinesCodec` (linear, at most `MAX_EVENT` bytes each).
 pub struct NdjsonReader {
     bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
-    buffer: Vec<u8>,
-    /// Start of the unread part of `buffer`.
-    read: usize,
+    buffer: BytesMut,
+    lines: LinesCodec,
     timeouts: StreamTimeouts,
     sent: Instant,
     seen_any: bool,
@@ -281,10 +365,18 @@ pub struct NdjsonReader {
 
 impl NdjsonReader {
     pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
+        Self::from_stream(response.bytes_stream().boxed(), sent, timeouts)
+    }
+
+    pub(crate) fn from_stream(
+        bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+        sent: Instant,
+        timeouts: StreamTimeouts,
+    ) -> Self {
         NdjsonReader {
-            bytes: response.bytes_stream().boxed(),
-            buffer: Vec::new(),
-            read: 0,
+            bytes,
+            buffer: BytesMut::new(),
+            lines: LinesCodec::new_with_max_length(MAX_EVENT),
             timeouts,
             sent,
             seen_any: false,
@@ -293,29 +385,28 @@ impl NdjsonReader {
     }
 
     /// The next JSON line; `Ok(None)` at the end of the stream. A line that
-    /// is not JSON fails the attempt as an incomplete stream.
+    /// is not JSON fails the attempt as an incomplete stream; one past
+    /// `MAX_EVENT` bytes as a malformed reply.
     pub async fn next(&mut self) -> Result<Option<Value>, ModelError> {
         loop {
-            if let Some(pos) = self.buffer[self.read..].iter().position(|&b| b == b'\n') {
-                let line = self.buffer[self.read..self.read + pos].trim_ascii();
-                self.read += pos + 1;
-                if line.is_empty() {
-                    continue;
+            let line = if self.ended {
+                self.lines.decode_eof(&mut self.buffer)
+            } else {
+                self.lines.decode(&mut self.buffer)
+            };
+            match line {
+                Ok(Some(line)) if line.trim().is_empty() => continue,
+                Ok(Some(line)) => {
+                    return serde_json::from_str(&line)
+                        .map(Some)
+                        .map_err(|_| ModelError::StreamIncomplete)
                 }
-                return serde_json::from_slice(line)
-                    .map(Some)
-                    .map_err(|_| ModelError::StreamIncomplete);
-            }
-            if self.ended {
-                let rest = std::mem::take(&mut self.buffer);
-                let rest = rest[self.read..].trim_ascii();
-                self.read = 0;
-                if rest.is_empty() {
-                    return Ok(None);
+                Ok(None) if self.ended => return Ok(None),
+                Ok(None) => {}
+                Err(tokio_util::codec::LinesCodecError::MaxLineLengthExceeded) => {
+                    return Err(too_large("a stream line"))
                 }
-                return serde_json::from_slice(rest)
-                    .map(Some)
-                    .map_err(|_| ModelError::StreamIncomplete);
+                Err(_) => return Err(ModelError::StreamIncomplete),
             }
             let limit = if self.seen_any {
                 self.timeouts.idle
@@ -334,12 +425,6 @@ impl NdjsonReader {
                 Ok(Some(Err(e))) => return Err(network_error(&e)),
                 Ok(Some(Ok(chunk))) => {
                     self.seen_any = true;
-                    // Drop consumed lines once they are half the buffer:
-                    // linear time whatever the size of a network read.
-                    if self.read * 2 >= self.buffer.len() {
-                        self.buffer.drain(..self.read);
-                        self.read = 0;
-                    }
                     self.buffer.extend_from_slice(&chunk);
                 }
             }
@@ -367,6 +452,25 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("-3"), None);
+        assert_eq!(parse_retry_after("NaN"), None);
+    }
+
+    #[test]
+    fn absurd_retry_after_values_saturate() {
+        let nines = "9".repeat(40);
+        assert_eq!(parse_retry_after(&nines), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("1e308"), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("inf"), Some(MAX_RETRY_AFTER));
+        assert_eq!(
+            parse_retry_after(&"9".repeat(100_000)),
+            Some(MAX_RETRY_AFTER)
+        );
+        let body = format!(r#"{{"error":{{"message":"x","retry_after":{nines}}}}}"#);
+        assert_eq!(
+            error_from_body(429, body.as_bytes(), None).retry_after(),
+            Some(MAX_RETRY_AFTER)
+        );
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub mod retry;
 pub mod script;
 pub mod spec;
 pub mod sse;
+pub(crate) mod wire;
+
+#[cfg(test)]
+mod fuzz_tests;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -71,14 +75,15 @@ pub struct Response {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// Whether the provider reported `usage` at all (llama-cpp-python's
+    /// streams do not); when false, `usage` is zero or partial and the run
+    /// estimates the tokens instead.
+    pub usage_reported: bool,
     pub finish: FinishReason,
     /// Provider-specific state to keep on the assistant message.
     pub extra: Option<Value>,
     /// A cost the adapter knows better than the price table (scripted replies).
     pub cost_override: Option<f64>,
-    /// Whether the provider reported token usage; when false the run side
-    /// estimates `usage` (SPEC 4 "Usage").
-    pub usage_reported: bool,
 }
 
 /// Receives a reply while it streams. Text arrives as deltas; tool calls

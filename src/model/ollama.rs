@@ -6,8 +6,11 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::http::{error_from_body, HttpTransport, NdjsonReader};
-use super::openai::parse_arguments;
+use super::http::{HttpTransport, NdjsonReader};
+use super::wire::{
+    append, made_up_id, parse_arguments, stream_error, too_large, MAX_ARGUMENTS, MAX_TOOL_CALLS,
+    MAX_TOOL_NAME,
+};
 use super::{
     FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
     Usage,
@@ -134,14 +137,16 @@ pub struct LineAssembler {
     done: bool,
     done_reason: Option<String>,
     usage: Usage,
+    usage_reported: bool,
 }
 
 impl LineAssembler {
     /// Takes one NDJSON line. An `error` line fails the attempt.
     pub fn feed(&mut self, line: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
-        if line.get("error").is_some_and(|e| !e.is_null()) {
-            // A failure after the reply had started: the server's fault.
-            return Err(error_from_body(500, line.to_string().as_bytes(), None));
+        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+            // A failure after the reply had started: the server's fault,
+            // unless it names another cause.
+            return Err(stream_error(error));
         }
         if let Some(message) = line.get("message") {
             if let Some(text) = message
@@ -149,8 +154,8 @@ impl LineAssembler {
                 .and_then(Value::as_str)
                 .filter(|t| !t.is_empty())
             {
+                append(&mut self.text, text, MAX_ARGUMENTS, "the reply text")?;
                 observer.text_delta(text);
-                self.text.push_str(text);
             }
             for call in message
                 .get("tool_calls")
@@ -158,8 +163,11 @@ impl LineAssembler {
                 .into_iter()
                 .flatten()
             {
+                if self.tool_calls.len() >= MAX_TOOL_CALLS {
+                    return Err(too_large("the number of tool calls"));
+                }
                 observer.tool_call_delta();
-                self.tool_calls.push(tool_call(call));
+                self.tool_calls.push(tool_call(call)?);
             }
         }
         if line.get("done").and_then(Value::as_bool) == Some(true) {
@@ -169,6 +177,9 @@ impl LineAssembler {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
+            // Ollama leaves `prompt_eval_count` out when the prompt was cached.
+            self.usage_reported =
+                line.get("eval_count").is_some() || line.get("prompt_eval_count").is_some();
             self.usage = Usage {
                 input_tokens: count("prompt_eval_count"),
                 output_tokens: count("eval_count"),
@@ -192,39 +203,43 @@ impl LineAssembler {
             text: self.text,
             tool_calls: self.tool_calls,
             usage: self.usage,
+            usage_reported: self.usage_reported,
             finish,
             extra: None,
             cost_override: None,
-            usage_reported: true,
         })
     }
 }
 
 /// A whole tool call as Ollama sends it; an id is made up when absent.
-fn tool_call(call: &Value) -> ToolCall {
+fn tool_call(call: &Value) -> Result<ToolCall, ModelError> {
     let id = call
         .get("id")
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty())
         .map(str::to_string)
-        .unwrap_or_else(|| format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24]));
+        .unwrap_or_else(made_up_id);
     let function = call.get("function").unwrap_or(&Value::Null);
     let name = function
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    match function.get("arguments") {
-        Some(arguments @ Value::Object(_)) => ToolCall {
-            id,
-            name,
-            arguments: arguments.clone(),
-            garbled: false,
-        },
-        Some(Value::String(raw)) => parse_arguments(id, name, raw.clone()),
-        None | Some(Value::Null) => parse_arguments(id, name, String::new()),
-        Some(other) => parse_arguments(id, name, other.to_string()),
+    if name.len() > MAX_TOOL_NAME || id.len() > MAX_TOOL_NAME {
+        return Err(too_large("a tool name or id"));
     }
+    let (arguments, garbled) = match function.get("arguments") {
+        Some(arguments @ Value::Object(_)) => (arguments.clone(), false),
+        Some(Value::String(raw)) => parse_arguments(raw.clone()),
+        None | Some(Value::Null) => parse_arguments(String::new()),
+        Some(other) => parse_arguments(other.to_string()),
+    };
+    Ok(ToolCall {
+        id,
+        name,
+        arguments,
+        garbled,
+    })
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::classify_status;
+use super::wire::parse_arguments;
 use super::{FinishReason, Model, ModelError, Request, Response, StreamObserver, ToolCall, Usage};
 
 /// One scripted reply as written in the file.
@@ -35,6 +35,13 @@ struct ScriptReply {
     /// Extension: wait this long before answering (e.g. `2s`).
     #[serde(default)]
     delay: Option<String>,
+    /// A refusal carrying this text (SPEC 10).
+    #[serde(default)]
+    refusal: Option<String>,
+    /// Extension: the reply reports no token usage (as llama-cpp-python's
+    /// streams do), so the run estimates it.
+    #[serde(default)]
+    no_usage: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -94,7 +101,12 @@ impl ScriptModel {
             if let Some(kind) = reply.error.as_ref().and_then(|e| e.kind.as_deref()) {
                 if !matches!(
                     kind,
-                    "quota" | "network" | "timeout" | "context_overflow" | "stream_incomplete"
+                    "quota"
+                        | "network"
+                        | "timeout"
+                        | "context_overflow"
+                        | "stream_incomplete"
+                        | "empty_response"
                 ) {
                     return Err(format!("reply {}: unknown error kind '{kind}'", i + 1));
                 }
@@ -128,10 +140,13 @@ impl ScriptModel {
     }
 }
 
-fn scripted_error(error: &ScriptError) -> ModelError {
+/// The scripted failure, or `None` for `kind: empty_response`: a reply that
+/// ends properly with nothing in it (the retry loop decides what that is).
+fn scripted_error(error: &ScriptError) -> Option<ModelError> {
     let message = error.message.clone().unwrap_or_default();
-    let retry_after = error.retry_after.map(Duration::from_secs_f64);
-    match error.kind.as_deref() {
+    let retry_after = error.retry_after.and_then(super::http::seconds);
+    Some(match error.kind.as_deref() {
+        Some("empty_response") => return None,
         Some("quota") => ModelError::Quota {
             status: error.status.unwrap_or(429),
             message,
@@ -141,7 +156,7 @@ fn scripted_error(error: &ScriptError) -> ModelError {
         Some("context_overflow") => ModelError::ContextOverflow { message },
         Some("stream_incomplete") => ModelError::StreamIncomplete,
         _ => classify_status(error.status.unwrap_or(500), None, &message, retry_after),
-    }
+    })
 }
 
 fn tool_call(call: &ScriptToolCall, index: usize, serial: usize) -> ToolCall {
@@ -151,10 +166,7 @@ fn tool_call(call: &ScriptToolCall, index: usize, serial: usize) -> ToolCall {
         .unwrap_or_else(|| format!("call_{serial}_{}", index + 1));
     let (arguments, garbled) = match &call.arguments {
         None => (Value::Object(Default::default()), false),
-        Some(serde_yaml::Value::String(raw)) => match serde_json::from_str::<Value>(raw) {
-            Ok(value @ Value::Object(_)) => (value, false),
-            _ => (Value::String(raw.clone()), true),
-        },
+        Some(serde_yaml::Value::String(raw)) => parse_arguments(raw.clone()),
         Some(other) => (serde_json::to_value(other).unwrap_or(Value::Null), false),
     };
     ToolCall {
@@ -191,8 +203,24 @@ impl Model for ScriptModel {
                 observer.text_delta(text);
             }
         }
+        if let Some(text) = &reply.refusal {
+            return Err(ModelError::Refusal { text: text.clone() });
+        }
         if let Some(error) = &reply.error {
-            return Err(scripted_error(error));
+            match scripted_error(error) {
+                Some(error) => return Err(error),
+                None => {
+                    return Ok(Response {
+                        text: String::new(),
+                        tool_calls: Vec::new(),
+                        usage: Usage::default(),
+                        usage_reported: true,
+                        finish: FinishReason::Stop,
+                        extra: None,
+                        cost_override: reply.cost,
+                    })
+                }
+            }
         }
         let tool_calls: Vec<ToolCall> = reply
             .tool_calls
@@ -235,10 +263,12 @@ impl Model for ScriptModel {
             text,
             tool_calls,
             usage,
+            // A script "reports" its usage even when estimated, so scripted
+            // runs keep exact numbers; `no_usage: true` says otherwise.
+            usage_reported: !reply.no_usage,
             finish,
             extra: None,
             cost_override: reply.cost,
-            usage_reported: true,
         })
     }
 }
@@ -309,6 +339,24 @@ mod tests {
         assert_eq!(r.tool_calls[0].arguments["command"], "ls");
         assert!(!r.tool_calls[0].garbled);
         assert!(r.tool_calls[1].garbled);
+    }
+
+    #[test]
+    fn refusals_empty_replies_and_unreported_usage() {
+        let m = ScriptModel::parse(
+            "- refusal: I can't help with that.\n- error: {kind: empty_response}\n- text: hi\n  no_usage: true\n- text: hi\n",
+        )
+        .unwrap();
+        assert_eq!(
+            run(&m).unwrap_err(),
+            ModelError::Refusal {
+                text: "I can't help with that.".into()
+            }
+        );
+        let empty = run(&m).unwrap();
+        assert!(empty.text.is_empty() && empty.tool_calls.is_empty());
+        assert!(!run(&m).unwrap().usage_reported);
+        assert!(run(&m).unwrap().usage_reported);
     }
 
     #[test]

@@ -21,4 +21,5 @@ mod schema;
 mod subagents;
 mod translation;
 mod usage;
+mod wire_compat;
 mod worktree;

@@ -115,7 +115,7 @@ fn a_tool_using_run_sends_the_documented_request_shape() {
     assert_eq!(messages.len(), 4);
     assert_eq!(
         messages[2],
-        json!({"role": "assistant", "content": null, "tool_calls": [{
+        json!({"role": "assistant", "content": "", "tool_calls": [{
             "id": "call_abc", "type": "function",
             "function": {"name": "bash", "arguments": "{\"command\":\"echo hello > out.txt\"}"},
         }]})

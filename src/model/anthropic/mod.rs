@@ -8,10 +8,9 @@ mod stream;
 use async_trait::async_trait;
 
 pub use request::{request_body, thinking_budget, DEFAULT_MAX_TOKENS};
-pub(crate) use stream::tool_call;
-pub use stream::{Assembly, Progress};
+pub use stream::Assembly;
 
-use super::http::{HttpTransport, SseReader};
+use super::http::HttpTransport;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// The `anthropic-version` header every request carries.
@@ -46,15 +45,7 @@ impl Model for AnthropicModel {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let body = request_body(&self.model, request, self.max_output_tokens);
-        let (response, sent) = self.transport.post("/v1/messages", &body).await?;
-        let mut events = SseReader::new(response, sent, self.transport.timeouts);
-        let mut assembly = Assembly::default();
-        while let Some(event) = events.next().await? {
-            if assembly.apply(event.data.as_bytes(), observer)? == Progress::Finished {
-                return Ok(assembly.finish());
-            }
-        }
-        Err(ModelError::StreamIncomplete)
+        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", &body, observer).await
     }
 }
 
@@ -127,9 +118,9 @@ mod bench {
             let start = Instant::now();
             let mut a = Assembly::default();
             for d in &datas {
-                a.apply(d.as_bytes(), &NoObserver).unwrap();
+                a.apply(d, &NoObserver).unwrap();
             }
-            let r = a.finish();
+            let r = a.finish().unwrap();
             assert_eq!(r.tool_calls.len(), 1);
             alone.push(mb / start.elapsed().as_secs_f64());
         }

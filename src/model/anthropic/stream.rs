@@ -2,22 +2,22 @@
 //! `content_block_start/delta/stop`, `message_delta`, `ping`, `error`,
 //! `message_stop`) into one `Response`. Text goes to the observer as it
 //! arrives; tool input JSON is put together per block index and parsed once
-//! the reply is whole.
+//! the reply is whole. `stop_reason: refusal` makes the reply a refusal. A
+//! server that did not stream sends one `message` body, read here too.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::model::error::classify_status;
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
+use crate::model::wire::{
+    append, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
+};
+use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
-/// Whether the finish marker (`message_stop`) has arrived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    Continue,
-    Finished,
-}
+/// At most this many content blocks in one reply.
+const MAX_BLOCKS: usize = 4 * MAX_TOOL_CALLS;
 
 /// One content block as it builds up.
 #[derive(Debug)]
@@ -41,7 +41,9 @@ enum Block {
 pub struct Assembly {
     /// In stream order; `index` is looked up among them.
     blocks: Vec<(usize, Block)>,
+    tool_uses: usize,
     tokens: Tokens,
+    usage_reported: bool,
     stop_reason: Option<String>,
 }
 
@@ -69,7 +71,8 @@ impl Tokens {
 /// The fields of any streamed event we read; the rest are ignored.
 #[derive(Deserialize)]
 struct WireEvent<'a> {
-    #[serde(rename = "type", borrow)]
+    /// LiteLLM's `/v1/messages` sends an error as `{"error": {...}}` alone.
+    #[serde(rename = "type", default, borrow)]
     kind: Cow<'a, str>,
     #[serde(default)]
     index: usize,
@@ -82,7 +85,7 @@ struct WireEvent<'a> {
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
-    error: Option<WireError>,
+    error: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -115,24 +118,16 @@ struct WireUsage {
     cache_creation_input_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    message: String,
-}
-
 impl Assembly {
     /// Applies one event's `data`. An in-stream `error` event fails the
     /// attempt with the status its type stands for.
     pub fn apply(
         &mut self,
-        data: &[u8],
+        data: &str,
         observer: &dyn StreamObserver,
     ) -> Result<Progress, ModelError> {
         let event: WireEvent =
-            serde_json::from_slice(data).map_err(|_| ModelError::StreamIncomplete)?;
+            serde_json::from_str(data).map_err(|_| ModelError::StreamIncomplete)?;
         match &*event.kind {
             "message_start" => {
                 if let Some(usage) = event.message.and_then(|m| m.usage) {
@@ -140,11 +135,8 @@ impl Assembly {
                 }
             }
             "content_block_start" => {
-                let block = match event.content_block {
-                    Some(block) => start_block(block, observer),
-                    None => return Err(ModelError::StreamIncomplete),
-                };
-                self.blocks.push((event.index, block));
+                let block = event.content_block.ok_or(ModelError::StreamIncomplete)?;
+                self.start_block(event.index, block, observer)?;
             }
             "content_block_delta" => {
                 if let Some(delta) = event.delta {
@@ -160,16 +152,50 @@ impl Assembly {
                 }
             }
             "message_stop" => return Ok(Progress::Finished),
-            "error" => {
-                return Err(stream_error(event.error.unwrap_or(WireError {
-                    kind: String::new(),
-                    message: String::new(),
-                })))
+            "error" | "" if event.error.is_some() => {
+                return Err(stream_error(event.error.as_ref().unwrap_or(&Value::Null)))
             }
+            "error" => return Err(stream_error(&Value::Null)),
             // `ping`, `content_block_stop` and event types added later.
             _ => {}
         }
         Ok(Progress::Continue)
+    }
+
+    /// Applies a whole `message` body (a server that did not stream).
+    pub fn apply_message(
+        &mut self,
+        body: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        if let Ok(usage) = serde_json::from_value::<WireUsage>(body["usage"].clone()) {
+            self.add_usage(&usage);
+        }
+        for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
+            self.start_block(index, block.clone(), observer)?;
+        }
+        self.stop_reason = body["stop_reason"].as_str().map(str::to_string);
+        Ok(())
+    }
+
+    fn start_block(
+        &mut self,
+        index: usize,
+        block: Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        if self.blocks.len() >= MAX_BLOCKS {
+            return Err(too_large("the number of content blocks"));
+        }
+        let block = start_block(block, observer)?;
+        if matches!(block, Block::ToolUse { .. }) {
+            self.tool_uses += 1;
+            if self.tool_uses > MAX_TOOL_CALLS {
+                return Err(too_large("the number of tool calls"));
+            }
+        }
+        self.blocks.push((index, block));
+        Ok(())
     }
 
     fn apply_delta(
@@ -188,18 +214,21 @@ impl Assembly {
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text(text)) => {
                 let piece = delta.text.unwrap_or_default();
+                append(text, &piece, MAX_ARGUMENTS, "the reply text")?;
                 observer.text_delta(&piece);
-                text.push_str(&piece);
             }
             (Some("input_json_delta"), Block::ToolUse { json, .. }) => {
                 observer.tool_call_delta();
-                json.push_str(&delta.partial_json.unwrap_or_default());
+                let piece = delta.partial_json.unwrap_or_default();
+                append(json, &piece, MAX_ARGUMENTS, "a tool call's arguments")?;
             }
             (Some("thinking_delta"), Block::Thinking { thinking, .. }) => {
-                thinking.push_str(&delta.thinking.unwrap_or_default());
+                let piece = delta.thinking.unwrap_or_default();
+                append(thinking, &piece, MAX_ARGUMENTS, "a thinking block")?;
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
-                signature.push_str(&delta.signature.unwrap_or_default());
+                let piece = delta.signature.unwrap_or_default();
+                append(signature, &piece, MAX_ARGUMENTS, "a signature")?;
             }
             // Citations and deltas of block kinds we keep whole.
             _ => {}
@@ -219,13 +248,15 @@ impl Assembly {
         ] {
             if let Some(value) = value {
                 *slot = value;
+                self.usage_reported = true;
             }
         }
     }
 
     /// The whole reply. Thinking and redacted-thinking blocks (with their
-    /// signatures) go to `extra` in stream order.
-    pub fn finish(self) -> Response {
+    /// signatures) go to `extra` in stream order. A reply stopped as a
+    /// refusal is a `Refusal` carrying its text.
+    pub fn finish(self) -> Result<Response, ModelError> {
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         let mut kept = Vec::new();
@@ -247,28 +278,57 @@ impl Assembly {
             }
         }
         let finish = match self.stop_reason.as_deref() {
+            Some("refusal") => {
+                let text = if text.trim().is_empty() {
+                    "the reply was stopped as a refusal (stop_reason: refusal)".to_string()
+                } else {
+                    text
+                };
+                return Err(ModelError::Refusal { text });
+            }
             Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
             Some("tool_use") => FinishReason::ToolCalls,
             _ if !tool_calls.is_empty() => FinishReason::ToolCalls,
             _ => FinishReason::Stop,
         };
-        Response {
+        Ok(Response {
             text,
             tool_calls,
             usage: self.tokens.usage(),
+            usage_reported: self.usage_reported,
             finish,
             extra: (!kept.is_empty()).then(|| json!({"anthropic": {"content": kept}})),
             cost_override: None,
-            usage_reported: true,
-        }
+        })
     }
 }
 
-fn start_block(block: Value, observer: &dyn StreamObserver) -> Block {
+impl WireAssembly for Assembly {
+    fn apply(&mut self, data: &str, observer: &dyn StreamObserver) -> Result<Progress, ModelError> {
+        Assembly::apply(self, data, observer)
+    }
+
+    fn apply_body(
+        &mut self,
+        body: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        self.apply_message(body, observer)
+    }
+
+    fn finish(self) -> Result<Response, ModelError> {
+        Assembly::finish(self)
+    }
+}
+
+fn start_block(block: Value, observer: &dyn StreamObserver) -> Result<Block, ModelError> {
     let field = |name: &str| block[name].as_str().unwrap_or_default().to_string();
-    match block["type"].as_str() {
+    Ok(match block["type"].as_str() {
         Some("text") => {
             let text = field("text");
+            if text.len() > MAX_ARGUMENTS {
+                return Err(too_large("the reply text"));
+            }
             if !text.is_empty() {
                 observer.text_delta(&text);
             }
@@ -281,9 +341,13 @@ fn start_block(block: Value, observer: &dyn StreamObserver) -> Block {
                 Value::Object(map) if !map.is_empty() => block["input"].to_string(),
                 _ => String::new(),
             };
+            let name = field("name");
+            if name.len() > MAX_TOOL_NAME || field("id").len() > MAX_TOOL_NAME {
+                return Err(too_large("a tool name or id"));
+            }
             Block::ToolUse {
                 id: field("id"),
-                name: field("name"),
+                name,
                 json,
             }
         }
@@ -292,54 +356,7 @@ fn start_block(block: Value, observer: &dyn StreamObserver) -> Block {
             signature: field("signature"),
         },
         _ => Block::Opaque(block),
-    }
-}
-
-/// A tool call from its assembled input; input that is not a JSON object
-/// marks the call garbled and keeps the raw text.
-pub(crate) fn tool_call(id: String, name: String, raw: String) -> ToolCall {
-    let (arguments, garbled) = parse_arguments(raw);
-    ToolCall {
-        id,
-        name,
-        arguments,
-        garbled,
-    }
-}
-
-/// Parses streamed tool arguments: empty means `{}`; anything but a JSON
-/// object is garbled, kept as the raw string.
-pub(crate) fn parse_arguments(raw: String) -> (Value, bool) {
-    if raw.trim().is_empty() {
-        return (json!({}), false);
-    }
-    match serde_json::from_str::<Value>(&raw) {
-        Ok(value @ Value::Object(_)) => (value, false),
-        _ => (Value::String(raw), true),
-    }
-}
-
-/// An in-stream `error` event as the HTTP error its type stands for.
-fn stream_error(error: WireError) -> ModelError {
-    let status = match error.kind.as_str() {
-        "overloaded_error" => 529,
-        "rate_limit_error" => 429,
-        "invalid_request_error" => 400,
-        "authentication_error" => 401,
-        "billing_error" | "permission_error" => 403,
-        "not_found_error" => 404,
-        "request_too_large" => 413,
-        "timeout_error" => 504,
-        _ => 500,
-    };
-    if error.kind == "billing_error" {
-        return ModelError::Quota {
-            status,
-            message: error.message,
-        };
-    }
-    let message: String = error.message.chars().take(300).collect();
-    classify_status(status, Some(&error.kind), &message, None)
+    })
 }
 
 #[cfg(test)]
@@ -367,8 +384,8 @@ mod tests {
         let seen = Seen::default();
         let mut a = Assembly::default();
         for e in events {
-            match a.apply(e.to_string().as_bytes(), &seen) {
-                Ok(Progress::Finished) => return (Ok(a.finish()), seen),
+            match a.apply(&e.to_string(), &seen) {
+                Ok(Progress::Finished) => return (a.finish(), seen),
                 Ok(Progress::Continue) => {}
                 Err(e) => return (Err(e), seen),
             }
@@ -497,8 +514,60 @@ mod tests {
     fn non_json_data_fails_the_attempt() {
         let mut a = Assembly::default();
         assert_eq!(
-            a.apply(b"not json", &crate::model::NoObserver),
+            a.apply("not json", &crate::model::NoObserver),
             Err(ModelError::StreamIncomplete)
         );
+    }
+
+    #[test]
+    fn stop_reason_refusal_is_a_refusal_with_the_text() {
+        let events = [
+            start(1, 0, 0),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "I can't help with that."}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": null}, "usage": {"output_tokens": 7}}),
+            json!({"type": "message_stop"}),
+        ];
+        assert_eq!(
+            run(&events).0,
+            Err(ModelError::Refusal {
+                text: "I can't help with that.".into()
+            })
+        );
+        let bare = [
+            start(1, 0, 0),
+            json!({"type": "message_delta", "delta": {"stop_reason": "refusal"}, "usage": {"output_tokens": 0}}),
+            json!({"type": "message_stop"}),
+        ];
+        let Err(ModelError::Refusal { text }) = run(&bare).0 else {
+            panic!("a refusal")
+        };
+        assert!(text.contains("refusal"));
+    }
+
+    /// LiteLLM's `/v1/messages` sends errors as `data: {"error": {...}}`,
+    /// with no event type and the code as a string.
+    #[test]
+    fn an_error_without_an_event_type_is_classified() {
+        let litellm = json!({"error": {"message": "rate limited", "type": "None", "param": "None", "code": "429"}});
+        assert_eq!(
+            run(&[start(1, 0, 0), litellm]).0.unwrap_err().class(),
+            ErrorClass::Transient("http_429".into())
+        );
+    }
+
+    #[test]
+    fn a_whole_message_body_is_a_reply() {
+        let body = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+            "content": [{"type": "text", "text": "Listing."}, {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}}],
+            "stop_reason": "tool_use", "stop_sequence": null,
+            "usage": {"input_tokens": 12, "output_tokens": 5}});
+        let mut a = Assembly::default();
+        a.apply_message(&body, &crate::model::NoObserver).unwrap();
+        let r = a.finish().unwrap();
+        assert_eq!(r.text, "Listing.");
+        assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(r.usage.input_tokens, 12);
+        assert!(r.usage_reported);
     }
 }

@@ -1,17 +1,18 @@
 //! The OpenAI Chat Completions adapter (providers `openai`, `openrouter` and
 //! named providers with `api: openai`): one streaming POST to
-//! `{endpoint}/chat/completions` per call, read as server-sent events.
+//! `{endpoint}/chat/completions` per call, read as server-sent events (or as
+//! one JSON body from a server that does not stream).
 
 mod request;
 mod stream;
 
 use async_trait::async_trait;
 
-use super::http::{HttpTransport, SseReader};
+use super::http::HttpTransport;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 pub use request::{request_body, Dialect};
-pub use stream::{parse_arguments, ChunkAssembler};
+pub use stream::ChunkAssembler;
 
 /// One model behind a Chat Completions endpoint.
 #[derive(Debug)]
@@ -48,15 +49,12 @@ impl Model for ChatCompletions {
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
         let body = request_body(&self.model, self.dialect, budget, request);
-        let (response, sent) = self.transport.post("/chat/completions", &body).await?;
-        let mut events = SseReader::new(response, sent, self.transport.timeouts);
-        let mut reply = ChunkAssembler::default();
-        while let Some(event) = events.next().await? {
-            reply.feed(&event.data, observer)?;
-            if reply.is_done() {
-                break;
-            }
-        }
-        reply.finish()
+        super::wire::complete::<ChunkAssembler>(
+            &self.transport,
+            "/chat/completions",
+            &body,
+            observer,
+        )
+        .await
     }
 }

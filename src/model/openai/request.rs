@@ -87,8 +87,9 @@ fn message(m: &Message) -> Value {
         }
         Role::Assistant => json!({
             "role": "assistant",
-            // OpenAI documents `content` as optional when `tool_calls` is set.
-            "content": if m.content.is_empty() { Value::Null } else { json!(m.content) },
+            // `""`, never `null`: llama-cpp-python refuses a null content
+            // (HTTP 500), and OpenAI and the other servers take `""`.
+            "content": m.content,
             "tool_calls": m.tool_calls.iter().map(tool_call).collect::<Vec<_>>(),
         }),
     }
@@ -166,7 +167,7 @@ mod tests {
             json!([
                 {"role": "system", "content": "be brief"},
                 {"role": "user", "content": "list files"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}
                 ]},
                 {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},

@@ -2,13 +2,25 @@
 //! events: text deltas go to the observer as they come, tool-call argument
 //! fragments are joined by index, `finish_reason` is normalised, usage comes
 //! from the final chunk, and `data: [DONE]` is the required finish marker.
+//! A `delta.refusal` makes the reply a refusal. A server that did not stream
+//! sends one `chat.completion` body, read through the same assembly.
+//!
+//! What a server controls is bounded: at most `MAX_TOOL_CALLS` calls, looked
+//! up by index in a map (an index of 10^12 allocates nothing), names and
+//! arguments capped. llama-cpp-python repeats the whole name (and id) in
+//! every fragment of a call; a name equal to the name so far, or any name
+//! once the arguments have started, is that repeat and not a fragment.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::model::http::error_from_body;
+use crate::model::wire::{
+    append, stream_error, too_large, tool_call, Assembly, Progress, MAX_ARGUMENTS, MAX_TOOL_CALLS,
+    MAX_TOOL_NAME,
+};
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
 
 #[derive(Deserialize)]
@@ -24,7 +36,7 @@ struct Chunk<'a> {
 #[derive(Deserialize)]
 struct Choice<'a> {
     #[serde(default)]
-    index: u32,
+    index: u64,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
     #[serde(default, borrow)]
@@ -36,13 +48,15 @@ struct Delta<'a> {
     #[serde(default, borrow)]
     content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }
 
 #[derive(Deserialize)]
 struct ToolCallDelta<'a> {
     #[serde(default)]
-    index: Option<usize>,
+    index: Option<u64>,
     #[serde(default, borrow)]
     id: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -85,15 +99,19 @@ struct PartialCall {
 #[derive(Debug, Default)]
 pub struct ChunkAssembler {
     text: String,
+    refusal: String,
     calls: Vec<PartialCall>,
+    /// The wire index of each call to its place in `calls`.
+    by_index: BTreeMap<u64, usize>,
     finish_reason: Option<String>,
     usage: Usage,
+    usage_reported: bool,
     done: bool,
 }
 
 impl ChunkAssembler {
-    /// Takes one SSE `data` payload. Fails on an error object in the stream
-    /// or a payload that is not a chunk.
+    /// Takes one SSE `data` payload. Fails on an error object in the stream,
+    /// a payload that is not a chunk, or one that breaks a bound.
     pub fn feed(&mut self, data: &str, observer: &dyn StreamObserver) -> Result<(), ModelError> {
         if data.trim() == "[DONE]" {
             self.done = true;
@@ -101,17 +119,20 @@ impl ChunkAssembler {
         }
         let chunk: Chunk<'_> =
             serde_json::from_str(data).map_err(|_| ModelError::StreamIncomplete)?;
-        if let Some(error) = &chunk.error {
-            return Err(stream_error(error, data));
+        if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
+            return Err(stream_error(error));
         }
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(delta) = choice.delta {
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                    append(&mut self.text, &text, MAX_ARGUMENTS, "the reply text")?;
                     observer.text_delta(&text);
-                    self.text.push_str(&text);
+                }
+                if let Some(refusal) = delta.refusal {
+                    append(&mut self.refusal, &refusal, MAX_ARGUMENTS, "the refusal")?;
                 }
                 for fragment in delta.tool_calls.unwrap_or_default() {
-                    self.add_fragment(fragment);
+                    self.add_fragment(fragment)?;
                     observer.tool_call_delta();
                 }
             }
@@ -121,6 +142,8 @@ impl ChunkAssembler {
         }
         if let Some(usage) = chunk.usage {
             let input = usage.prompt_tokens.unwrap_or(0);
+            self.usage_reported |=
+                usage.prompt_tokens.is_some() || usage.completion_tokens.is_some();
             self.usage = Usage {
                 input_tokens: input,
                 output_tokens: usage.completion_tokens.unwrap_or(0),
@@ -139,45 +162,102 @@ impl ChunkAssembler {
         self.done
     }
 
-    fn add_fragment(&mut self, fragment: ToolCallDelta<'_>) {
+    fn add_fragment(&mut self, fragment: ToolCallDelta<'_>) -> Result<(), ModelError> {
         // OpenAI always sends `index`; servers that leave it out start a new
         // call with each new id.
-        let index = match (fragment.index, fragment.id.as_deref()) {
-            (Some(i), _) => i,
-            (None, Some(id)) => self
-                .calls
-                .iter()
-                .position(|c| c.id == id)
-                .unwrap_or(self.calls.len()),
-            (None, None) => self.calls.len().saturating_sub(1),
+        let slot = match (fragment.index, fragment.id.as_deref()) {
+            (Some(i), _) => self.by_index.get(&i).copied().ok_or(Some(i)),
+            (None, Some(id)) if !id.is_empty() => {
+                self.calls.iter().position(|c| c.id == id).ok_or(None)
+            }
+            (None, _) => self.calls.len().checked_sub(1).ok_or(None),
         };
-        if self.calls.len() <= index {
-            self.calls.resize_with(index + 1, PartialCall::default);
-        }
-        let call = &mut self.calls[index];
+        let slot = match slot {
+            Ok(slot) => slot,
+            Err(index) => {
+                if self.calls.len() >= MAX_TOOL_CALLS {
+                    return Err(too_large("the number of tool calls"));
+                }
+                self.calls.push(PartialCall::default());
+                if let Some(index) = index {
+                    self.by_index.insert(index, self.calls.len() - 1);
+                }
+                self.calls.len() - 1
+            }
+        };
+        let call = &mut self.calls[slot];
         if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
-            call.id = id.into_owned();
+            if id.len() > MAX_TOOL_NAME {
+                return Err(too_large("a tool call id"));
+            }
+            if call.id != *id {
+                call.id = id.into_owned();
+            }
         }
         if let Some(function) = fragment.function {
-            if let Some(name) = function.name {
-                call.name.push_str(&name);
+            if let Some(name) = function.name.filter(|n| !n.is_empty()) {
+                let repeat = *name == call.name || !call.arguments.is_empty();
+                if !repeat {
+                    append(&mut call.name, &name, MAX_TOOL_NAME, "a tool name")?;
+                }
             }
             if let Some(arguments) = function.arguments {
-                call.arguments.push_str(&arguments);
+                append(
+                    &mut call.arguments,
+                    &arguments,
+                    MAX_ARGUMENTS,
+                    "a tool call's arguments",
+                )?;
             }
         }
+        Ok(())
     }
 
-    /// The whole reply; a stream that never sent `[DONE]` is incomplete.
+    /// Feeds a whole `chat.completion` body (a server that did not stream)
+    /// as the one chunk it amounts to.
+    fn feed_body(&mut self, body: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
+        let choice = body["choices"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
+            .ok_or(ModelError::StreamIncomplete)?;
+        let message = &choice["message"];
+        let calls: Vec<Value> = message["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, call)| {
+                let arguments = match &call["function"]["arguments"] {
+                    Value::String(s) => Value::String(s.clone()),
+                    Value::Null => Value::String(String::new()),
+                    other => Value::String(other.to_string()),
+                };
+                json!({"index": i, "id": call["id"], "function": {"name": call["function"]["name"], "arguments": arguments}})
+            })
+            .collect();
+        let chunk = json!({
+            "choices": [{"index": 0, "delta": {"content": message["content"], "refusal": message["refusal"], "tool_calls": calls}, "finish_reason": choice["finish_reason"]}],
+            "usage": body["usage"],
+        });
+        self.feed(&chunk.to_string(), observer)?;
+        self.done = true;
+        Ok(())
+    }
+
+    /// The whole reply; a stream that never sent `[DONE]` is incomplete, and
+    /// one that carried a refusal is a refusal.
     pub fn finish(self) -> Result<Response, ModelError> {
         if !self.done {
             return Err(ModelError::StreamIncomplete);
+        }
+        if !self.refusal.is_empty() {
+            return Err(ModelError::Refusal { text: self.refusal });
         }
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
             .filter(|c| !c.name.is_empty() || !c.arguments.is_empty())
-            .map(whole_call)
+            .map(|c| tool_call(c.id, c.name, c.arguments))
             .collect();
         let finish = match self.finish_reason.as_deref() {
             Some("length") => FinishReason::Length,
@@ -188,83 +268,35 @@ impl ChunkAssembler {
             text: self.text,
             tool_calls,
             usage: self.usage,
+            usage_reported: self.usage_reported,
             finish,
             extra: None,
             cost_override: None,
-            usage_reported: true,
         })
     }
 }
 
-/// A finished call: arguments parsed as a JSON object, or kept raw and
-/// marked garbled; an id made up when the server sent none.
-fn whole_call(call: PartialCall) -> ToolCall {
-    let id = if call.id.is_empty() {
-        format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24])
-    } else {
-        call.id
-    };
-    parse_arguments(id, call.name, call.arguments)
-}
-
-/// Parses streamed argument text; empty text is an empty object.
-pub fn parse_arguments(id: String, name: String, raw: String) -> ToolCall {
-    if raw.trim().is_empty() {
-        return ToolCall {
-            id,
-            name,
-            arguments: Value::Object(Default::default()),
-            garbled: false,
-        };
-    }
-    match serde_json::from_str::<Value>(&raw) {
-        Ok(arguments @ Value::Object(_)) => ToolCall {
-            id,
-            name,
-            arguments,
-            garbled: false,
-        },
-        _ => ToolCall {
-            id,
-            name,
-            arguments: Value::String(raw),
-            garbled: true,
-        },
-    }
-}
-
-/// An error object sent inside the stream, classified like the HTTP error it
-/// stands for: a numeric `code` (OpenRouter) is the status; otherwise the
-/// error's type or code names it, and anything unnamed counts as a server
-/// error (the request had been accepted).
-fn stream_error(error: &Value, data: &str) -> ModelError {
-    let numeric = error
-        .get("code")
-        .and_then(Value::as_u64)
-        .or_else(|| error.get("status").and_then(Value::as_u64))
-        .filter(|s| (400..600).contains(s));
-    let status = numeric.unwrap_or_else(|| {
-        let named = [error.get("code"), error.get("type")]
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>();
-        let is = |names: &[&str]| named.iter().any(|n| names.contains(n));
-        if is(&[
-            "rate_limit_exceeded",
-            "rate_limit_error",
-            "insufficient_quota",
-        ]) {
-            429
-        } else if is(&["context_length_exceeded", "invalid_request_error"]) {
-            400
-        } else if is(&["invalid_api_key", "authentication_error"]) {
-            401
+impl Assembly for ChunkAssembler {
+    fn apply(&mut self, data: &str, observer: &dyn StreamObserver) -> Result<Progress, ModelError> {
+        self.feed(data, observer)?;
+        Ok(if self.done {
+            Progress::Finished
         } else {
-            500
-        }
-    }) as u16;
-    error_from_body(status, data.as_bytes(), None)
+            Progress::Continue
+        })
+    }
+
+    fn apply_body(
+        &mut self,
+        body: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        self.feed_body(body, observer)
+    }
+
+    fn finish(self) -> Result<Response, ModelError> {
+        ChunkAssembler::finish(self)
+    }
 }
 
 #[cfg(test)]
@@ -471,5 +503,174 @@ mod tests {
         let overflow = json!({"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error", "code": "context_length_exceeded"}});
         let e = assemble(&[overflow.to_string()], &NoObserver).unwrap_err();
         assert_eq!(e.class(), ErrorClass::ContextOverflow);
+    }
+
+    /// llama-cpp-python 0.3.x: every fragment repeats the call's id and
+    /// whole name (`llama_chat_format._stream_response_to_function_stream`).
+    #[test]
+    fn a_name_repeated_whole_in_every_fragment_is_one_name() {
+        let frag = |args: &str| {
+            chunk(
+                json!({"role": null, "content": null, "function_call": {"name": "bash", "arguments": args},
+                    "tool_calls": [{"index": 0, "id": "call__0_bash_cmpl-1", "type": "function",
+                        "function": {"name": "bash", "arguments": args}}]}),
+                Value::Null,
+            )
+        };
+        let events = [
+            chunk(
+                json!({"role": "assistant", "content": null, "function_call": null, "tool_calls": null}),
+                Value::Null,
+            ),
+            frag("{\"command\""),
+            frag(": \"ls\""),
+            frag("}"),
+            chunk(
+                json!({"role": null, "content": null, "function_call": null, "tool_calls": null}),
+                json!("tool_calls"),
+            ),
+            "[DONE]".to_string(),
+        ];
+        let r = assemble(&events, &NoObserver).unwrap();
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].name, "bash");
+        assert_eq!(r.tool_calls[0].id, "call__0_bash_cmpl-1");
+        assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert!(!r.usage_reported, "llama-cpp-python streams carry no usage");
+    }
+
+    #[test]
+    fn real_name_fragments_still_join_and_a_late_name_is_a_repeat() {
+        let events = [
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "c", "function": {"name": "read_", "arguments": ""}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "file"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"path\":\"a\"}"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"name": "file"}}]}),
+                json!("tool_calls"),
+            ),
+            "[DONE]".to_string(),
+        ];
+        let r = assemble(&events, &NoObserver).unwrap();
+        assert_eq!(r.tool_calls[0].name, "read_file");
+        assert_eq!(r.tool_calls[0].arguments, json!({"path": "a"}));
+    }
+
+    #[test]
+    fn huge_indexes_allocate_nothing_and_too_many_calls_fail() {
+        let events = [
+            chunk(
+                json!({"tool_calls": [{"index": 1_000_000_000_000u64, "id": "a", "function": {"name": "bash", "arguments": "{}"}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 50_000_000, "id": "b", "function": {"name": "plan", "arguments": "{}"}}]}),
+                json!("tool_calls"),
+            ),
+            "[DONE]".to_string(),
+        ];
+        let r = assemble(&events, &NoObserver).unwrap();
+        let names: Vec<&str> = r.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["bash", "plan"]);
+
+        let mut asm = ChunkAssembler::default();
+        let mut failed = None;
+        for i in 0..=MAX_TOOL_CALLS {
+            let c = chunk(
+                json!({"tool_calls": [{"index": i, "id": format!("c{i}"), "function": {"name": "bash", "arguments": "{}"}}]}),
+                Value::Null,
+            );
+            if let Err(e) = asm.feed(&c, &NoObserver) {
+                failed = Some((i, e));
+                break;
+            }
+        }
+        let (at, e) = failed.expect("the cap holds");
+        assert_eq!(at, MAX_TOOL_CALLS);
+        assert_eq!(e.reason(), "stream_incomplete");
+        assert!(matches!(e, ModelError::Malformed { .. }));
+
+        let index_too_big = chunk(
+            json!({"tool_calls": [{"index": 1e30, "function": {"name": "bash"}}]}),
+            Value::Null,
+        );
+        assert!(ChunkAssembler::default()
+            .feed(&index_too_big, &NoObserver)
+            .is_err());
+    }
+
+    #[test]
+    fn a_long_name_fails_the_attempt() {
+        let c = chunk(
+            json!({"tool_calls": [{"index": 0, "function": {"name": "x".repeat(MAX_TOOL_NAME + 1)}}]}),
+            Value::Null,
+        );
+        assert!(matches!(
+            ChunkAssembler::default().feed(&c, &NoObserver),
+            Err(ModelError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn a_refusal_delta_makes_a_refusal() {
+        let events = [
+            chunk(
+                json!({"role": "assistant", "content": null, "refusal": ""}),
+                Value::Null,
+            ),
+            chunk(json!({"refusal": "I'm sorry, "}), Value::Null),
+            chunk(json!({"refusal": "I cannot help with that."}), Value::Null),
+            chunk(json!({}), json!("stop")),
+            usage_chunk(),
+            "[DONE]".to_string(),
+        ];
+        assert_eq!(
+            assemble(&events, &NoObserver),
+            Err(ModelError::Refusal {
+                text: "I'm sorry, I cannot help with that.".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_whole_chat_completion_body_is_a_reply() {
+        let body = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+                "logprobs": null, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
+        });
+        let mut asm = ChunkAssembler::default();
+        Assembly::apply_body(&mut asm, &body, &NoObserver).unwrap();
+        let r = Assembly::finish(asm).unwrap();
+        assert_eq!(r.tool_calls[0].name, "bash");
+        assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
+        assert_eq!(r.usage.input_tokens, 9);
+        assert!(r.usage_reported);
+
+        let refused = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "No."}, "finish_reason": "stop"}]});
+        let mut asm = ChunkAssembler::default();
+        Assembly::apply_body(&mut asm, &refused, &NoObserver).unwrap();
+        assert_eq!(
+            Assembly::finish(asm),
+            Err(ModelError::Refusal { text: "No.".into() })
+        );
+    }
+
+    #[test]
+    fn litellm_string_codes_inside_the_stream() {
+        let e = json!({"error": {"message": "litellm.RateLimitError: slow down", "type": "None", "param": "None", "code": "429"}});
+        let e = assemble(&[e.to_string()], &NoObserver).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Transient("http_429".into()));
     }
 }

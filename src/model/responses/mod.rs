@@ -8,9 +8,9 @@ mod stream;
 use async_trait::async_trait;
 
 pub use request::request_body;
-pub use stream::{Assembly, Progress};
+pub use stream::Assembly;
 
-use super::http::{HttpTransport, SseReader};
+use super::http::HttpTransport;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// One Responses model behind one endpoint.
@@ -41,14 +41,6 @@ impl Model for ResponsesModel {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let body = request_body(&self.model, request, self.max_output_tokens);
-        let (response, sent) = self.transport.post("/responses", &body).await?;
-        let mut events = SseReader::new(response, sent, self.transport.timeouts);
-        let mut assembly = Assembly::default();
-        while let Some(event) = events.next().await? {
-            if assembly.apply(event.data.as_bytes(), observer)? == Progress::Finished {
-                return Ok(assembly.finish());
-            }
-        }
-        Err(ModelError::StreamIncomplete)
+        super::wire::complete::<Assembly>(&self.transport, "/responses", &body, observer).await
     }
 }

@@ -1,25 +1,24 @@
 //! Assembles OpenAI Responses stream events (`response.output_item.*`,
-//! `response.output_text.delta`, `response.function_call_arguments.*`,
-//! `response.completed` / `response.incomplete` / `response.failed`,
-//! `error`) into one `Response`. Text goes to the observer as it arrives;
-//! function-call arguments are put together per output item.
+//! `response.output_text.delta`, `response.refusal.*`,
+//! `response.function_call_arguments.*`, `response.completed` /
+//! `response.incomplete` / `response.failed`, `error`) into one `Response`.
+//! Text goes to the observer as it arrives; function-call arguments are put
+//! together per output item; a `refusal` content part makes the reply a
+//! refusal. A server that did not stream sends one `response` body.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::model::anthropic::tool_call;
-use crate::model::error::classify_status;
+use crate::model::wire::{
+    append, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
+};
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
-/// Whether a terminal event (`response.completed` / `response.incomplete`)
-/// has arrived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    Continue,
-    Finished,
-}
+/// At most this many output items in one reply.
+const MAX_ITEMS: usize = 4 * MAX_TOOL_CALLS;
 
 /// One output item as it builds up.
 #[derive(Debug)]
@@ -43,13 +42,16 @@ enum Item {
 pub struct Assembly {
     /// By `output_index`, in stream order.
     items: Vec<(usize, Item)>,
+    /// Refusal text, from `response.refusal.delta` or a `refusal` part.
+    refusal: String,
     usage: Usage,
+    usage_reported: bool,
     incomplete: bool,
 }
 
 #[derive(Deserialize)]
 struct WireEvent<'a> {
-    #[serde(rename = "type", borrow)]
+    #[serde(rename = "type", default, borrow)]
     kind: Cow<'a, str>,
     #[serde(default)]
     output_index: usize,
@@ -58,16 +60,18 @@ struct WireEvent<'a> {
     #[serde(default)]
     arguments: Option<String>,
     #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
     item: Option<Value>,
     #[serde(default)]
     response: Option<WireResponse>,
     // `error` events carry these at the top level.
     #[serde(default)]
-    code: Option<String>,
+    code: Option<Value>,
     #[serde(default)]
-    message: Option<String>,
+    message: Option<Value>,
     #[serde(default)]
-    error: Option<WireError>,
+    error: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -75,7 +79,7 @@ struct WireResponse {
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
-    error: Option<WireError>,
+    error: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -94,110 +98,158 @@ struct WireInputDetails {
     cached_tokens: u64,
 }
 
-#[derive(Deserialize, Default)]
-struct WireError {
-    #[serde(default)]
-    code: Option<String>,
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
 impl Assembly {
     /// Applies one event's `data`.
     pub fn apply(
         &mut self,
-        data: &[u8],
+        data: &str,
         observer: &dyn StreamObserver,
     ) -> Result<Progress, ModelError> {
         let event: WireEvent =
-            serde_json::from_slice(data).map_err(|_| ModelError::StreamIncomplete)?;
+            serde_json::from_str(data).map_err(|_| ModelError::StreamIncomplete)?;
         let index = event.output_index;
         match &*event.kind {
             "response.output_item.added" => {
-                let item = event
-                    .item
-                    .map(|item| new_item(item, observer))
-                    .unwrap_or(Item::Other);
-                self.items.push((index, item));
+                let item = match event.item {
+                    Some(item) => new_item(item, observer)?,
+                    None => Item::Other,
+                };
+                self.push(index, item)?;
             }
-            "response.output_text.delta" | "response.refusal.delta" => {
+            "response.output_text.delta" => {
                 let piece = event.delta.unwrap_or_default();
-                observer.text_delta(&piece);
                 if let Item::Message { text, streamed } = self.item(index, || Item::Message {
                     text: String::new(),
                     streamed: false,
-                }) {
-                    text.push_str(&piece);
+                })? {
+                    append(text, &piece, MAX_ARGUMENTS, "the reply text")?;
                     *streamed = true;
+                }
+                observer.text_delta(&piece);
+            }
+            "response.refusal.delta" => {
+                let piece = event.delta.unwrap_or_default();
+                append(&mut self.refusal, &piece, MAX_ARGUMENTS, "the refusal")?;
+            }
+            "response.refusal.done" => {
+                if let Some(full) = event.refusal.filter(|r| !r.is_empty()) {
+                    self.refusal = full;
                 }
             }
             "response.function_call_arguments.delta" => {
                 observer.tool_call_delta();
-                if let Item::FunctionCall { arguments, .. } = self.item(index, || Item::Other) {
-                    arguments.push_str(&event.delta.unwrap_or_default());
+                if let Item::FunctionCall { arguments, .. } = self.item(index, || Item::Other)? {
+                    let piece = event.delta.unwrap_or_default();
+                    append(arguments, &piece, MAX_ARGUMENTS, "a tool call's arguments")?;
                 }
             }
             "response.function_call_arguments.done" => {
                 if let (Item::FunctionCall { arguments, .. }, Some(done)) =
-                    (self.item(index, || Item::Other), event.arguments)
+                    (self.item(index, || Item::Other)?, event.arguments)
                 {
+                    if done.len() > MAX_ARGUMENTS {
+                        return Err(too_large("a tool call's arguments"));
+                    }
                     *arguments = done;
                 }
             }
             "response.output_item.done" => {
                 if let Some(item) = event.item {
-                    self.complete_item(index, item, observer);
+                    self.complete_item(index, item, observer)?;
                 }
             }
             "response.completed" | "response.incomplete" => {
                 self.incomplete = event.kind == "response.incomplete";
                 if let Some(usage) = event.response.and_then(|r| r.usage) {
-                    self.usage = Usage {
-                        input_tokens: usage.input_tokens,
-                        output_tokens: usage.output_tokens,
-                        cached_input_tokens: usage
-                            .input_tokens_details
-                            .map_or(0, |d| d.cached_tokens),
-                    };
+                    self.set_usage(usage);
                 }
                 return Ok(Progress::Finished);
             }
             "response.failed" => {
-                let error = event.response.and_then(|r| r.error).unwrap_or_default();
-                return Err(stream_error(error));
+                let error = event.response.and_then(|r| r.error).unwrap_or(Value::Null);
+                return Err(stream_error(&error));
+            }
+            "error" | "" if event.error.is_some() => {
+                return Err(stream_error(event.error.as_ref().unwrap_or(&Value::Null)));
             }
             "error" => {
-                let error = event.error.unwrap_or(WireError {
-                    code: event.code,
-                    kind: None,
-                    message: event.message,
-                });
-                return Err(stream_error(error));
+                let error = json!({"code": event.code, "message": event.message});
+                return Err(stream_error(&error));
             }
             _ => {}
         }
         Ok(Progress::Continue)
     }
 
+    fn set_usage(&mut self, usage: WireUsage) {
+        self.usage_reported = true;
+        self.usage = Usage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cached_input_tokens: usage.input_tokens_details.map_or(0, |d| d.cached_tokens),
+        };
+    }
+
+    /// Applies a whole `response` body (a server that did not stream).
+    pub fn apply_response(
+        &mut self,
+        body: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        if body["status"] == "failed" {
+            return Err(stream_error(&body["error"]));
+        }
+        for (index, item) in body["output"].as_array().into_iter().flatten().enumerate() {
+            self.complete_item(index, item.clone(), observer)?;
+        }
+        self.incomplete = body["status"] == "incomplete";
+        if let Ok(usage) = serde_json::from_value::<WireUsage>(body["usage"].clone()) {
+            self.set_usage(usage);
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, index: usize, item: Item) -> Result<usize, ModelError> {
+        if self.items.len() >= MAX_ITEMS {
+            return Err(too_large("the number of output items"));
+        }
+        let calls = |items: &[(usize, Item)]| {
+            items
+                .iter()
+                .filter(|(_, i)| matches!(i, Item::FunctionCall { .. }))
+                .count()
+        };
+        if matches!(item, Item::FunctionCall { .. }) && calls(&self.items) >= MAX_TOOL_CALLS {
+            return Err(too_large("the number of tool calls"));
+        }
+        self.items.push((index, item));
+        Ok(self.items.len() - 1)
+    }
+
     /// The item at `index`, created by `make` when the stream skipped its
     /// `output_item.added`.
-    fn item(&mut self, index: usize, make: impl FnOnce() -> Item) -> &mut Item {
+    fn item(&mut self, index: usize, make: impl FnOnce() -> Item) -> Result<&mut Item, ModelError> {
         let at = match self.items.iter().rposition(|(i, _)| *i == index) {
             Some(at) => at,
-            None => {
-                self.items.push((index, make()));
-                self.items.len() - 1
-            }
+            None => self.push(index, make())?,
         };
-        &mut self.items[at].1
+        Ok(&mut self.items[at].1)
     }
 
     /// `output_item.done` carries the finished item: its fields win.
-    fn complete_item(&mut self, index: usize, done: Value, observer: &dyn StreamObserver) {
-        let finished = new_item(done.clone(), &crate::model::NoObserver);
-        let slot = self.item(index, || Item::Other);
+    fn complete_item(
+        &mut self,
+        index: usize,
+        done: Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        if let Some(refusal) = refusal_of(&done) {
+            if self.refusal.is_empty() {
+                self.refusal = refusal;
+            }
+        }
+        let finished = new_item(done, &crate::model::NoObserver)?;
+        let slot = self.item(index, || Item::Other)?;
         match (slot, finished) {
             (Item::Message { text, streamed }, Item::Message { text: full, .. })
                 if !*streamed && !full.is_empty() =>
@@ -215,10 +267,15 @@ impl Assembly {
             (slot, finished @ (Item::FunctionCall { .. } | Item::Reasoning(_))) => *slot = finished,
             _ => {}
         }
+        Ok(())
     }
 
-    /// The whole reply; reasoning items go to `extra` in stream order.
-    pub fn finish(self) -> Response {
+    /// The whole reply; reasoning items go to `extra` in stream order. A
+    /// reply with refusal text is a `Refusal`.
+    pub fn finish(self) -> Result<Response, ModelError> {
+        if !self.refusal.is_empty() {
+            return Err(ModelError::Refusal { text: self.refusal });
+        }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         let mut reasoning = Vec::new();
@@ -241,27 +298,61 @@ impl Assembly {
         } else {
             FinishReason::ToolCalls
         };
-        Response {
+        Ok(Response {
             text,
             tool_calls,
             usage: self.usage,
+            usage_reported: self.usage_reported,
             finish,
             extra: (!reasoning.is_empty()).then(|| json!({"responses": {"reasoning": reasoning}})),
             cost_override: None,
-            usage_reported: true,
-        }
+        })
     }
 }
 
-fn new_item(item: Value, observer: &dyn StreamObserver) -> Item {
+impl WireAssembly for Assembly {
+    fn apply(&mut self, data: &str, observer: &dyn StreamObserver) -> Result<Progress, ModelError> {
+        Assembly::apply(self, data, observer)
+    }
+
+    fn apply_body(
+        &mut self,
+        body: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        self.apply_response(body, observer)
+    }
+
+    fn finish(self) -> Result<Response, ModelError> {
+        Assembly::finish(self)
+    }
+}
+
+/// The text of a message item's `refusal` content parts, if any.
+fn refusal_of(item: &Value) -> Option<String> {
+    if item["type"] != "message" {
+        return None;
+    }
+    let text: String = item["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|part| part["type"] == "refusal")
+        .filter_map(|part| part["refusal"].as_str())
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
+fn new_item(item: Value, observer: &dyn StreamObserver) -> Result<Item, ModelError> {
     let field = |name: &str| item[name].as_str().unwrap_or_default().to_string();
-    match item["type"].as_str() {
+    Ok(match item["type"].as_str() {
         Some("message") => {
             let text: String = item["content"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|part| part["text"].as_str().or_else(|| part["refusal"].as_str()))
+                .filter(|part| part["type"] != "refusal")
+                .filter_map(|part| part["text"].as_str())
                 .collect();
             Item::Message {
                 text,
@@ -270,34 +361,20 @@ fn new_item(item: Value, observer: &dyn StreamObserver) -> Item {
         }
         Some("function_call") => {
             observer.tool_call_delta();
+            let name = field("name");
+            let call_id = field("call_id");
+            if name.len() > MAX_TOOL_NAME || call_id.len() > MAX_TOOL_NAME {
+                return Err(too_large("a tool name or id"));
+            }
             Item::FunctionCall {
-                call_id: field("call_id"),
-                name: field("name"),
+                call_id,
+                name,
                 arguments: field("arguments"),
             }
         }
         Some("reasoning") => Item::Reasoning(item),
         _ => Item::Other,
-    }
-}
-
-/// A `response.failed` or `error` event as the HTTP error its code stands for.
-fn stream_error(error: WireError) -> ModelError {
-    let code = error.code.or(error.kind).unwrap_or_default();
-    let status = match code.as_str() {
-        "rate_limit_exceeded" | "insufficient_quota" => 429,
-        "context_length_exceeded" | "invalid_prompt" | "invalid_request_error" => 400,
-        "invalid_api_key" => 401,
-        "model_not_found" => 404,
-        _ => 500,
-    };
-    let message: String = error
-        .message
-        .unwrap_or_default()
-        .chars()
-        .take(300)
-        .collect();
-    classify_status(status, Some(&code), &message, None)
+    })
 }
 
 #[cfg(test)]
@@ -319,8 +396,8 @@ mod tests {
         let seen = Seen::default();
         let mut a = Assembly::default();
         for e in events {
-            match a.apply(e.to_string().as_bytes(), &seen) {
-                Ok(Progress::Finished) => return (Ok(a.finish()), seen.0.into_inner().unwrap()),
+            match a.apply(&e.to_string(), &seen) {
+                Ok(Progress::Finished) => return (a.finish(), seen.0.into_inner().unwrap()),
                 Ok(Progress::Continue) => {}
                 Err(e) => return (Err(e), seen.0.into_inner().unwrap()),
             }
@@ -418,5 +495,62 @@ mod tests {
         let events =
             [json!({"type": "response.output_text.delta", "output_index": 0, "delta": "hi"})];
         assert_eq!(run(&events).0.unwrap_err(), ModelError::StreamIncomplete);
+    }
+
+    #[test]
+    fn a_refusal_part_is_a_refusal() {
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": []}}),
+            json!({"type": "response.content_part.added", "output_index": 0, "content_index": 0, "part": {"type": "refusal", "refusal": ""}}),
+            json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "I can't "}),
+            json!({"type": "response.refusal.delta", "output_index": 0, "content_index": 0, "delta": "help."}),
+            json!({"type": "response.refusal.done", "output_index": 0, "content_index": 0, "refusal": "I can't help."}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help."}]}}),
+            completed("completed", 1, 0, 1),
+        ];
+        let (r, seen) = run(&events);
+        assert_eq!(
+            r,
+            Err(ModelError::Refusal {
+                text: "I can't help.".into()
+            })
+        );
+        assert!(seen.is_empty(), "a refusal is not shown as text");
+        // Only in the finished item.
+        let done_only = [events[5].clone(), completed("completed", 1, 0, 1)];
+        assert_eq!(
+            run(&done_only).0,
+            Err(ModelError::Refusal {
+                text: "I can't help.".into()
+            })
+        );
+    }
+
+    #[test]
+    fn string_and_numeric_codes_in_error_events() {
+        let litellm = json!({"type": "error", "code": "429", "message": "rate limited", "sequence_number": 3});
+        assert_eq!(
+            run(&[litellm]).0.unwrap_err().class(),
+            ErrorClass::Transient("http_429".into())
+        );
+        let numeric = json!({"type": "error", "error": {"code": 503, "message": "busy"}});
+        assert_eq!(
+            run(&[numeric]).0.unwrap_err().class(),
+            ErrorClass::Transient("http_503".into())
+        );
+    }
+
+    #[test]
+    fn a_whole_response_body_is_a_reply() {
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed", "error": null,
+            "output": [{"type": "message", "id": "m", "role": "assistant", "content": [{"type": "output_text", "text": "Hi.", "annotations": []}]},
+                       {"type": "function_call", "id": "fc", "call_id": "call_1", "name": "bash", "arguments": "{\"command\":\"ls\"}"}],
+            "usage": {"input_tokens": 4, "output_tokens": 2}});
+        let mut a = Assembly::default();
+        a.apply_response(&body, &crate::model::NoObserver).unwrap();
+        let r = a.finish().unwrap();
+        assert_eq!(r.text, "Hi.");
+        assert_eq!(r.tool_calls[0].id, "call_1");
+        assert!(r.usage_reported);
     }
 }
