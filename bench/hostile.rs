@@ -39,13 +39,34 @@ const MB: usize = 1 << 20;
 
 /// (name, what it is)
 const CASES: &[(&str, &str)] = &[
-    ("sse_arg_1mb", "Chat Completions: 1 MB tool argument in one SSE line"),
-    ("sse_arg_4mb", "Chat Completions: 4 MB tool argument in one SSE line"),
-    ("sse_arg_30mb", "Chat Completions: 30 MB tool argument in one SSE line"),
-    ("ndjson_arg_30mb", "Ollama: 30 MB tool argument in one NDJSON line"),
-    ("sse_line_300mb", "Chat Completions: 300 MB SSE line (refused past 64 MiB)"),
-    ("ndjson_line_300mb", "Ollama: 300 MB NDJSON line (refused past 64 MiB)"),
-    ("error_body_300mb", "HTTP 400 with a 300 MB error body (64 KiB read)"),
+    (
+        "sse_arg_1mb",
+        "Chat Completions: 1 MB tool argument in one SSE line",
+    ),
+    (
+        "sse_arg_4mb",
+        "Chat Completions: 4 MB tool argument in one SSE line",
+    ),
+    (
+        "sse_arg_30mb",
+        "Chat Completions: 30 MB tool argument in one SSE line",
+    ),
+    (
+        "ndjson_arg_30mb",
+        "Ollama: 30 MB tool argument in one NDJSON line",
+    ),
+    (
+        "sse_line_300mb",
+        "Chat Completions: 300 MB SSE line (refused past 64 MiB)",
+    ),
+    (
+        "ndjson_line_300mb",
+        "Ollama: 300 MB NDJSON line (refused past 64 MiB)",
+    ),
+    (
+        "error_body_300mb",
+        "HTTP 400 with a 300 MB error body (64 KiB read)",
+    ),
     ("index_1e12", "tool_calls index 10^12"),
 ];
 
@@ -125,8 +146,10 @@ fn reply(name: &str) -> Reply {
         "sse_arg_4mb" => sse_arg(4 * MB),
         "sse_arg_30mb" => sse_arg(30 * MB),
         "ndjson_arg_30mb" => {
-            let line = ollama::message_line(json!({"role": "assistant", "content": "", "tool_calls": [
-                {"function": {"name": "write_file", "arguments": {"content": "x".repeat(30 * MB)}}}]}));
+            let line = ollama::message_line(
+                json!({"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "write_file", "arguments": {"content": "x".repeat(30 * MB)}}}]}),
+            );
             let body = format!("{line}\n{}\n", ollama::done_line("stop"));
             chunked(200, "application/x-ndjson", body.into_bytes())
         }
@@ -220,5 +243,8 @@ fn child(case: &str, url: &str) {
         ),
         Err(e) => format!("{} ({})", e.reason(), e),
     };
-    println!("{}", json!({"secs": secs, "rss_mb": rss_mb, "outcome": outcome}));
+    println!(
+        "{}",
+        json!({"secs": secs, "rss_mb": rss_mb, "outcome": outcome})
+    );
 }
