@@ -8,7 +8,7 @@
 # Servers: llama-cpp-python's OpenAI-compatible server with SmolLM2-135M
 # (chat format chatml-function-calling, so it takes tools), and LiteLLM's
 # proxy in front of it (Chat Completions, Anthropic Messages, Responses)
-# plus LiteLLM `mock_response` models. Every case is a tinyagent run with
+# plus a LiteLLM `mock_response` model (a rate-limit error, for recording). Every case is a tinyagent run with
 # tools; a case passes when the run ends without error after at least two
 # model responses and one tool call, and no response has 0 tokens. The
 # servers are stopped on exit, whatever happens.
@@ -87,26 +87,6 @@ model_list:
       model: openai/chat_completions/smollm2
       api_base: http://127.0.0.1:$LLAMA_PORT/v1
       api_key: none
-  # A mock model: the same reply every time, a bash call, no upstream.
-  - model_name: mock-bash
-    litellm_params:
-      model: openai/mock-bash
-      mock_response:
-        id: chatcmpl-mock
-        object: chat.completion
-        created: 1764547200
-        model: mock-bash
-        choices:
-          - index: 0
-            finish_reason: tool_calls
-            message:
-              role: assistant
-              content: "Running it."
-              tool_calls:
-                - id: call_mock_1
-                  type: function
-                  function: {name: bash, arguments: '{"command": "echo compat-ok"}'}
-        usage: {prompt_tokens: 12, completion_tokens: 7, total_tokens: 19}
   # A mock model that fails like an overloaded upstream.
   - model_name: mock-ratelimit
     litellm_params:
@@ -114,6 +94,8 @@ model_list:
       mock_response: litellm.RateLimitError
 litellm_settings:
   telemetry: false
+  # /v1/messages through llama-cpp-python's Chat Completions (not Responses).
+  use_chat_completions_url_for_anthropic_messages: true
 EOF
 # No network: LiteLLM keeps to its bundled model-cost map.
 LITELLM_LOCAL_MODEL_COST_MAP=True setsid "$VENV/bin/litellm" \
@@ -164,9 +146,6 @@ CASES=(
     "LiteLLM chat completions -> llama-cpp-python|lite/smollm2|model|6"
     "LiteLLM messages -> llama-cpp-python|liteanthropic/smollm2|model|6"
     "LiteLLM responses -> llama-cpp-python|literesponses/smollm2-responses|model|6"
-    "LiteLLM chat completions, mock model|lite/mock-bash|loop|3"
-    "LiteLLM messages, mock model|liteanthropic/mock-bash|loop|3"
-    "LiteLLM responses, mock model|literesponses/mock-bash|loop|3"
 )
 
 failed=0

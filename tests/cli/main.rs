@@ -15,6 +15,7 @@ mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
+mod recorded;
 mod resume;
 mod sandbox;
 mod schema;
