@@ -65,11 +65,11 @@ wait_for() { # URL SECONDS NAME LOG
     exit 1
 }
 
-# llama-cpp-python: a 4096-token window so a few tool turns fit.
+# llama-cpp-python: SmolLM2's whole 8192-token window.
 setsid "$VENV/bin/python" -m llama_cpp.server \
     --model "$MODEL" --model_alias smollm2 \
     --chat_format chatml-function-calling \
-    --n_ctx 4096 --seed 7 \
+    --n_ctx 8192 --seed 7 \
     --host 127.0.0.1 --port "$LLAMA_PORT" \
     >"$WORK/llama.log" 2>&1 &
 PIDS+=($!)
@@ -118,22 +118,22 @@ providers:
     api: openai
     endpoint: http://127.0.0.1:$LLAMA_PORT/v1
     models:
-      smollm2: {context_window: 4096, input_price: 1.0, output_price: 2.0}
+      smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   lite:
     api: openai
     endpoint: http://127.0.0.1:$LITELLM_PORT/v1
     models:
-      smollm2: {context_window: 4096, input_price: 1.0, output_price: 2.0}
+      smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   liteanthropic:
     api: anthropic
     endpoint: http://127.0.0.1:$LITELLM_PORT
     models:
-      smollm2: {context_window: 4096, input_price: 1.0, output_price: 2.0}
+      smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   literesponses:
     api: responses
     endpoint: http://127.0.0.1:$LITELLM_PORT/v1
     models:
-      smollm2-responses: {context_window: 4096, input_price: 1.0, output_price: 2.0}
+      smollm2-responses: {context_window: 8192, input_price: 1.0, output_price: 2.0}
 retry: {attempts: 2, backoff: 200ms}
 max_output_tokens: 256
 health_db: off
