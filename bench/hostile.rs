@@ -31,8 +31,8 @@ use stub::{End, Reply, Stub};
 use tinyagent::model::http::{Auth, HttpTransport};
 use tinyagent::model::ollama::OllamaChat;
 use tinyagent::model::openai::{ChatCompletions, Dialect};
-use tinyagent::model::registry::StreamTimeouts;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
+use tinyagent::policy::StreamTimeouts;
 
 const REPEATS: usize = 3;
 const MB: usize = 1 << 20;

@@ -100,7 +100,7 @@ fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
     assert_eq!(ended[0]["output"], "REPORT: the secret is 42");
     // In order: the start before the child's first event, the end after its
     // last, then the delegate call's result.
-    let pos = |pred: &dyn Fn(&Value) -> bool| ev.iter().position(|e| pred(e)).unwrap();
+    let pos = |pred: &dyn Fn(&Value) -> bool| ev.iter().position(pred).unwrap();
     let first_kid = pos(&|e| e["run_id"] == child_id);
     let last_kid = ev.iter().rposition(|e| e["run_id"] == child_id).unwrap();
     assert!(pos(&|e| e["type"] == "subagent.started") < first_kid);
