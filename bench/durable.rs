@@ -27,6 +27,7 @@ fn step_events(step: u32, output: &str) -> Vec<Event> {
             output_tokens: 300,
             cost_usd: 0.04,
             finish_reason: "tool_calls".into(),
+            usage_estimated: false,
         },
         Event::AssistantMessage {
             step,

@@ -405,6 +405,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         checkpoint,
         prior_switches,
         jobs,
+        meter: Default::default(),
     };
     let json_answer = agent.jobs.output_schema.is_some();
     let outcome = match answered {

@@ -5,17 +5,23 @@
 //!
 //! What is kept: the task (the first message), the last `KEEP_TURNS`
 //! assistant turns with their tool results (call/result pairs are never
-//! split), and everything after them. What goes: the turns in between,
-//! replaced by `[summary of earlier conversation] ...`. Old tool outputs are
-//! cut first, in the transcript the summariser reads. When there is nothing
-//! older to summarise, long tool outputs are shortened instead.
+//! split; with fewer turns, only the last one), and everything after them.
+//! What goes: the turns in between, replaced by `[summary of earlier
+//! conversation] ...`. Old tool outputs are cut first, in the transcript the
+//! summariser reads. Then, while the request is still above the threshold
+//! (or no smaller than before), the largest tool outputs are shortened.
+//! Compaction always makes the request smaller: when nothing can be
+//! summarised or shortened, an overflow ends the run with an error naming
+//! the sizes, and no `context.compacted` is emitted.
 //!
-//! Size estimates are characters / 4, a deliberately rough token count.
+//! Sizes are estimated by `usage::TokenMeter`: the server's own count for
+//! the previous request plus what was added since, else characters / 4.
 
 use std::ops::Range;
 
 use serde_json::Value;
 
+use super::usage::{request_chars, TokenMeter};
 use super::{Agent, StepEnd};
 use crate::config::CompactionConfig;
 use crate::conversation::{Message, Role, ToolSpec};
@@ -33,8 +39,10 @@ pub const SUMMARY_MARKER: &str = "[summary of earlier conversation]";
 const KEEP_TURNS: usize = 2;
 /// How much of each tool output the summariser reads.
 const TRANSCRIPT_TOOL_CHARS: usize = 2_000;
-/// Tool outputs are shortened to this when nothing older can be summarised.
+/// Tool outputs are first shortened to this.
 const SHORTENED_TOOL_CHARS: usize = 2_000;
+/// The shortest a tool output is cut to.
+const MIN_TOOL_CHARS: usize = 200;
 /// The transcript's size when the window is unknown.
 const DEFAULT_TRANSCRIPT_CHARS: usize = 400_000;
 /// Longest mechanical digest, used when the model gives no summary.
@@ -84,23 +92,16 @@ impl CompactionPolicy {
     }
 }
 
-/// Estimated tokens of a request: characters / 4, rounded up.
+/// Estimated tokens of a request with no server count to go by:
+/// characters / 4, rounded up.
+#[cfg(test)]
 pub fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
-    let mut chars = system.len();
-    for m in messages {
-        chars += m.content.len() + 8;
-        for call in &m.tool_calls {
-            chars += call.name.len() + call.arguments.to_string().len();
-        }
-    }
-    for tool in tools {
-        chars += tool.name.len() + tool.description.len() + tool.parameters.to_string().len();
-    }
-    (chars as u64).div_ceil(4)
+    request_chars(system, messages, tools).div_ceil(4)
 }
 
 /// The messages to summarise: after the task, before the last `KEEP_TURNS`
-/// assistant turns. `None` when that is empty.
+/// assistant turns (with fewer turns than that, before the last one).
+/// `None` when that holds no assistant turn or tool result.
 pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
     if messages.len() < 2 {
         return None;
@@ -111,8 +112,8 @@ pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
     let keep_from = if assistants.len() > KEEP_TURNS {
         assistants[assistants.len() - KEEP_TURNS]
     } else {
-        // Keep every turn; only user messages before the first can go.
-        assistants.first().copied().unwrap_or(messages.len())
+        // Summarise everything but the last turn.
+        assistants.last().copied().unwrap_or(messages.len())
     };
     // Only user messages (an earlier summary, a resumed task) are not worth
     // a summarising request.
@@ -205,67 +206,176 @@ pub fn replace_with_summary(
 
 /// The history with long tool outputs shortened; `None` when none is long.
 pub fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
+    let mut out = messages.to_vec();
+    shrink_tool_outputs(&mut out, |_| false).then_some(out)
+}
+
+/// Shortens the largest tool outputs, one at a time, until `done` says the
+/// history is small enough: first each to `SHORTENED_TOOL_CHARS`, then by
+/// halves down to `MIN_TOOL_CHARS`. Returns whether anything changed.
+pub fn shrink_tool_outputs(messages: &mut [Message], done: impl Fn(&[Message]) -> bool) -> bool {
     let mut changed = false;
-    let out = messages
-        .iter()
-        .map(|m| {
-            if m.role == Role::Tool && m.content.chars().count() > SHORTENED_TOOL_CHARS {
-                changed = true;
-                Message {
-                    content: shorten(&m.content, SHORTENED_TOOL_CHARS),
-                    ..m.clone()
-                }
-            } else {
-                m.clone()
+    for floor in [SHORTENED_TOOL_CHARS, MIN_TOOL_CHARS] {
+        // Outputs this pass cannot cut (the note would outweigh the cut).
+        let mut stuck = vec![false; messages.len()];
+        loop {
+            if done(messages) {
+                return changed;
             }
-        })
-        .collect();
-    changed.then_some(out)
+            // The largest tool output still above the floor.
+            let largest = messages
+                .iter()
+                .enumerate()
+                .filter(|(i, m)| m.role == Role::Tool && !stuck[*i])
+                .map(|(i, m)| (m.content.chars().count(), i))
+                .filter(|(chars, _)| *chars > floor)
+                .max();
+            let Some((chars, i)) = largest else { break };
+            let target = if floor == SHORTENED_TOOL_CHARS {
+                floor
+            } else {
+                (chars / 2).max(floor)
+            };
+            let shortened = shorten(&messages[i].content, target);
+            if shortened.len() >= messages[i].content.len() {
+                stuck[i] = true;
+                continue;
+            }
+            messages[i].content = shortened;
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Why a request could not be made to fit.
+fn cannot_compact(spec: &str, tokens: u64, window: Option<u64>) -> String {
+    let window = window
+        .map(|w| format!(" the context window of {w} tokens of"))
+        .unwrap_or_else(|| " the context window of".into());
+    format!(
+        "context overflow: the request (about {tokens} tokens) does not fit{window} {spec}, and compaction cannot shorten it further"
+    )
 }
 
 impl Agent {
-    /// The window compaction measures against: the active model's, else the
-    /// configured default.
-    fn context_window(&self) -> Option<u64> {
-        self.chain
-            .active_member()
+    /// The window compaction measures against: the active model's, else one
+    /// its server named in an overflow error, else the configured default.
+    pub(super) fn context_window(&self) -> Option<u64> {
+        let member = self.chain.active_member();
+        member
             .context_window
+            .or_else(|| self.meter.window(&member.spec))
             .or(self.jobs.compaction.default_context_window)
     }
 
+    /// The estimated tokens of a request with `messages` to the active model.
+    pub(super) fn estimate_request(
+        &self,
+        system: &str,
+        messages: &[Message],
+        tools: &[ToolSpec],
+    ) -> u64 {
+        let chars = request_chars(system, messages, tools);
+        self.meter.estimate(self.chain.active_spec(), chars)
+    }
+
+    /// The size compaction aims below: the threshold share of the window.
+    fn compaction_target(&self) -> Option<u64> {
+        self.context_window()
+            .map(|w| ((w as f64 * self.jobs.compaction.threshold) as u64).max(1))
+    }
+
     /// Whether the next request should be compacted first: its estimate
-    /// passes the threshold and there is older history to summarise.
+    /// passes the threshold and something in it can be summarised or
+    /// shortened.
     pub(super) fn needs_compaction(&self, system: &str, tools: &[ToolSpec]) -> bool {
-        let Some(window) = self.context_window() else {
+        let Some(target) = self.compaction_target() else {
             return false;
         };
-        let estimate = estimate_tokens(system, &self.doc.messages, tools);
-        estimate as f64 > window as f64 * self.jobs.compaction.threshold
-            && older_history(&self.doc.messages).is_some()
+        self.estimate_request(system, &self.doc.messages, tools) > target
+            && (older_history(&self.doc.messages).is_some()
+                || shorten_tool_outputs(&self.doc.messages).is_some())
+    }
+
+    /// Learns what an overflow error says: the window the server named and
+    /// its count for this request.
+    pub(super) fn learn_overflow(
+        &mut self,
+        spec: &str,
+        message: &str,
+        system: &str,
+        tools: &[ToolSpec],
+    ) {
+        let (requested, window) = super::usage::overflow_sizes(message);
+        if let Some(window) = window {
+            self.meter.record_window(spec, window);
+        }
+        if let Some(tokens) = requested {
+            let chars = request_chars(system, &self.doc.messages, tools);
+            self.meter.record(spec, chars, tokens);
+        }
     }
 
     /// Compacts the history with the active model, emits `context.compacted`
     /// and checkpoints the new message list. The summarising request goes
     /// through the chain (priced and retried like any request); its tokens
-    /// and cost count in the totals, but it is not a step. `Err` ends the run.
+    /// and cost count in the totals, but it is not a step.
+    ///
+    /// `Ok(true)` when the history shrank; `Ok(false)` when nothing could be
+    /// made smaller (nothing is changed or emitted). `overflow` says the
+    /// server rejected the request as too long: then `Ok(false)` becomes an
+    /// error naming the sizes. `Err` ends the run.
     pub(super) async fn compact(
         &mut self,
         step: u32,
         system: &str,
         tools: &[ToolSpec],
-    ) -> Result<(), StepEnd> {
-        let tokens_before = estimate_tokens(system, &self.doc.messages, tools);
+        overflow: bool,
+    ) -> Result<bool, StepEnd> {
+        let tokens_before = self.estimate_request(system, &self.doc.messages, tools);
+        // After an overflow from a server that named no window: halve it.
+        let target = self
+            .compaction_target()
+            .or_else(|| overflow.then_some(tokens_before / 2));
         let mut model = self.chain.active_spec().to_string();
-        let compacted = match older_history(&self.doc.messages) {
+        let mut messages = match older_history(&self.doc.messages) {
             Some(older) => {
                 let summary = self.summarise(step, older.clone(), &mut model).await?;
-                replace_with_summary(&self.doc.messages, older, &summary)
+                let candidate = replace_with_summary(&self.doc.messages, older, &summary);
+                if self.estimate_request(system, &candidate, tools) < tokens_before {
+                    candidate
+                } else {
+                    self.doc.messages.clone()
+                }
             }
-            None => shorten_tool_outputs(&self.doc.messages)
-                .unwrap_or_else(|| self.doc.messages.clone()),
+            None => self.doc.messages.clone(),
         };
-        self.doc.messages = compacted;
-        let tokens_after = estimate_tokens(system, &self.doc.messages, tools);
+        {
+            let meter: &TokenMeter = &self.meter;
+            let spec = self.chain.active_spec();
+            let fits = |m: &[Message]| {
+                let tokens = meter.estimate(spec, request_chars(system, m, tools));
+                tokens < tokens_before && target.is_none_or(|t| tokens <= t)
+            };
+            shrink_tool_outputs(&mut messages, fits);
+        }
+        let tokens_after = self.estimate_request(system, &messages, tools);
+        if tokens_after >= tokens_before {
+            if overflow {
+                return Err(StepEnd::Finish(
+                    Status::Error,
+                    Value::Null,
+                    Some(cannot_compact(
+                        self.chain.active_spec(),
+                        tokens_before,
+                        self.context_window(),
+                    )),
+                ));
+            }
+            return Ok(false);
+        }
+        self.doc.messages = messages;
         self.emitter.emit(Event::ContextCompacted {
             step,
             model,
@@ -273,7 +383,7 @@ impl Agent {
             tokens_after,
         });
         self.checkpoint_compaction();
-        Ok(())
+        Ok(true)
     }
 
     /// Asks the active model for a summary of `older`; falls back to a
@@ -309,10 +419,11 @@ impl Agent {
             emitter: &self.emitter,
             stop: &self.stop,
         };
+        let chars = request_chars(request.system, request.messages, request.tools);
         match self.chain.complete(&request, ctx).await {
-            Ok(answer) => {
-                let usage = answer.response.usage;
-                self.doc.totals.add(&usage, answer.cost_usd);
+            Ok(mut answer) => {
+                // Counted in the totals, but never a base for the estimates.
+                self.account(&mut answer, chars, false);
                 self.doc.active_model = answer.spec.clone();
                 *model = answer.spec;
                 let summary = answer.response.text.trim().to_string();
@@ -393,7 +504,9 @@ mod tests {
         let older = older_history(&m).unwrap();
         assert_eq!(older, 1..7);
         assert_eq!(m[older.end].role, Role::Assistant);
-        assert!(older_history(&history(2)).is_none());
+        // With two turns, everything but the last one goes.
+        assert_eq!(older_history(&history(2)), Some(1..3));
+        assert!(older_history(&history(1)).is_none());
         assert!(older_history(&history(0)).is_none());
     }
 
@@ -401,10 +514,33 @@ mod tests {
     fn an_earlier_summary_alone_is_not_summarised_again() {
         let m = history(4);
         let once = replace_with_summary(&m, older_history(&m).unwrap(), "s");
-        assert!(older_history(&once).is_none());
-        let mut more = once.clone();
-        more.extend(turn(5, "output 5"));
-        assert_eq!(older_history(&more), Some(1..4));
+        // The summary and the last two turns: the older of them goes next.
+        assert_eq!(older_history(&once), Some(1..4));
+        let twice = replace_with_summary(&once, 1..4, "s2");
+        assert_eq!(twice.len(), 4);
+        assert!(older_history(&twice).is_none());
+    }
+
+    #[test]
+    fn the_largest_tool_outputs_are_shortened_first_until_small_enough() {
+        let mut m = history(3);
+        m[2].content = "a".repeat(10_000);
+        m[4].content = "b".repeat(50_000);
+        m[6].content = "c".repeat(3_000);
+        let small = |m: &[Message]| m.iter().map(|m| m.content.len()).sum::<usize>() < 20_000;
+        assert!(shrink_tool_outputs(&mut m, small));
+        // Only the largest one had to go.
+        assert!(m[4].content.len() < 2_200, "{}", m[4].content.len());
+        assert_eq!(m[2].content.len(), 10_000);
+        assert_eq!(m[6].content.len(), 3_000);
+        // Asked for less than the floors allow: every output ends near them.
+        let never = |_: &[Message]| false;
+        assert!(shrink_tool_outputs(&mut m, never));
+        for i in [2, 4, 6] {
+            assert!(m[i].content.len() < 400, "{}", m[i].content.len());
+        }
+        // Nothing left to cut: no change.
+        assert!(!shrink_tool_outputs(&mut m, never));
     }
 
     #[test]

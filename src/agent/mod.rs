@@ -11,6 +11,7 @@ mod prompt;
 pub mod schema;
 mod setup;
 pub mod subagent;
+pub mod usage;
 
 use std::time::Instant;
 
@@ -102,6 +103,9 @@ pub struct Agent {
     /// Switches recorded before this process (resume).
     pub prior_switches: usize,
     pub jobs: JobOptions,
+    /// What servers said about token counts: bases for size estimates,
+    /// windows named in overflow errors, models warned about.
+    pub meter: usage::TokenMeter,
 }
 
 enum StepEnd {
@@ -172,12 +176,12 @@ impl Agent {
         });
         let mut compacted = false;
         if self.needs_compaction(system, tool_specs) {
-            if let Err(end) = self.compact(step, system, tool_specs).await {
-                return end;
+            match self.compact(step, system, tool_specs, false).await {
+                Ok(shrank) => compacted = shrank,
+                Err(end) => return end,
             }
-            compacted = true;
         }
-        let answer = loop {
+        let (mut answer, chars) = loop {
             let request = Request {
                 system,
                 messages: &self.doc.messages,
@@ -187,29 +191,38 @@ impl Agent {
                 reasoning_effort: self.options.reasoning_effort.as_deref(),
                 spec: "",
             };
+            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
             let ctx = RequestCtx {
                 step,
                 emitter: &self.emitter,
                 stop: &self.stop,
             };
             match self.chain.complete(&request, ctx).await {
-                Ok(answer) => break answer,
+                Ok(answer) => break (answer, chars),
                 Err(ChainError::Stopped(cause)) => {
                     return StepEnd::Finish(stop_status(cause), Value::Null, None)
                 }
                 // An overflow compacts and retries once; never a fallback.
-                Err(ChainError::ContextOverflow { .. }) if !compacted => {
-                    if let Err(end) = self.compact(step, system, tool_specs).await {
+                Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
+                    self.learn_overflow(&spec, &error.to_string(), system, tool_specs);
+                    if let Err(end) = self.compact(step, system, tool_specs, true).await {
                         return end;
                     }
                     compacted = true;
                 }
                 Err(error @ ChainError::ContextOverflow { .. }) => {
+                    let tokens = self.estimate_request(system, &self.doc.messages, tool_specs);
+                    let window = self
+                        .context_window()
+                        .map(|w| format!(", window {w}"))
+                        .unwrap_or_default();
                     return StepEnd::Finish(
                         Status::Error,
                         Value::Null,
-                        Some(format!("{error} (the context was already compacted)")),
-                    )
+                        Some(format!(
+                            "{error} (the context was already compacted, to about {tokens} tokens{window})"
+                        )),
+                    );
                 }
                 // A refusal is the model's own answer: `model refused: <text>`, no spec.
                 Err(ChainError::Fatal {
@@ -224,8 +237,8 @@ impl Agent {
 
         // The step counts once a response arrived.
         self.doc.steps = step;
+        let usage_estimated = self.account(&mut answer, chars, true);
         let response = answer.response;
-        self.doc.totals.add(&response.usage, answer.cost_usd);
         self.doc.active_model = answer.spec.clone();
         self.emitter.emit(Event::ModelResponse {
             step,
@@ -234,6 +247,7 @@ impl Agent {
             output_tokens: response.usage.output_tokens,
             cost_usd: answer.cost_usd,
             finish_reason: response.finish.as_str().to_string(),
+            usage_estimated,
         });
         self.emitter.emit(Event::AssistantMessage {
             step,
@@ -532,6 +546,26 @@ impl Agent {
                     .warn(format!("could not write the trajectory: {e}"));
             }
         }
+        // A subagent's end is its parent's `subagent.finished`.
+        if !self.emitter.is_child() {
+            self.emit_run_finished(status, &output, &error, started);
+        }
+        self.emitter.finish();
+        Outcome {
+            status,
+            output,
+            error,
+            steps: self.doc.steps,
+        }
+    }
+
+    fn emit_run_finished(
+        &self,
+        status: Status,
+        output: &Value,
+        error: &Option<String>,
+        started: Instant,
+    ) {
         self.emitter.emit(Event::RunFinished {
             status: status.as_str().to_string(),
             exit_code: status.exit_code(),
@@ -545,13 +579,6 @@ impl Agent {
             output: output.clone(),
             error: error.clone(),
         });
-        self.emitter.finish();
-        Outcome {
-            status,
-            output,
-            error,
-            steps: self.doc.steps,
-        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! by `subagents.step_limit`) and do not count as the parent's.
 //!
 //! The child's events go to the parent's sinks with the child's `run_id`, a
-//! `parent_run_id`, and their own `seq` (see `Emitter::child`).
+//! `parent_run_id`, and their own `seq` (see `Emitter::child`). Its start
+//! and end are the parent's `subagent.started` and `subagent.finished`
+//! (SPEC 6: a stream holds one `run.started` and one `run.finished`).
 
 use std::sync::{Arc, Mutex};
 
@@ -62,14 +64,12 @@ impl Agent {
         let emitter = self.emitter.child(&run_id);
         let model = chain.active_spec().to_string();
         let cwd = self.tool_ctx.cwd.display().to_string();
-        emitter.emit(Event::RunStarted {
+        let step = self.doc.steps;
+        self.emitter.emit(Event::SubagentStarted {
+            step,
+            child_run_id: run_id.clone(),
             task: task.clone(),
             model: model.clone(),
-            cwd: cwd.clone(),
-            fallback_models: fallback_models.clone(),
-            resumed_from: None,
-            worktree: None,
-            instructions: Vec::new(),
         });
         let remaining_cost = self
             .limits
@@ -90,6 +90,7 @@ impl Agent {
             doc: child_doc(&run_id, &task, &model, fallback_models, cwd),
             checkpoint: None,
             prior_switches: 0,
+            meter: Default::default(),
             jobs: JobOptions {
                 output_schema: None,
                 compaction: self.jobs.compaction,
@@ -108,6 +109,14 @@ impl Agent {
             sub.chain = Some(child.chain);
         }
         self.doc.totals += child_totals;
+        self.emitter.emit(Event::SubagentFinished {
+            step,
+            child_run_id: run_id,
+            status: outcome.status.as_str().to_string(),
+            steps: outcome.steps,
+            cost_usd: child_totals.cost_usd,
+            output: outcome.output.clone(),
+        });
         match outcome.status {
             Status::Submitted | Status::Completed => ToolOutput::ok(match outcome.output {
                 Value::String(text) => text,

@@ -121,20 +121,14 @@ impl HumanSink {
         }
     }
 
-    /// A subagent's run: its start and end as one line each, the rest as usual.
+    /// A subagent's events (other than its start and end, which are the
+    /// parent's `subagent.*` events): indented, otherwise as usual.
     fn handle_subagent(&mut self, record: &EventRecord) {
         match &record.event {
             Event::ModelResponse {
                 model, cost_usd, ..
             } => self.add_cost(model, *cost_usd),
             _ if self.quiet => {}
-            Event::RunStarted { task, model, .. } => {
-                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
-                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
-            }
-            Event::RunFinished { .. } => {
-                self.line(&self.paint("2", &format!("subagent {}", summary_line(&record.event))));
-            }
             _ => {
                 self.indent = true;
                 self.handle_event(record);
@@ -358,6 +352,22 @@ impl HumanSink {
                 self.spin(&format!("asking {to}"));
             }
             Event::RunStarted { .. } => {}
+            Event::SubagentStarted { task, model, .. } => {
+                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
+                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
+            }
+            Event::SubagentFinished {
+                status,
+                steps,
+                cost_usd,
+                ..
+            } => self.line(&self.paint(
+                "2",
+                &format!(
+                    "subagent {status} after {steps} step{} · ${cost_usd:.4}",
+                    if *steps == 1 { "" } else { "s" }
+                ),
+            )),
         }
     }
 }
@@ -381,11 +391,6 @@ fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
     bar.set_style(style);
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
-}
-
-/// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`
-pub fn summary_line(event: &Event) -> String {
-    summary_with_costs(event, &[])
 }
 
 /// The summary line, with the cost of each model when more than one answered.

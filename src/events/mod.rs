@@ -75,6 +75,9 @@ pub enum Event {
         output_tokens: u64,
         cost_usd: f64,
         finish_reason: String,
+        /// The provider reported no usage: the tokens are estimated.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        usage_estimated: bool,
     },
     #[serde(rename = "assistant.message")]
     AssistantMessage {
@@ -108,6 +111,24 @@ pub enum Event {
     },
     #[serde(rename = "warning")]
     Warning { message: String },
+    /// A subagent's start, in its parent's stream and numbering.
+    #[serde(rename = "subagent.started")]
+    SubagentStarted {
+        step: u32,
+        child_run_id: String,
+        task: String,
+        model: String,
+    },
+    /// A subagent's end, in its parent's stream and numbering.
+    #[serde(rename = "subagent.finished")]
+    SubagentFinished {
+        step: u32,
+        child_run_id: String,
+        status: String,
+        steps: u32,
+        cost_usd: f64,
+        output: Value,
+    },
     #[serde(rename = "run.finished")]
     RunFinished {
         status: String,
@@ -140,6 +161,8 @@ impl Event {
             Event::ToolFinished { .. } => "tool.finished",
             Event::ContextCompacted { .. } => "context.compacted",
             Event::Warning { .. } => "warning",
+            Event::SubagentStarted { .. } => "subagent.started",
+            Event::SubagentFinished { .. } => "subagent.finished",
             Event::RunFinished { .. } => "run.finished",
         }
     }
@@ -156,7 +179,9 @@ impl Event {
             | Event::AssistantMessage { step, .. }
             | Event::ToolStarted { step, .. }
             | Event::ToolFinished { step, .. }
-            | Event::ContextCompacted { step, .. } => Some(*step),
+            | Event::ContextCompacted { step, .. }
+            | Event::SubagentStarted { step, .. }
+            | Event::SubagentFinished { step, .. } => Some(*step),
             Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
         }
     }
@@ -228,6 +253,11 @@ impl Emitter {
 
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// Whether this is a subagent's emitter (`child`).
+    pub fn is_child(&self) -> bool {
+        self.parent_run_id.is_some()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, EmitterInner> {

@@ -346,6 +346,8 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::ModelRestore { .. }
         | Event::AssistantMessage { .. }
         | Event::ContextCompacted { .. }
+        | Event::SubagentStarted { .. }
+        | Event::SubagentFinished { .. }
         | Event::Warning { .. } => {}
     }
     Ok(())

@@ -22,12 +22,24 @@ fn bash(command: &str) -> String {
     format!("- tool_calls:\n  - {{name: bash, arguments: {{command: '{command}'}}}}\n  usage: {{input: 100, output: 10}}\n")
 }
 
+/// A shell command printing 3000 characters.
+const BIG: &str = "head -c 3000 /dev/zero | tr \"\\\\0\" x";
+
+/// A bash step with a 3000-character output, with the input tokens the
+/// "server" reports for its request.
+fn big_step(input_tokens: u64) -> String {
+    format!("- tool_calls:\n  - {{name: bash, arguments: {{command: '{BIG}'}}}}\n  usage: {{input: {input_tokens}, output: 10}}\n")
+}
+
 #[test]
 fn an_overflow_compacts_once_and_retries_without_a_fallback() {
     let env = TestEnv::new();
     let primary = env.script(
         "a.yaml",
-        &format!("- error: {{kind: context_overflow}}\n{SUBMIT}"),
+        &format!(
+            "{}- error: {{kind: context_overflow}}\n{SUBMIT}",
+            big_step(100)
+        ),
     );
     let backup = env.script("b.yaml", SUBMIT);
     let out = env
@@ -44,16 +56,17 @@ fn an_overflow_compacts_once_and_retries_without_a_fallback() {
     let ev = events(&out.stdout);
     let compacted = of_type(&ev, "context.compacted");
     assert_eq!(compacted.len(), 1);
-    assert_eq!(compacted[0]["step"], 1);
+    assert_eq!(compacted[0]["step"], 2);
     assert_eq!(compacted[0]["model"], primary.as_str());
-    assert!(compacted[0]["tokens_before"].as_u64().unwrap() > 0);
-    assert!(compacted[0]["tokens_after"].is_u64());
+    let before = compacted[0]["tokens_before"].as_u64().unwrap();
+    let after = compacted[0]["tokens_after"].as_u64().unwrap();
+    assert!(after < before, "{before} -> {after}");
     assert!(of_type(&ev, "model.fallback").is_empty());
     let end = finished(&ev);
     assert_eq!(end["status"], "submitted");
     assert_eq!(end["active_model"], primary.as_str());
     assert_eq!(end["model_fallbacks"], 0);
-    assert_eq!(end["steps"], 1);
+    assert_eq!(end["steps"], 2);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("model fallback"));
 }
 
@@ -62,7 +75,10 @@ fn an_overflow_after_compaction_ends_the_run_with_error() {
     let env = TestEnv::new();
     let primary = env.script(
         "a.yaml",
-        "- error: {kind: context_overflow, message: prompt is too long}\n",
+        &format!(
+            "{}- error: {{kind: context_overflow, message: prompt is too long}}\n",
+            big_step(100)
+        ),
     );
     let backup = env.script("b.yaml", SUBMIT);
     let out = env
@@ -76,10 +92,113 @@ fn an_overflow_after_compaction_ends_the_run_with_error() {
     assert!(of_type(&ev, "model.fallback").is_empty());
     let end = finished(&ev);
     assert_eq!(end["status"], "error");
-    assert!(
-        end["error"].as_str().unwrap().contains("context overflow"),
-        "{end}"
+    let error = end["error"].as_str().unwrap();
+    assert!(error.contains("context overflow"), "{end}");
+    assert!(error.contains("already compacted"), "{end}");
+}
+
+#[test]
+fn an_overflow_that_nothing_can_shorten_ends_the_run_naming_the_sizes() {
+    let env = TestEnv::new();
+    // Only the task: nothing to summarise, no tool output to shorten.
+    let primary = env.script(
+        "a.yaml",
+        "- error: {kind: context_overflow, message: 'Requested tokens (9000) exceed context window of 2048'}\n",
     );
+    let backup = env.script("b.yaml", SUBMIT);
+    let traj = env.file("t.json");
+    let out = env
+        .cmd()
+        .args(["-m", &primary, "--fallback-model", &backup, "--json", "-o"])
+        .arg(&traj)
+        .arg("t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let ev = events(&out.stdout);
+    // Never a compaction that changes nothing.
+    assert!(of_type(&ev, "context.compacted").is_empty());
+    assert!(of_type(&ev, "model.fallback").is_empty());
+    let end = finished(&ev);
+    assert_eq!(end["status"], "error");
+    assert_eq!(
+        end["error"],
+        format!("context overflow: the request (about 9000 tokens) does not fit the context window of 2048 tokens of {primary}, and compaction cannot shorten it further")
+    );
+    let doc = read_json(&traj);
+    assert_eq!(doc["status"], "error");
+    assert_eq!(doc["messages"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_size_the_server_names_in_an_overflow_is_the_base_of_the_compaction() {
+    let env = TestEnv::new();
+    let primary = env.script(
+        "a.yaml",
+        &format!(
+            "{}{}{}- error: {{kind: context_overflow, message: 'Requested tokens (20000) exceed context window of 16000'}}\n- text: SUMMARY-TEXT\n{SUBMIT}",
+            big_step(100),
+            big_step(100),
+            big_step(100)
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &primary, "--json", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ev = events(&out.stdout);
+    let compacted = of_type(&ev, "context.compacted");
+    assert_eq!(compacted.len(), 1);
+    // The server's count, not characters / 4 (which is far less here).
+    assert_eq!(compacted[0]["tokens_before"], 20000);
+    let after = compacted[0]["tokens_after"].as_u64().unwrap();
+    // Aimed below the threshold share (0.8) of the window the server named.
+    assert!(after <= 12800, "{after}");
+    assert_eq!(finished(&ev)["status"], "submitted");
+}
+
+#[test]
+fn the_servers_count_for_the_previous_request_makes_compaction_fire_in_time() {
+    let env = TestEnv::new();
+    let config = env.write(
+        "c.yaml",
+        "compaction: {threshold: 0.5, default_context_window: 16000}\n",
+    );
+    let run = |first_input: u64| {
+        // Step 1 reports `first_input` tokens; step 2 adds a 3000-char output.
+        let model = env.script(
+            &format!("m{first_input}.yaml"),
+            &format!("{}{SUBMIT}", big_step(first_input)),
+        );
+        let out = env
+            .cmd()
+            .args(["-m", &model, "--json", "-c"])
+            .arg(&config)
+            .arg("t")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        events(&out.stdout)
+    };
+    // A server that counts many tokens: 9000 already, more than half the
+    // window with what was added since, so step 2 is compacted first.
+    let ev = run(9000);
+    let compacted = of_type(&ev, "context.compacted");
+    assert_eq!(compacted.len(), 1, "{ev:?}");
+    assert_eq!(compacted[0]["step"], 2);
+    let before = compacted[0]["tokens_before"].as_u64().unwrap();
+    assert!(before > 9000, "{before}");
+    assert!(compacted[0]["tokens_after"].as_u64().unwrap() < before);
+    // The same run with a server that counts few tokens: nothing to do.
+    let ev = run(1000);
+    assert!(of_type(&ev, "context.compacted").is_empty());
 }
 
 /// Three bash turns, then the summary the model is asked for, then submit.
@@ -98,10 +217,21 @@ fn long_task(env: &TestEnv) -> String {
 #[test]
 fn a_request_past_the_threshold_is_compacted_first_and_the_trajectory_keeps_the_summary() {
     let env = TestEnv::new();
-    let model = long_task(&env);
+    // The third request is counted at 12000 tokens: the fourth is past half
+    // of the 20000-token window and is compacted before it is sent.
+    let model = env.script(
+        "long.yaml",
+        &format!(
+            "{}{}{}- text: SUMMARY-TEXT listed the files\n  usage: {{input: 100, output: 10}}\n{}",
+            big_step(1000),
+            big_step(1100),
+            big_step(12000),
+            SUBMIT.trim_end().to_string() + "\n  usage: {input: 100, output: 10}\n"
+        ),
+    );
     let config = env.write(
         "c.yaml",
-        "compaction: {threshold: 0.5, default_context_window: 2000}\n",
+        "compaction: {threshold: 0.5, default_context_window: 20000}\n",
     );
     let traj = env.file("t.json");
     let out = env
@@ -130,7 +260,7 @@ fn a_request_past_the_threshold_is_compacted_first_and_the_trajectory_keeps_the_
     // The summarising request is counted in the totals but is not a step.
     assert_eq!(end["steps"], 4);
     assert_eq!(of_type(&ev, "model.response").len(), 4);
-    assert_eq!(end["input_tokens"], 500);
+    assert_eq!(end["input_tokens"], 1000 + 1100 + 12000 + 100 + 100);
     assert_eq!(end["output_tokens"], 50);
 
     let doc = read_json(&traj);
@@ -174,7 +304,7 @@ fn the_checkpoint_holds_the_compacted_history_while_the_run_goes_on() {
     let env = TestEnv::new();
     let model = env.script(
         "a.yaml",
-        "- tool_calls:\n  - {name: bash, arguments: {command: 'echo one'}}\n\
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'echo one; head -c 3000 /dev/zero | tr \"\\\\0\" x'}}\n\
          - tool_calls:\n  - {name: bash, arguments: {command: 'echo two'}}\n\
          - tool_calls:\n  - {name: bash, arguments: {command: 'echo three'}}\n\
          - error: {kind: context_overflow}\n\
@@ -235,7 +365,11 @@ fn the_checkpoint_holds_the_compacted_history_while_the_run_goes_on() {
 #[test]
 fn after_a_fallback_switch_the_active_model_compacts() {
     let env = TestEnv::new();
-    let primary = env.script("a.yaml", "- error: {status: 503}\n");
+    // Step 1 answers; step 2 fails over, and the backup overflows.
+    let primary = env.script(
+        "a.yaml",
+        &format!("{}- error: {{status: 503}}\n", big_step(100)),
+    );
     let backup = env.script(
         "b.yaml",
         &format!("- error: {{kind: context_overflow}}\n{SUBMIT}"),

@@ -438,7 +438,8 @@ fn a_compacted_history_resumes_as_compacted() {
     let env = TestEnv::new();
     let model = env.script(
         "a.yaml",
-        "- tool_calls:\n    - {name: bash, arguments: {command: 'echo one'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo two'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo three'}}\n- error: {kind: context_overflow}\n- text: SUMMARY-TEXT\n- error: {status: 503}\n",
+        // A long first output: compaction only ever reports a history it shrank.
+        "- tool_calls:\n    - {name: bash, arguments: {command: 'echo one; head -c 3000 /dev/zero | tr \"\\\\0\" x'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo two'}}\n- tool_calls:\n    - {name: bash, arguments: {command: 'echo three'}}\n- error: {kind: context_overflow}\n- text: SUMMARY-TEXT\n- error: {status: 503}\n",
     );
     let traj = env.file("t.json");
     let first = run(&env, &["-m", &model, "-o", traj.to_str().unwrap(), "task"]);

@@ -73,13 +73,40 @@ fn a_delegated_task_returns_only_the_childs_report_with_totals_summed() {
         assert_eq!(e["parent_run_id"], parent_id.as_str());
         assert_eq!(e["seq"], i as u64 + 1, "{e}");
     }
-    assert_eq!(kids[0]["type"], "run.started");
-    assert_eq!(kids[0]["model"], child.as_str());
-    assert_eq!(kids[0]["task"], "Find the secret");
-    let child_end = kids.last().unwrap();
-    assert_eq!(child_end["type"], "run.finished");
-    assert_eq!(child_end["status"], "submitted");
-    assert_eq!(child_end["steps"], 2);
+    // One run.started (first) and one run.finished (last), both the
+    // parent's: the child's start and end are subagent.* events.
+    assert_eq!(of_type(&ev, "run.started").len(), 1);
+    assert_eq!(of_type(&ev, "run.finished").len(), 1);
+    assert_eq!(ev[0]["type"], "run.started");
+    assert!(kids
+        .iter()
+        .all(|e| e["type"] != "run.started" && e["type"] != "run.finished"));
+    let started = of_type(&ev, "subagent.started");
+    assert_eq!(started.len(), 1);
+    assert_eq!(started[0]["run_id"], parent_id.as_str());
+    assert!(started[0].get("parent_run_id").is_none());
+    assert_eq!(started[0]["step"], 1);
+    assert_eq!(started[0]["child_run_id"], child_id);
+    assert_eq!(started[0]["model"], child.as_str());
+    assert_eq!(started[0]["task"], "Find the secret");
+    let ended = of_type(&ev, "subagent.finished");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["run_id"], parent_id.as_str());
+    assert_eq!(ended[0]["step"], 1);
+    assert_eq!(ended[0]["child_run_id"], child_id);
+    assert_eq!(ended[0]["status"], "submitted");
+    assert_eq!(ended[0]["steps"], 2);
+    assert!((ended[0]["cost_usd"].as_f64().unwrap() - 0.02).abs() < 1e-9);
+    assert_eq!(ended[0]["output"], "REPORT: the secret is 42");
+    // In order: the start before the child's first event, the end after its
+    // last, then the delegate call's result.
+    let pos = |pred: &dyn Fn(&Value) -> bool| ev.iter().position(pred).unwrap();
+    let first_kid = pos(&|e| e["run_id"] == child_id);
+    let last_kid = ev.iter().rposition(|e| e["run_id"] == child_id).unwrap();
+    assert!(pos(&|e| e["type"] == "subagent.started") < first_kid);
+    let end_at = pos(&|e| e["type"] == "subagent.finished");
+    assert!(end_at > last_kid);
+    assert!(end_at < pos(&|e| e["type"] == "tool.finished" && e["tool"] == "delegate"));
     let child_tools: Vec<&&Value> = kids
         .iter()
         .filter(|e| e["type"] == "tool.finished")
@@ -164,11 +191,11 @@ fn the_childs_cost_counts_toward_the_parents_limit() {
         (cost - 0.2).abs() < 1e-9,
         "0.1 + two child replies of 0.05: {cost}"
     );
-    let child_end = ev
-        .iter()
-        .find(|e| e.get("parent_run_id").is_some() && e["type"] == "run.finished")
-        .unwrap();
-    assert_eq!(child_end["status"], "cost_limit");
+    let child_end = of_type(&ev, "subagent.finished");
+    assert_eq!(child_end.len(), 1);
+    assert_eq!(child_end[0]["status"], "cost_limit");
+    assert_eq!(child_end[0]["output"], Value::Null);
+    assert_eq!(of_type(&ev, "run.finished").len(), 1);
 }
 
 #[test]
@@ -260,4 +287,36 @@ fn bad_subagent_config_exits_two() {
         let stderr = String::from_utf8(out.stderr).unwrap();
         assert!(stderr.contains("subagents"), "{name}: {stderr}");
     }
+}
+
+#[test]
+fn the_human_view_shows_a_subagent_as_one_line_at_each_end() {
+    let env = TestEnv::new();
+    let (child, config) = setup(&env, CHILD, "");
+    let parent = env.script(
+        "parent.yaml",
+        &format!("{}{PARENT_SUBMIT}", delegate("Find the secret")),
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &parent, "-c"])
+        .arg(&config)
+        .arg("what is the secret?")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("subagent ({child}): Find the secret")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("subagent submitted after 2 steps · $0.0200"),
+        "{stderr}"
+    );
+    // The child's tool line is indented under its start.
+    assert!(stderr.contains("  ✓ read_file"), "{stderr}");
+    // One summary line: the parent's.
+    assert_eq!(stderr.matches("submitted after").count(), 2, "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
 }

@@ -166,8 +166,14 @@ fn in_stream_error_codes_count_as_strings_or_numbers() {
 fn an_overflow_reported_after_the_stream_started_compacts() {
     // llama.cpp's server and vLLM report an overflow as an in-stream error.
     let env = env_with("");
+    // A first step with a long tool output, so compaction has something to
+    // shorten (it never reports a compaction that shrinks nothing).
     let stub = Stub::start(|i, _| match i {
-        0 => chat_sse_tool_call_bash(),
+        0 => crate::support::openai::chat_sse_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"head -c 3000 /dev/zero | tr '\\0' x"}"#,
+        ),
         1 => Reply::sse(vec![
             chunk(json!({"role": "assistant", "content": ""}), None),
             data(
@@ -180,10 +186,6 @@ fn an_overflow_reported_after_the_stream_started_compacts() {
     assert_eq!(code, Some(0), "{ev:?}");
     assert_eq!(of_type(&ev, "context.compacted").len(), 1, "{ev:?}");
     assert!(of_type(&ev, "provider.retry").is_empty());
-}
-
-fn chat_sse_tool_call_bash() -> Reply {
-    crate::support::openai::chat_sse_tool_call("call_1", "bash", r#"{"command":"true"}"#)
 }
 
 /// A refusal on every wire API ends the run `error`, exit 1, with

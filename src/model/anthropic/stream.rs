@@ -188,6 +188,17 @@ impl Assembly {
             return Err(too_large("the number of content blocks"));
         }
         let block = start_block(block, observer)?;
+        // LiteLLM's /v1/messages in front of a server that repeats a tool
+        // call in every delta (llama-cpp-python) opens a new `tool_use`
+        // block with the same id for each piece: one call, continued.
+        if let (Block::ToolUse { id, .. }, Some((last, Block::ToolUse { id: last_id, .. }))) =
+            (&block, self.blocks.last_mut())
+        {
+            if !id.is_empty() && id == last_id {
+                *last = index;
+                return Ok(());
+            }
+        }
         if matches!(block, Block::ToolUse { .. }) {
             self.tool_uses += 1;
             if self.tool_uses > MAX_TOOL_CALLS {
@@ -396,6 +407,28 @@ mod tests {
     fn start(input: u64, read: u64, created: u64) -> Value {
         json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": input, "cache_creation_input_tokens": created, "cache_read_input_tokens": read, "output_tokens": 1}}})
+    }
+
+    #[test]
+    fn a_tool_use_reopened_with_the_same_id_is_one_call() {
+        let mut a = Assembly::default();
+        let start = |i: usize| json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": "call_1", "name": "bash", "input": {}}});
+        let delta = |i: usize, p: &str| json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": p}});
+        for event in [
+            start(1),
+            delta(1, "{\"command\""),
+            start(2),
+            delta(2, ": \"ls\"}"),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}),
+            json!({"type": "message_stop"}),
+        ] {
+            a.apply(&event.to_string(), &crate::model::NoObserver)
+                .unwrap();
+        }
+        let r = a.finish().unwrap();
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].name, "bash");
+        assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
     }
 
     #[test]
