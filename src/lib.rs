@@ -4,6 +4,7 @@
 //! together; see CONTRIBUTING.md for the map of the code.
 
 pub mod agent;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod conversation;
@@ -56,6 +57,9 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if cli.check {
+        return check::run(&cli, &process_env);
+    }
     match prepare(&cli) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -275,6 +279,12 @@ async fn run_agent(prepared: Prepared) -> i32 {
             (doc, vec![task], None)
         }
     };
+    // Under GitHub Actions: annotations and the step summary.
+    let github = events::github::GithubSink::from_env(&process_env, output_path.clone());
+    let github_warning = github.as_ref().and_then(|g| g.summary_problem());
+    if let Some(sink) = github {
+        emitter.add_sink(Box::new(sink));
+    }
     // A resumed run keeps its checkpoint's worktree unless it made a new one.
     if worktree.is_some() {
         doc.worktree = worktree;
@@ -287,6 +297,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
     });
+    if let Some(warning) = github_warning {
+        emitter.warn(warning);
+    }
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
@@ -367,7 +380,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if !settings.json {
         print_answer(&outcome.output, json_answer);
     }
-    outcome.status.exit_code()
+    outcome.exit_code
 }
 
 /// Limits count the whole run: say so when a resumed run is already past one.

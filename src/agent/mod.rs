@@ -80,6 +80,8 @@ struct Counters {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub status: Status,
+    /// The process exit code (75 for an outage, else the status's).
+    pub exit_code: i32,
     pub output: Value,
     pub error: Option<String>,
     pub steps: u32,
@@ -106,6 +108,9 @@ pub struct Agent {
 enum StepEnd {
     Continue,
     Finish(Status, Value, Option<String>),
+    /// `error` because every model it could ask failed on a transient or
+    /// quota cause (exit 75).
+    Outage(String),
 }
 
 impl Agent {
@@ -130,6 +135,7 @@ impl Agent {
             self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
         }
         let mut counters = Counters::default();
+        let mut outage = false;
 
         let (status, output, error) = loop {
             if let Some(limit) = self.limits.steps {
@@ -153,9 +159,13 @@ impl Agent {
             match end {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
+                StepEnd::Outage(error) => {
+                    outage = true;
+                    break (Status::Error, Value::Null, Some(error));
+                }
             }
         };
-        self.finish(status, output, error, started)
+        self.finish(status, output, error, started, outage)
     }
 
     async fn step(
@@ -209,6 +219,9 @@ impl Agent {
                         Value::Null,
                         Some(format!("{error} (the context was already compacted)")),
                     )
+                }
+                Err(error @ ChainError::Exhausted { .. }) => {
+                    return StepEnd::Outage(error.to_string())
                 }
                 Err(error) => {
                     return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
@@ -508,7 +521,7 @@ impl Agent {
         for message in new_messages {
             self.push_message(message);
         }
-        self.finish(status, output, None, Instant::now())
+        self.finish(status, output, None, Instant::now(), false)
     }
 
     fn finish(
@@ -517,7 +530,9 @@ impl Agent {
         output: Value,
         error: Option<String>,
         started: Instant,
+        outage: bool,
     ) -> Outcome {
+        let exit_code = crate::exit::exit_code(status, outage);
         self.sync_doc();
         self.doc.active_model = self.chain.active_spec().to_string();
         self.doc.status = status;
@@ -532,7 +547,7 @@ impl Agent {
         }
         self.emitter.emit(Event::RunFinished {
             status: status.as_str().to_string(),
-            exit_code: status.exit_code(),
+            exit_code,
             steps: self.doc.steps,
             input_tokens: self.doc.totals.input_tokens,
             output_tokens: self.doc.totals.output_tokens,
@@ -546,6 +561,7 @@ impl Agent {
         self.emitter.finish();
         Outcome {
             status,
+            exit_code,
             output,
             error,
             steps: self.doc.steps,

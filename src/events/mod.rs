@@ -5,6 +5,7 @@
 //! `--json` stream, the log database and the stderr fallback lines all read
 //! the same `EventRecord`.
 
+pub mod github;
 pub mod human;
 pub mod jsonl;
 pub mod sqlite;
@@ -105,6 +106,27 @@ pub enum Event {
     },
     #[serde(rename = "warning")]
     Warning { message: String },
+    /// `--check`: the verdict on one model (SPEC section 15).
+    #[serde(rename = "check.result")]
+    CheckResult {
+        model: String,
+        ok: bool,
+        /// The SPEC 4 failure reason; null when the model answered.
+        reason: Option<String>,
+        /// The vendor's short message on failure (an addition to SPEC's fields).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        first_event_ms: Option<u64>,
+        /// Whether the reply called the offered tool; null on failure.
+        tool_calls: Option<bool>,
+        priced: bool,
+        /// The human verdict line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
+    /// `--check`: every verdict is in; `ok` when all models answered.
+    #[serde(rename = "check.finished")]
+    CheckFinished { ok: bool, failed: u32 },
     #[serde(rename = "run.finished")]
     RunFinished {
         status: String,
@@ -137,6 +159,8 @@ impl Event {
             Event::ToolFinished { .. } => "tool.finished",
             Event::ContextCompacted { .. } => "context.compacted",
             Event::Warning { .. } => "warning",
+            Event::CheckResult { .. } => "check.result",
+            Event::CheckFinished { .. } => "check.finished",
             Event::RunFinished { .. } => "run.finished",
         }
     }
@@ -154,7 +178,11 @@ impl Event {
             | Event::ToolStarted { step, .. }
             | Event::ToolFinished { step, .. }
             | Event::ContextCompacted { step, .. } => Some(*step),
-            Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
+            Event::RunStarted { .. }
+            | Event::Warning { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. }
+            | Event::RunFinished { .. } => None,
         }
     }
 }

@@ -3,13 +3,16 @@
 
 mod support;
 
+mod check;
 mod compaction;
 mod core;
 mod fallback;
+mod github;
 mod health;
 mod hooks;
 mod logdb;
 mod mcp;
+mod model_requests;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
