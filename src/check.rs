@@ -13,8 +13,8 @@ use crate::events::sqlite::SqliteSink;
 use crate::events::{Emitter, Event, RequestRecord, Sink};
 use crate::model::chain::Member;
 use crate::model::http::watch_first_event;
-use crate::model::registry::{self, build_member, StreamTimeouts};
-use crate::model::spec::ModelSpec;
+use crate::model::registry::build_member;
+use crate::model::spec::ResolvedModel;
 use crate::model::{Message, ModelError, NoObserver, Request, Response, Role, ToolSpec};
 use crate::settings::{load_config, Env, Settings, SetupError};
 
@@ -75,39 +75,29 @@ impl Verdict {
 }
 
 /// The models of a configuration in probe order, each once.
-pub fn specs(settings: &Settings) -> Vec<ModelSpec> {
-    let mut specs: Vec<ModelSpec> = Vec::new();
+pub fn models(settings: &Settings) -> Vec<&ResolvedModel> {
+    let mut models: Vec<&ResolvedModel> = Vec::new();
     let sub = settings
         .subagents
         .iter()
         .flat_map(|s| std::iter::once(&s.primary).chain(&s.fallbacks));
-    for spec in std::iter::once(&settings.primary)
-        .chain(&settings.fallbacks)
-        .chain(sub)
-    {
-        if !specs.contains(spec) {
-            specs.push(spec.clone());
+    for model in settings.chain().chain(sub) {
+        if !models.iter().any(|m| m.spec == model.spec) {
+            models.push(model);
         }
     }
-    specs
+    models
 }
 
 /// Resolves the configuration as a run would (no task is read) and builds
 /// every model to probe. Errors are setup errors (exit 2).
 pub fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), SetupError> {
     let config = load_config(&cli.config, env)?;
-    let settings = Settings::from_parts(cli, config, String::new(), env)?;
-    let timeouts = StreamTimeouts {
-        first_event: settings.retry.stream_first_event_timeout,
-        idle: settings.retry.stream_idle_timeout,
-    };
+    let settings = Settings::from_parts(cli, config, String::new(), env, None)?;
     let mut targets = Vec::new();
-    for spec in specs(&settings) {
-        let member = build_member(&spec, &settings.providers, timeouts, env)?;
-        let secret = registry::resolve(&spec, &settings.providers, env)
-            .ok()
-            .and_then(|r| r.api_key)
-            .filter(|k| !k.is_empty());
+    for model in models(&settings) {
+        let member = build_member(model, settings.retry.stream_timeouts())?;
+        let secret = model.api_key.clone().filter(|k| !k.is_empty());
         targets.push(Target { member, secret });
     }
     Ok((settings, targets))

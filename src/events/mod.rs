@@ -5,9 +5,9 @@
 //! `--json` stream, the log database and the stderr fallback lines all read
 //! the same `EventRecord`.
 
-pub mod github;
-pub mod human;
-pub mod jsonl;
+pub(crate) mod github;
+pub(crate) mod human;
+pub(crate) mod jsonl;
 pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -290,11 +290,6 @@ impl Emitter {
 
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-
-    /// Adds a sink; events already emitted are not replayed.
-    pub fn add_sink(&self, sink: Box<dyn Sink>) {
-        self.lock().sinks.push(sink);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, EmitterInner> {

@@ -10,6 +10,7 @@ mod fallback;
 mod github;
 mod health;
 mod hooks;
+mod layers;
 mod logdb;
 mod mcp;
 mod model_requests;
