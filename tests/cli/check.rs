@@ -189,9 +189,28 @@ fn json_gives_one_result_per_model_then_finished() {
         provider("a", &ok.url(), true),
         provider("b", &busy.url(), false),
     );
-    let r = check(&env, &config, &["--json"]);
+    let db = env.file("log.db");
+    let r = check(&env, &config, &["--json", "--log-db", db.to_str().unwrap()]);
     assert_eq!(r.code, Some(1));
     let ev = events(r.stdout.as_bytes());
+    // Each probe is a model_requests row of step 0.
+    let rows: Vec<(i64, String, String, i64)> = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT step, model, outcome, attempt FROM model_requests ORDER BY model")
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    assert_eq!(
+        rows,
+        [
+            (0, "a/m".to_string(), "ok".to_string(), 1),
+            (0, "b/m".to_string(), "http_503".to_string(), 1)
+        ]
+    );
     assert_eq!(ev.len(), 3);
     let results = of_type(&ev, "check.result");
     assert_eq!(results.len(), 2);
