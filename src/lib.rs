@@ -12,6 +12,7 @@ pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
+pub(crate) mod help;
 pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
@@ -20,6 +21,7 @@ pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod stop;
+pub(crate) mod suggest;
 pub(crate) mod tools;
 pub mod trajectory;
 pub(crate) mod worktree;
@@ -30,6 +32,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::instructions::{self, Instructions};
 use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
@@ -48,6 +51,8 @@ use settings::{process_env, Settings, SetupError};
 use stop::Stop;
 use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
+use tools::filter::ToolFilter;
+use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
 use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
@@ -56,6 +61,9 @@ use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 pub fn run(cli: Cli) -> i32 {
     if cli.check {
         return check::run(&cli, &process_env);
+    }
+    if let Some(kind) = cli.generate {
+        return help::generate(kind, <Cli as clap::CommandFactory>::command());
     }
     match prepare(&cli) {
         Ok(prepared) => {
@@ -86,6 +94,8 @@ struct Prepared {
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
+    instructions: Instructions,
+    tool_filter: ToolFilter,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -107,12 +117,23 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
             Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
     };
-    let jobs = job_options(
+    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
+        .map_err(SetupError)?;
+    // A denied `delegate` means no subagent.
+    let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
+    let mut jobs = job_options(
         cli.output_schema.as_deref(),
         &settings.compaction,
         &settings.hooks,
         subagent,
     )?;
+    let source = instructions::Source::resolve(
+        cli.instructions.as_deref(),
+        settings.instructions.as_ref(),
+        &settings.cwd,
+    );
+    let instructions = instructions::load(&source, &settings.cwd)?;
+    jobs.system_note = instructions.prompt_section();
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -125,6 +146,8 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         log_db,
         resume,
         jobs,
+        instructions,
+        tool_filter,
     })
 }
 
@@ -145,13 +168,12 @@ fn build_chain<'a>(
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(SwitchNotices)];
+    // The human view prints the switch lines itself, above its spinner.
     if settings.json {
-        sinks.push(Box::new(JsonlSink::stdout()));
+        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
     } else {
-        sinks.push(Box::new(HumanSink::new(settings.quiet)));
+        vec![Box::new(HumanSink::new(settings.quiet))]
     }
-    sinks
 }
 
 /// Warnings due before the first request: unpriced models under a cost
@@ -196,6 +218,7 @@ fn watch_signals(token: CancellationToken) {
             }
             count += 1;
             if count > 1 {
+                events::human::clear_terminal_line();
                 std::process::exit(Status::Interrupted.exit_code());
             }
             token.cancel();
@@ -246,6 +269,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
         log_db,
         resume,
         jobs,
+        instructions,
+        tool_filter,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -318,9 +343,13 @@ async fn run_agent(prepared: Prepared) -> i32 {
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
+        instructions: instructions.paths(),
     });
     if let Some(warning) = github_warning {
         emitter.warn(warning);
+    }
+    for warning in &instructions.warnings {
+        emitter.warn(warning.clone());
     }
     let models: Vec<&ResolvedModel> = settings.chain().collect();
     price_warnings(&models, settings.cost_limit, &emitter);
@@ -350,9 +379,10 @@ async fn run_agent(prepared: Prepared) -> i32 {
         None => None,
     };
 
+    let resumable = checkpoint.as_ref().and(output_path.clone());
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
-    let mut tools = ToolRegistry::default();
+    let mut tools = ToolRegistry::with_filter(tool_filter);
     let bash: Box<dyn CommandBuilder> = match &sandbox {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),
@@ -362,17 +392,13 @@ async fn run_agent(prepared: Prepared) -> i32 {
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
+    tools.add(Box::new(GrepTool));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
     for tool in mcp.tools(&emitter) {
         tools.add(tool);
     }
 
-    let health = health::for_run(
-        settings.health_db.as_deref(),
-        settings.chain().map(ResolvedModel::health_key).collect(),
-        &settings.fallback,
-        &emitter,
-    );
+    let health = health::for_run(settings.health_db.as_deref(), &settings.fallback, &emitter);
     let chain = chain.with_health(health);
     let agent = Agent {
         chain,
@@ -407,6 +433,10 @@ async fn run_agent(prepared: Prepared) -> i32 {
     drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
+        let hint = resumable.and_then(|path| events::human::resume_hint(outcome.status, &path));
+        if let Some(hint) = hint.filter(|_| !settings.quiet) {
+            eprintln!("{hint}");
+        }
     }
     outcome.exit_code
 }

@@ -6,6 +6,7 @@
 mod answer;
 pub mod compact;
 pub mod hooks;
+pub mod instructions;
 mod prompt;
 pub mod schema;
 mod setup;

@@ -41,6 +41,9 @@ pub enum Event {
         /// The worktree created by `--worktree` (an addition to SPEC's fields).
         #[serde(skip_serializing_if = "Option::is_none")]
         worktree: Option<String>,
+        /// The project instruction files used (SPEC 14).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        instructions: Vec<String>,
     },
     #[serde(rename = "step.started")]
     StepStarted { step: u32, model: String },

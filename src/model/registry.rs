@@ -80,6 +80,7 @@ pub fn build_member(
         resolved.pricing,
         resolved.context_window,
     )
+    .with_health_key(resolved.health_key())
     .with_endpoint(endpoint))
 }
 

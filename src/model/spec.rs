@@ -43,8 +43,12 @@ impl<'de> serde::Deserialize<'de> for WireApi {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
+            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let hint = crate::suggest::closest(&name, apis)
+                .map(|s| format!("did you mean '{s}'? "))
+                .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' (expected openai, responses, anthropic or ollama)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
             ))
         })
     }

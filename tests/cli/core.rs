@@ -197,11 +197,28 @@ fn cost_limit_leaves_tool_calls_unrun() {
         1,
         "the second reply's call must not run"
     );
-    // The unpriced warning comes before the first request.
+    // A script whose replies state their cost is priced (SPEC 1).
+    assert!(of_type(&ev, "warning").is_empty(), "{ev:?}");
+}
+
+#[test]
+fn an_unpriced_model_under_a_cost_limit_is_named_before_the_first_request() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", SUBMIT);
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--cost-limit", "1", "t"])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
     let warn = ev.iter().position(|e| e["type"] == "warning").unwrap();
     let step = ev.iter().position(|e| e["type"] == "step.started").unwrap();
     assert!(warn < step);
-    assert!(ev[warn]["message"].as_str().unwrap().contains(&model));
+    let message = ev[warn]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&model) && message.contains("no known price"),
+        "{message}"
+    );
 }
 
 #[test]
