@@ -100,6 +100,10 @@ pub struct Cli {
     )]
     pub sandbox_allow_domain: Vec<String>,
 
+    /// Probe every model of the configuration with one small request each, print a verdict per model, and exit (0 all answered, 1 any failed)
+    #[arg(long, conflicts_with = "resume")]
+    pub check: bool,
+
     /// Print shell completions or the man page and exit
     #[arg(long, value_name = "KIND", value_enum)]
     pub generate: Option<crate::help::Generate>,

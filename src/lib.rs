@@ -4,6 +4,7 @@
 //! together; see CONTRIBUTING.md for the map of the code.
 
 pub(crate) mod agent;
+pub(crate) mod check;
 pub mod cli;
 pub(crate) mod config;
 pub(crate) mod conversation;
@@ -58,6 +59,9 @@ use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if cli.check {
+        return check::run(&cli, &process_env);
+    }
     if let Some(kind) = cli.generate {
         return help::generate(kind, <Cli as clap::CommandFactory>::command());
     }
@@ -281,6 +285,17 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if let Some(db) = log_db {
         sinks.push(Box::new(db));
     }
+    // Under GitHub Actions: annotations and the step summary, which names
+    // the checkpoint to resume (`-o`, else the resumed file).
+    let checkpoint_path = settings
+        .output
+        .clone()
+        .or_else(|| resume.as_ref().map(|cp| cp.path.clone()));
+    let github = events::github::GithubSink::from_env(&process_env, checkpoint_path);
+    let github_warning = github.as_ref().and_then(|g| g.summary_problem());
+    if let Some(sink) = github {
+        sinks.push(Box::new(sink));
+    }
     let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
@@ -330,6 +345,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
         worktree: doc.worktree.clone(),
         instructions: instructions.paths(),
     });
+    if let Some(warning) = github_warning {
+        emitter.warn(warning);
+    }
     for warning in &instructions.warnings {
         emitter.warn(warning.clone());
     }
@@ -421,7 +439,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
             eprintln!("{hint}");
         }
     }
-    outcome.status.exit_code()
+    outcome.exit_code
 }
 
 /// Limits count the whole run: say so when a resumed run is already past one.

@@ -439,6 +439,9 @@ impl Agent {
                 Value::Null,
                 None,
             )),
+            Err(error @ ChainError::Exhausted { .. }) => Err(StepEnd::Outage(format!(
+                "compacting the context failed: {error}"
+            ))),
             Err(error) => Err(StepEnd::Finish(
                 Status::Error,
                 Value::Null,

@@ -82,6 +82,8 @@ struct Counters {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub status: Status,
+    /// The process exit code (75 for an outage, else the status's).
+    pub exit_code: i32,
     pub output: Value,
     pub error: Option<String>,
     pub steps: u32,
@@ -111,6 +113,9 @@ pub struct Agent {
 enum StepEnd {
     Continue,
     Finish(Status, Value, Option<String>),
+    /// `error` because every model it could ask failed on a transient or
+    /// quota cause (exit 75).
+    Outage(String),
 }
 
 impl Agent {
@@ -135,6 +140,7 @@ impl Agent {
             self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
         }
         let mut counters = Counters::default();
+        let mut outage = false;
 
         let (status, output, error) = loop {
             if let Some(limit) = self.limits.steps {
@@ -158,9 +164,13 @@ impl Agent {
             match end {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
+                StepEnd::Outage(error) => {
+                    outage = true;
+                    break (Status::Error, Value::Null, Some(error));
+                }
             }
         };
-        self.finish(status, output, error, started)
+        self.finish(status, output, error, started, outage)
     }
 
     async fn step(
@@ -229,6 +239,9 @@ impl Agent {
                     error: error @ crate::model::ModelError::Refusal { .. },
                     ..
                 }) => return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string())),
+                Err(error @ ChainError::Exhausted { .. }) => {
+                    return StepEnd::Outage(error.to_string())
+                }
                 Err(error) => {
                     return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
                 }
@@ -524,7 +537,7 @@ impl Agent {
         for message in new_messages {
             self.push_message(message);
         }
-        self.finish(status, output, None, Instant::now())
+        self.finish(status, output, None, Instant::now(), false)
     }
 
     fn finish(
@@ -533,7 +546,9 @@ impl Agent {
         output: Value,
         error: Option<String>,
         started: Instant,
+        outage: bool,
     ) -> Outcome {
+        let exit_code = crate::exit::exit_code(status, outage);
         self.sync_doc();
         self.doc.active_model = self.chain.active_spec().to_string();
         self.doc.status = status;
@@ -548,11 +563,12 @@ impl Agent {
         }
         // A subagent's end is its parent's `subagent.finished`.
         if !self.emitter.is_child() {
-            self.emit_run_finished(status, &output, &error, started);
+            self.emit_run_finished(status, exit_code, &output, &error, started);
         }
         self.emitter.finish();
         Outcome {
             status,
+            exit_code,
             output,
             error,
             steps: self.doc.steps,
@@ -562,13 +578,14 @@ impl Agent {
     fn emit_run_finished(
         &self,
         status: Status,
+        exit_code: i32,
         output: &Value,
         error: &Option<String>,
         started: Instant,
     ) {
         self.emitter.emit(Event::RunFinished {
             status: status.as_str().to_string(),
-            exit_code: status.exit_code(),
+            exit_code,
             steps: self.doc.steps,
             input_tokens: self.doc.totals.input_tokens,
             output_tokens: self.doc.totals.output_tokens,

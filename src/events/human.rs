@@ -351,7 +351,7 @@ impl HumanSink {
                 self.set_wait(None);
                 self.spin(&format!("asking {to}"));
             }
-            Event::RunStarted { .. } => {}
+            Event::RunStarted { .. } | Event::CheckResult { .. } | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => {
                 let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
                 self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
@@ -391,6 +391,11 @@ fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
     bar.set_style(style);
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
+}
+
+/// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`
+pub fn summary_line(event: &Event) -> String {
+    summary_with_costs(event, &[])
 }
 
 /// The summary line, with the cost of each model when more than one answered.

@@ -5,6 +5,7 @@
 //! `--json` stream, the log database and the stderr fallback lines all read
 //! the same `EventRecord`.
 
+pub(crate) mod github;
 pub(crate) mod human;
 pub(crate) mod jsonl;
 pub mod sqlite;
@@ -129,6 +130,27 @@ pub enum Event {
         cost_usd: f64,
         output: Value,
     },
+    /// `--check`: the verdict on one model (SPEC section 15).
+    #[serde(rename = "check.result")]
+    CheckResult {
+        model: String,
+        ok: bool,
+        /// The SPEC 4 failure reason; null when the model answered.
+        reason: Option<String>,
+        /// The vendor's short message on failure (an addition to SPEC's fields).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        first_event_ms: Option<u64>,
+        /// Whether the reply called the offered tool; null on failure.
+        tool_calls: Option<bool>,
+        priced: bool,
+        /// The human verdict line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
+    /// `--check`: every verdict is in; `ok` when all models answered.
+    #[serde(rename = "check.finished")]
+    CheckFinished { ok: bool, failed: u32 },
     #[serde(rename = "run.finished")]
     RunFinished {
         status: String,
@@ -163,6 +185,8 @@ impl Event {
             Event::Warning { .. } => "warning",
             Event::SubagentStarted { .. } => "subagent.started",
             Event::SubagentFinished { .. } => "subagent.finished",
+            Event::CheckResult { .. } => "check.result",
+            Event::CheckFinished { .. } => "check.finished",
             Event::RunFinished { .. } => "run.finished",
         }
     }
@@ -182,7 +206,11 @@ impl Event {
             | Event::ContextCompacted { step, .. }
             | Event::SubagentStarted { step, .. }
             | Event::SubagentFinished { step, .. } => Some(*step),
-            Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
+            Event::RunStarted { .. }
+            | Event::Warning { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. }
+            | Event::RunFinished { .. } => None,
         }
     }
 }
@@ -202,10 +230,47 @@ pub struct EventRecord {
     pub json: Value,
 }
 
+/// One request sent to a model (every attempt, probes and subagents
+/// included). Not an `Event`: it has no `seq` and is not in `--json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    pub step: u32,
+    /// The spec, e.g. `openai/gpt-5`.
+    pub model: String,
+    /// The part of the spec before `/`.
+    pub provider: String,
+    /// `scheme://host:port` only, never a path, query or credentials.
+    pub endpoint: Option<String>,
+    /// 1, 2, ... within this model and step.
+    pub attempt: u32,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// Time from sending to the first stream event; `None` when none came.
+    pub first_event_ms: Option<u64>,
+    pub duration_ms: u64,
+    /// `ok` or the SPEC section 4 failure reason.
+    pub outcome: String,
+    pub http_status: Option<u16>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// The model name the server says answered, when it says.
+    pub response_model: Option<String>,
+}
+
 /// A consumer of events. Sinks must not fail the run: they report their own
 /// trouble on stderr at most.
 pub trait Sink: Send {
     fn handle(&mut self, record: &EventRecord);
+    /// One request sent to a model by run `run_id` (a subagent's carries
+    /// its parent's id too); not an event.
+    fn model_request(
+        &mut self,
+        _run_id: &str,
+        _parent_run_id: Option<&str>,
+        _record: &RequestRecord,
+    ) {
+    }
     /// Streamed reply text, for live display; not an event.
     fn text_delta(&mut self, _step: u32, _text: &str) {}
     /// Called once at the very end, after `run.finished`.
@@ -289,6 +354,14 @@ impl Emitter {
         self.emit(Event::Warning {
             message: message.into(),
         });
+    }
+
+    /// Hands one per-request record to every sink.
+    pub fn model_request(&self, record: RequestRecord) {
+        let parent = self.parent_run_id.as_deref();
+        for sink in self.lock().sinks.iter_mut() {
+            sink.model_request(&self.run_id, parent, &record);
+        }
     }
 
     /// Forwards streamed reply text to sinks that display it.

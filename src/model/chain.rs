@@ -16,7 +16,7 @@
 //! another run saw the member fail.
 
 use super::price::Pricing;
-use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Verdict};
+use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Target, Verdict};
 use super::{ErrorClass, Model, ModelError, Request, Response};
 use crate::events::Event;
 use crate::health::{Health, HealthKey, Millis, Strike};
@@ -35,6 +35,8 @@ pub struct Member {
     pub model: Box<dyn Model>,
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
+    /// `scheme://host:port` of the endpoint, for per-request records.
+    pub endpoint: Option<String>,
     /// Where the shared health record keeps this member.
     health_key: HealthKey,
     /// The member's one eligibility state: when the run last left it (on
@@ -63,7 +65,23 @@ impl Member {
             pricing,
             context_window,
             health_key,
+            endpoint: None,
             left_at: None,
+        }
+    }
+
+    /// Sets the endpoint shown in per-request records.
+    pub fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// What the retry loop needs to ask this member and record it.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            model: &*self.model,
+            pricing: self.pricing,
+            endpoint: self.endpoint.as_deref(),
         }
     }
 
@@ -373,7 +391,8 @@ impl ChainModel {
         let index = rules.index;
         let member = &self.members[index];
         let request = self.request_for(index, request);
-        let result = request_with_retries(&*member.model, &request, ctx, &self.retry, &rules).await;
+        let result =
+            request_with_retries(member.target(), &request, ctx, &self.retry, &rules).await;
         let (error, attempts) = match result {
             Ok(response) => return Turn::Answered(self.answer(index, response)),
             Err(Failure::Stopped(cause)) => return Turn::End(ChainError::Stopped(cause)),

@@ -3,11 +3,13 @@
 
 mod support;
 
+mod check;
 mod compaction;
 mod core;
 mod errors;
 mod fallback;
 mod generate;
+mod github;
 mod health;
 mod health_redis;
 mod hooks;
@@ -15,6 +17,7 @@ mod instructions;
 mod layers;
 mod logdb;
 mod mcp;
+mod model_requests;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;
