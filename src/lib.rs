@@ -34,6 +34,7 @@ use cli::Cli;
 use conversation::{Message, Role};
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
+use events::otel::{OtelConfig, OtelSink};
 use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
@@ -43,7 +44,7 @@ use model::registry::{build_member, StreamTimeouts};
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
-use tools::bash::{BashTool, CommandBuilder, PlainBash};
+use tools::bash::{BashTool, CommandBuilder, PlainBash, SpawnEnv};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
@@ -243,6 +244,14 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if let Some(db) = log_db {
         sinks.push(Box::new(db));
     }
+    // Tracing is one more sink; off (nothing initialised) without an endpoint.
+    let spawn_env = SpawnEnv::default();
+    let mut otel_warnings = Vec::new();
+    if let Some(config) = OtelConfig::from_env(&process_env) {
+        let (sink, warnings) = OtelSink::start(config, spawn_env.clone());
+        sinks.extend(sink.map(|s| Box::new(s) as Box<dyn Sink>));
+        otel_warnings = warnings;
+    }
     let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
@@ -287,6 +296,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
     });
+    for warning in otel_warnings {
+        emitter.warn(warning);
+    }
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
@@ -321,7 +333,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),
     };
-    tools.add(Box::new(BashTool::new(bash)));
+    tools.add(Box::new(BashTool::new(bash).with_env(spawn_env)));
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));

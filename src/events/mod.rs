@@ -7,6 +7,7 @@
 
 pub mod human;
 pub mod jsonl;
+pub mod otel;
 pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -180,6 +181,12 @@ pub trait Sink: Send {
     fn handle(&mut self, record: &EventRecord);
     /// Streamed reply text, for live display; not an event.
     fn text_delta(&mut self, _step: u32, _text: &str) {}
+    /// Called just before the top-level run's `run.finished` (given here)
+    /// goes out. A sink that ships data elsewhere ends and flushes it here;
+    /// the warning it may return is emitted first, so it is in the stream.
+    fn before_run_finished(&mut self, _run_id: &str, _finished: &Event) -> Option<String> {
+        None
+    }
     /// Called once at the very end, after `run.finished`.
     fn finish(&mut self) {}
 }
@@ -239,6 +246,20 @@ impl Emitter {
     /// Emits one event to every sink, in order.
     pub fn emit(&self, event: Event) {
         let mut inner = self.lock();
+        if self.parent_run_id.is_none() && matches!(event, Event::RunFinished { .. }) {
+            let warnings: Vec<String> = inner
+                .sinks
+                .iter_mut()
+                .filter_map(|sink| sink.before_run_finished(&self.run_id, &event))
+                .collect();
+            for message in warnings {
+                self.dispatch(&mut inner, Event::Warning { message });
+            }
+        }
+        self.dispatch(&mut inner, event);
+    }
+
+    fn dispatch(&self, inner: &mut EmitterInner, event: Event) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         let parent = self.parent_run_id.as_deref();
