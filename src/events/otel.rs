@@ -25,8 +25,8 @@ use serde_json::json;
 
 use super::{Event, EventRecord, Sink};
 use crate::tools::bash::SpawnEnv;
-use export::{short_reason, Failures, FLUSH_BUDGET};
 pub use export::OtelConfig;
+use export::{short_reason, Failures, FLUSH_BUDGET};
 
 /// Largest captured text (prompt, answer, arguments, output) per attribute.
 const MAX_CONTENT_CHARS: usize = 16 * 1024;
@@ -174,7 +174,13 @@ impl OtelSink {
         self.spawn_env.set(vars);
     }
 
-    fn tool_started(&mut self, record: &EventRecord, call_id: &str, tool: &str, args: &serde_json::Value) {
+    fn tool_started(
+        &mut self,
+        record: &EventRecord,
+        call_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+    ) {
         let at = timestamp(&record.ts);
         let run_id = record.run_id.clone();
         close_pending(self.run(&run_id, record.parent_run_id.as_deref(), at));
@@ -265,7 +271,8 @@ impl OtelSink {
                 KeyValue::new("tinyagent.active_model", active_model.clone()),
             ]);
             if status == "error" || status == "output_truncated" {
-                run.span.set_attribute(KeyValue::new("error.type", status.clone()));
+                run.span
+                    .set_attribute(KeyValue::new("error.type", status.clone()));
                 let description = match (self.capture, error) {
                     (true, Some(error)) => bounded(error),
                     _ => format!("the run ended with status {status}"),
@@ -372,8 +379,10 @@ impl Sink for OtelSink {
                         .set_attribute(KeyValue::new("tinyagent.resumed_from", from.clone()));
                 }
                 if capture {
-                    run.span
-                        .set_attribute(KeyValue::new("gen_ai.input.messages", input_messages(task)));
+                    run.span.set_attribute(KeyValue::new(
+                        "gen_ai.input.messages",
+                        input_messages(task),
+                    ));
                 }
             }
             Event::StepStarted { .. } => close_pending(self.run(&record.run_id, parent, at)),
@@ -443,7 +452,10 @@ impl Sink for OtelSink {
                 ..
             } => self.tool_started(record, call_id, tool, arguments),
             Event::ToolFinished {
-                call_id, ok, output, ..
+                call_id,
+                ok,
+                output,
+                ..
             } => self.tool_finished(record, call_id, *ok, output),
             Event::ContextCompacted {
                 step,

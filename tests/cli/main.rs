@@ -18,5 +18,6 @@ mod resume;
 mod sandbox;
 mod schema;
 mod subagents;
+mod traces;
 mod translation;
 mod worktree;

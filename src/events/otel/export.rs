@@ -9,7 +9,9 @@ use std::time::Duration;
 use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::resource::{EnvResourceDetector, ResourceDetector, TelemetryResourceDetector};
+use opentelemetry_sdk::resource::{
+    EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
+};
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
 };
@@ -51,7 +53,11 @@ impl OtelConfig {
     /// Tracing settings when an OTLP endpoint is set, else `None` (and
     /// nothing of OpenTelemetry is touched).
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<OtelConfig> {
-        let var = |name: &str| env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let var = |name: &str| {
+            env(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
         let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))?;
         if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
@@ -222,9 +228,17 @@ fn resource(service_name: Option<String>) -> Resource {
         .unwrap_or_else(|| "tinyagent".to_string());
     let mut builder = Resource::builder_empty()
         .with_detectors(&[Box::new(TelemetryResourceDetector)])
-        .with_attributes(from_env.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())));
-    if from_env.get(&Key::from_static_str("service.version")).is_none() {
-        builder = builder.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        .with_attributes(
+            from_env
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        );
+    if from_env
+        .get(&Key::from_static_str("service.version"))
+        .is_none()
+    {
+        builder =
+            builder.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
     }
     builder.with_service_name(service).build()
 }
@@ -264,7 +278,10 @@ mod tests {
         assert_eq!(c.protocol, Protocol::HttpBinary);
         assert!(c.warnings.is_empty());
         let c = config(&[
-            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/v1/traces"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c:4318/v1/traces",
+            ),
             ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
         ])
         .unwrap();

@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod ollama;
 pub mod openai;
+pub mod otlp;
 pub mod responses;
 pub mod stub;
 
@@ -32,6 +33,17 @@ const SCRUBBED: &[&str] = &[
     "https_proxy",
     "ALL_PROXY",
     "NO_COLOR",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "TRACEPARENT",
+    "TRACESTATE",
 ];
 
 /// A sandboxed place to run the binary: `home/` (config and state live
