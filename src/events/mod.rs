@@ -175,10 +175,47 @@ pub struct EventRecord {
     pub json: Value,
 }
 
+/// One request sent to a model (every attempt, probes and subagents
+/// included). Not an `Event`: it has no `seq` and is not in `--json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestRecord {
+    pub step: u32,
+    /// The spec, e.g. `openai/gpt-5`.
+    pub model: String,
+    /// The part of the spec before `/`.
+    pub provider: String,
+    /// `scheme://host:port` only, never a path, query or credentials.
+    pub endpoint: Option<String>,
+    /// 1, 2, ... within this model and step.
+    pub attempt: u32,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    /// Time from sending to the first stream event; `None` when none came.
+    pub first_event_ms: Option<u64>,
+    pub duration_ms: u64,
+    /// `ok` or the SPEC section 4 failure reason.
+    pub outcome: String,
+    pub http_status: Option<u16>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    /// The model name the server says answered, when it says.
+    pub response_model: Option<String>,
+}
+
 /// A consumer of events. Sinks must not fail the run: they report their own
 /// trouble on stderr at most.
 pub trait Sink: Send {
     fn handle(&mut self, record: &EventRecord);
+    /// One request sent to a model by run `run_id` (a subagent's carries
+    /// its parent's id too); not an event.
+    fn model_request(
+        &mut self,
+        _run_id: &str,
+        _parent_run_id: Option<&str>,
+        _record: &RequestRecord,
+    ) {
+    }
     /// Streamed reply text, for live display; not an event.
     fn text_delta(&mut self, _step: u32, _text: &str) {}
     /// Called just before the top-level run's `run.finished` (given here)
@@ -282,6 +319,14 @@ impl Emitter {
         self.emit(Event::Warning {
             message: message.into(),
         });
+    }
+
+    /// Hands one per-request record to every sink.
+    pub fn model_request(&self, record: RequestRecord) {
+        let parent = self.parent_run_id.as_deref();
+        for sink in self.lock().sinks.iter_mut() {
+            sink.model_request(&self.run_id, parent, &record);
+        }
     }
 
     /// Forwards streamed reply text to sinks that display it.

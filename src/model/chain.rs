@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::price::Pricing;
-use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx};
+use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx, Target};
 use super::{ErrorClass, Model, ModelError, Request, Response};
 use crate::events::Event;
 use crate::health::Health;
@@ -24,6 +24,8 @@ pub struct Member {
     pub model: Box<dyn Model>,
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
+    /// `scheme://host:port` of the endpoint, for per-request records.
+    pub endpoint: Option<String>,
     /// When the run last moved away from this member.
     left_at: Option<Instant>,
 }
@@ -42,7 +44,23 @@ impl Member {
             model,
             pricing,
             context_window,
+            endpoint: None,
             left_at: None,
+        }
+    }
+
+    /// Sets the endpoint shown in per-request records.
+    pub fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
+        self.endpoint = endpoint;
+        self
+    }
+
+    /// What the retry loop needs to ask this member and record it.
+    pub fn target(&self) -> Target<'_> {
+        Target {
+            model: &*self.model,
+            pricing: self.pricing,
+            endpoint: self.endpoint.as_deref(),
         }
     }
 }
@@ -290,9 +308,9 @@ impl ChainModel {
                 can_switch: true,
             };
             let gate = self.health.gate(index, Vec::new(), false);
-            let model = &*self.members[index].model;
+            let target = self.members[index].target();
             let result =
-                request_with_retries_gated(model, &probe, ctx, &self.retry, budget, &gate).await;
+                request_with_retries_gated(target, &probe, ctx, &self.retry, budget, &gate).await;
             drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => {
@@ -352,10 +370,16 @@ impl ChainModel {
             let gate = self
                 .health
                 .gate(index, self.later(index, now), next.is_some());
-            let model = &*self.members[index].model;
-            let result =
-                request_with_retries_gated(model, &member_request, ctx, &self.retry, budget, &gate)
-                    .await;
+            let target = self.members[index].target();
+            let result = request_with_retries_gated(
+                target,
+                &member_request,
+                ctx,
+                &self.retry,
+                budget,
+                &gate,
+            )
+            .await;
             drop(gate);
             let (error, attempts) = match result {
                 Ok(response) => return Ok(self.answer(index, response)),

@@ -204,6 +204,29 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
+tokio::task_local! {
+    /// When the current request's first stream event arrived (set by the
+    /// readers below, read by `watch_first_event`).
+    static FIRST_EVENT: std::sync::Arc<OnceLock<Instant>>;
+}
+
+/// Runs one model request and tells when its first stream event arrived
+/// (`None` when none came). The SSE and NDJSON readers (and the scripted
+/// model) call `note_first_event`; no adapter has to pass anything along.
+pub async fn watch_first_event<F: std::future::Future>(request: F) -> (F::Output, Option<Instant>) {
+    let cell = std::sync::Arc::new(OnceLock::new());
+    let output = FIRST_EVENT.scope(cell.clone(), request).await;
+    (output, cell.get().copied())
+}
+
+/// Marks the first stream event of the request being watched (later calls,
+/// and calls outside `watch_first_event`, change nothing).
+pub fn note_first_event() {
+    let _ = FIRST_EVENT.try_with(|cell| {
+        cell.get_or_init(Instant::now);
+    });
+}
+
 /// Reads server-sent events under the first-event and idle timeouts,
 /// decoding them with the linear-time `sse::SseDecoder`.
 pub struct SseReader {
@@ -239,6 +262,9 @@ impl SseReader {
         loop {
             match self.decoder.next_event() {
                 Ok(Some(event)) => {
+                    if !self.seen_any {
+                        note_first_event();
+                    }
                     self.seen_any = true;
                     return Ok(Some(event));
                 }
@@ -333,6 +359,9 @@ impl NdjsonReader {
                 Ok(None) => self.ended = true,
                 Ok(Some(Err(e))) => return Err(network_error(&e)),
                 Ok(Some(Ok(chunk))) => {
+                    if !self.seen_any {
+                        note_first_event();
+                    }
                     self.seen_any = true;
                     // Drop consumed lines once they are half the buffer:
                     // linear time whatever the size of a network read.

@@ -155,12 +155,30 @@ pub fn build_member(
             resolved.max_output_tokens,
         )),
     };
+    let endpoint = (resolved.api != WireApi::Script)
+        .then(|| origin(&resolved.endpoint))
+        .flatten();
     Ok(Member::new(
         spec.to_string(),
         model,
         resolved.pricing,
         resolved.context_window,
-    ))
+    )
+    .with_endpoint(endpoint))
+}
+
+/// `scheme://host:port` of a base URL: no path, query or credentials (the
+/// port is the scheme's default when the URL names none).
+pub fn origin(endpoint: &str) -> Option<String> {
+    let url = reqwest::Url::parse(endpoint).ok()?;
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    Some(format!("{}://{host}:{port}", url.scheme()))
 }
 
 /// The transport for a provider that takes its key as a bearer token.
@@ -199,7 +217,24 @@ fn ollama_host(value: &str) -> String {
 
 #[cfg(test)]
 mod ollama_host_tests {
-    use super::ollama_host;
+    use super::{ollama_host, origin};
+
+    #[test]
+    fn origin_keeps_scheme_host_and_port_only() {
+        assert_eq!(
+            origin("https://api.openai.com/v1").as_deref(),
+            Some("https://api.openai.com:443")
+        );
+        assert_eq!(
+            origin("http://user:secret@127.0.0.1:8080/v1?key=abc").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            origin("http://[::1]:9000/x").as_deref(),
+            Some("http://[::1]:9000")
+        );
+        assert_eq!(origin("not a url"), None);
+    }
 
     #[test]
     fn scheme_and_port_default_like_ollama() {

@@ -2,10 +2,12 @@
 //! decides whether to wait and ask the same model again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
+use super::http::watch_first_event;
+use super::price::Pricing;
 use super::{ErrorClass, Model, ModelError, Request, Response, StreamObserver};
-use crate::events::{Emitter, Event};
+use crate::events::{Emitter, Event, RequestRecord};
 pub use crate::policy::RetryPolicy;
 use crate::stop::{Stop, StopCause};
 
@@ -68,6 +70,15 @@ pub struct Budget {
     pub can_switch: bool,
 }
 
+/// The model a retry loop asks, with what its per-request records need.
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub model: &'a dyn Model,
+    pub pricing: Option<Pricing>,
+    /// `scheme://host:port` of the model's endpoint (`None` for scripts).
+    pub endpoint: Option<&'a str>,
+}
+
 /// Why a retry loop gave up.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -123,19 +134,19 @@ impl StreamObserver for AttemptObserver<'_> {
 /// scheduled retry and `model.attempt_reset` when a failed attempt had
 /// streamed output. The request is raced against `ctx.stop`.
 pub async fn request_with_retries(
-    model: &dyn Model,
+    target: Target<'_>,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,
     policy: &RetryPolicy,
     budget: Budget,
 ) -> Result<Response, Failure> {
-    request_with_retries_gated(model, request, ctx, policy, budget, &NoHook).await
+    request_with_retries_gated(target, request, ctx, policy, budget, &NoHook).await
 }
 
 /// `request_with_retries` with `hook` consulted before each request and
 /// told of each outcome.
 pub async fn request_with_retries_gated(
-    model: &dyn Model,
+    target: Target<'_>,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,
     policy: &RetryPolicy,
@@ -156,9 +167,16 @@ pub async fn request_with_retries_gated(
             ctx,
             produced: AtomicBool::new(false),
         };
+        let record = RecordStart::now(target, request, ctx, attempt);
         let result = tokio::select! {
-            result = model.complete(request, &observer) => result,
-            cause = ctx.stop.fired() => return Err(Failure::Stopped(cause)),
+            (result, first) = watch_first_event(target.model.complete(request, &observer)) => {
+                record.finish(first, Some(&result));
+                result
+            }
+            cause = ctx.stop.fired() => {
+                record.finish(None, None);
+                return Err(Failure::Stopped(cause));
+            }
         };
         let error = match result {
             Ok(response) => {
@@ -218,9 +236,201 @@ pub async fn request_with_retries_gated(
     }
 }
 
+/// A request as it was sent, for its `RequestRecord`.
+struct RecordStart<'a> {
+    target: Target<'a>,
+    spec: &'a str,
+    ctx: RequestCtx<'a>,
+    attempt: u32,
+    started: Instant,
+    started_at: SystemTime,
+}
+
+impl<'a> RecordStart<'a> {
+    fn now(target: Target<'a>, request: &Request<'a>, ctx: RequestCtx<'a>, attempt: u32) -> Self {
+        RecordStart {
+            target,
+            spec: request.spec,
+            ctx,
+            attempt,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+        }
+    }
+
+    /// Emits the record of this request. A request cut short by a cancel or
+    /// limit (`result` is `None`) has outcome `interrupted`.
+    fn finish(self, first: Option<Instant>, result: Option<&Result<Response, ModelError>>) {
+        let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
+        let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match result {
+            Some(Ok(response)) => {
+                let cost = response.cost_override.unwrap_or_else(|| {
+                    self.target
+                        .pricing
+                        .map(|p| p.cost(&response.usage))
+                        .unwrap_or(0.0)
+                });
+                let usage = &response.usage;
+                (
+                    "ok".to_string(),
+                    None,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    cost,
+                )
+            }
+            None => ("interrupted".to_string(), None, 0, 0, 0.0),
+            Some(Err(error)) => {
+                let status = match error {
+                    ModelError::Status { status, .. } | ModelError::Quota { status, .. } => {
+                        Some(*status)
+                    }
+                    _ => None,
+                };
+                (error.reason(), status, 0, 0, 0.0)
+            }
+        };
+        self.ctx.emitter.model_request(RequestRecord {
+            step: self.ctx.step,
+            model: self.spec.to_string(),
+            provider: self.spec.split('/').next().unwrap_or_default().to_string(),
+            endpoint: self.target.endpoint.map(str::to_string),
+            attempt: self.attempt,
+            started_at: humantime::format_rfc3339_millis(self.started_at).to_string(),
+            first_event_ms: first.map(|t| ms(t.saturating_duration_since(self.started))),
+            duration_ms: ms(self.started.elapsed()),
+            outcome,
+            http_status,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            response_model: None,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::{EventRecord, Sink};
+    use crate::model::{FinishReason, Usage};
+    use std::sync::{Arc, Mutex};
+
+    struct Records(Arc<Mutex<Vec<(String, RequestRecord)>>>);
+    impl Sink for Records {
+        fn handle(&mut self, _record: &EventRecord) {}
+        fn model_request(&mut self, run_id: &str, _parent: Option<&str>, record: &RequestRecord) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((run_id.to_string(), record.clone()));
+        }
+    }
+
+    /// Fails with HTTP 503 `failures` times, then answers.
+    struct Flaky(std::sync::atomic::AtomicU32, u32);
+    #[async_trait::async_trait]
+    impl Model for Flaky {
+        async fn complete(
+            &self,
+            _request: &Request<'_>,
+            _observer: &dyn StreamObserver,
+        ) -> Result<Response, ModelError> {
+            if self.0.fetch_add(1, Ordering::Relaxed) < self.1 {
+                return Err(ModelError::Status {
+                    status: 503,
+                    message: "busy".into(),
+                    retry_after: None,
+                });
+            }
+            crate::model::http::note_first_event();
+            Ok(Response {
+                text: "hi".into(),
+                tool_calls: vec![],
+                usage: Usage {
+                    input_tokens: 1_000_000,
+                    output_tokens: 500_000,
+                    cached_input_tokens: 0,
+                },
+                finish: FinishReason::Stop,
+                extra: None,
+                cost_override: None,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn every_attempt_is_recorded_with_its_outcome_and_cost() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new("r1", vec![Box::new(Records(seen.clone()))]);
+        let stop = Stop::never();
+        let ctx = RequestCtx {
+            step: 4,
+            emitter: &emitter,
+            stop: &stop,
+        };
+        let model = Flaky(Default::default(), 2);
+        let target = Target {
+            model: &model,
+            pricing: Some(Pricing {
+                input: 2.0,
+                output: 10.0,
+                cached_input: 0.5,
+            }),
+            endpoint: Some("http://127.0.0.1:9"),
+        };
+        let request = Request {
+            system: "",
+            messages: &[],
+            tools: &[],
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec: "gw/m",
+        };
+        let policy = RetryPolicy {
+            backoff: Duration::ZERO,
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        let budget = Budget {
+            max_attempts: 6,
+            can_switch: false,
+        };
+        let response = request_with_retries(target, &request, ctx, &policy, budget).await;
+        assert!(response.is_ok());
+        let seen = seen.lock().unwrap();
+        let rows: Vec<(u32, &str, Option<u16>, bool)> = seen
+            .iter()
+            .map(|(_, r)| {
+                (
+                    r.attempt,
+                    r.outcome.as_str(),
+                    r.http_status,
+                    r.first_event_ms.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (1, "http_503", Some(503), false),
+                (2, "http_503", Some(503), false),
+                (3, "ok", None, true)
+            ]
+        );
+        let (run_id, last) = &seen[2];
+        assert_eq!(run_id, "r1");
+        assert_eq!((last.step, last.model.as_str()), (4, "gw/m"));
+        assert_eq!(last.provider, "gw");
+        assert_eq!(last.endpoint.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            (last.input_tokens, last.output_tokens),
+            (1_000_000, 500_000)
+        );
+        assert!((last.cost_usd - 7.0).abs() < 1e-9, "{}", last.cost_usd);
+        assert!(last.started_at.ends_with('Z'), "{}", last.started_at);
+    }
 
     fn policy() -> RetryPolicy {
         RetryPolicy {

@@ -186,6 +186,10 @@ impl Model for ScriptModel {
         {
             tokio::time::sleep(delay).await;
         }
+        if reply.error.is_none() || reply.text.as_deref().is_some_and(|t| !t.is_empty()) {
+            // A scripted reply "streams" at once: its first event is now.
+            super::http::note_first_event();
+        }
         if let Some(text) = &reply.text {
             if !text.is_empty() {
                 observer.text_delta(text);
