@@ -464,6 +464,61 @@ mod tests {
         );
     }
 
+    struct Flusher;
+    impl Sink for Flusher {
+        fn handle(&mut self, _record: &EventRecord) {}
+        fn before_run_finished(&mut self, _run_id: &str, finished: &Event) -> Option<String> {
+            matches!(finished, Event::RunFinished { .. }).then(|| "could not ship".to_string())
+        }
+    }
+
+    fn run_finished() -> Event {
+        Event::RunFinished {
+            status: "completed".into(),
+            exit_code: 0,
+            steps: 1,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            duration_ms: 0,
+            model_fallbacks: 0,
+            active_model: "script/a".into(),
+            output: Value::Null,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_sinks_flush_warning_comes_just_before_run_finished_and_only_for_the_top_run() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new(
+            "r1",
+            vec![Box::new(Flusher), Box::new(Capture(seen.clone()))],
+        );
+        emitter.child("kid").emit(run_finished());
+        emitter.emit(run_finished());
+        let seen = seen.lock().unwrap();
+        let kinds: Vec<(&str, &str, u64)> = seen
+            .iter()
+            .map(|e| {
+                (
+                    e["run_id"].as_str().unwrap(),
+                    e["type"].as_str().unwrap(),
+                    e["seq"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("kid", "run.finished", 1),
+                ("r1", "warning", 1),
+                ("r1", "run.finished", 2)
+            ]
+        );
+        assert_eq!(seen[1]["message"], "could not ship");
+    }
+
     #[test]
     fn switch_lines_match_spec() {
         let line = switch_line(&Event::ModelFallback {

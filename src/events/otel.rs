@@ -23,7 +23,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 use serde_json::json;
 
-use super::{Event, EventRecord, Sink};
+use super::{Event, EventRecord, RequestRecord, Sink};
 use crate::tools::bash::SpawnEnv;
 pub use export::OtelConfig;
 use export::{short_reason, Failures, FLUSH_BUDGET};
@@ -234,6 +234,66 @@ impl OtelSink {
             span.end_with_timestamp(at);
         }
         self.publish_spawn_env();
+    }
+
+    /// A `chat <model>` span for one request sent to a model. A failed one
+    /// ends at once; a successful one waits for its reply's finish reason.
+    fn chat(&mut self, run_id: &str, parent_run_id: Option<&str>, record: &RequestRecord) {
+        let start = timestamp(&record.started_at);
+        let end = start + Duration::from_millis(record.duration_ms);
+        close_pending(self.run(run_id, parent_run_id, start));
+        let parent = self.context_in(run_id);
+        let model_id = record
+            .model
+            .strip_prefix(&format!("{}/", record.provider))
+            .unwrap_or(&record.model)
+            .to_string();
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", record.provider.clone()),
+            KeyValue::new("gen_ai.request.model", model_id.clone()),
+            KeyValue::new("gen_ai.usage.input_tokens", as_i64(record.input_tokens)),
+            KeyValue::new("gen_ai.usage.output_tokens", as_i64(record.output_tokens)),
+            KeyValue::new("tinyagent.model", record.model.clone()),
+            KeyValue::new("tinyagent.attempt", i64::from(record.attempt)),
+            KeyValue::new("tinyagent.step", i64::from(record.step)),
+            KeyValue::new("tinyagent.cost_usd", record.cost_usd),
+        ];
+        let ok = record.outcome == "ok";
+        if ok {
+            let answered = record.response_model.clone().unwrap_or(model_id);
+            attributes.push(KeyValue::new("gen_ai.response.model", answered));
+        } else {
+            attributes.push(KeyValue::new("error.type", record.outcome.clone()));
+        }
+        if let Some((host, port)) = record.endpoint.as_deref().and_then(host_port) {
+            attributes.push(KeyValue::new("server.address", host));
+            attributes.push(KeyValue::new("server.port", port));
+        }
+        if let Some(status) = record.http_status {
+            attributes.push(KeyValue::new(
+                "http.response.status_code",
+                i64::from(status),
+            ));
+        }
+        if let Some(ms) = record.first_event_ms {
+            attributes.push(KeyValue::new("tinyagent.first_event_ms", as_i64(ms)));
+        }
+        let mut span = self
+            .tracer
+            .span_builder(format!("chat {}", record.model))
+            .with_kind(SpanKind::Client)
+            .with_start_time(start)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &parent);
+        if ok {
+            if let Some(run) = self.runs.get_mut(run_id) {
+                run.pending_chat = Some((span, end));
+            }
+        } else {
+            span.set_status(Status::error(record.outcome.clone()));
+            span.end_with_timestamp(end);
+        }
     }
 
     /// Ends a run span with the totals of its `run.finished`.
@@ -480,6 +540,10 @@ impl Sink for OtelSink {
         }
     }
 
+    fn model_request(&mut self, run_id: &str, parent_run_id: Option<&str>, record: &RequestRecord) {
+        self.chat(run_id, parent_run_id, record);
+    }
+
     fn before_run_finished(&mut self, run_id: &str, finished: &Event) -> Option<String> {
         self.end_run(run_id, finished, SystemTime::now());
         let reason = self.flush(FLUSH_BUDGET)?;
@@ -535,6 +599,13 @@ fn timestamp(ts: &str) -> SystemTime {
     humantime::parse_rfc3339_weak(ts).unwrap_or_else(|_| SystemTime::now())
 }
 
+/// Host and port of a `scheme://host:port` origin.
+fn host_port(origin: &str) -> Option<(String, i64)> {
+    let url = reqwest::Url::parse(origin).ok()?;
+    let host = url.host_str()?.to_string();
+    Some((host, i64::from(url.port_or_known_default()?)))
+}
+
 fn as_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -571,4 +642,57 @@ fn output_messages(text: &str, calls: &[serde_json::Value], finish: Option<&str>
         message["finish_reason"] = json!(finish);
     }
     json!([message]).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparent_round_trips_through_the_propagator() {
+        let cx = extract(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            Some("vendor=abc"),
+        );
+        let sc = cx.span().span_context().clone();
+        assert!(sc.is_valid() && sc.is_sampled());
+        assert_eq!(
+            inject(&sc),
+            [
+                (
+                    "TRACEPARENT".to_string(),
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_string()
+                ),
+                ("TRACESTATE".to_string(), "vendor=abc".to_string()),
+            ]
+        );
+        assert!(!extract("garbage", None).span().span_context().is_valid());
+    }
+
+    #[test]
+    fn captured_text_is_bounded() {
+        let long = "é".repeat(MAX_CONTENT_CHARS + 10);
+        let cut = bounded(&long);
+        assert!(cut.ends_with("…[truncated]"));
+        assert_eq!(
+            cut.chars().count(),
+            MAX_CONTENT_CHARS + "…[truncated]".chars().count()
+        );
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn event_times_parse_and_origins_split() {
+        let t = timestamp("2026-12-01T09:51:07.123Z");
+        let ms = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        assert_eq!(ms % 1000, 123);
+        assert_eq!(
+            host_port("https://api.openai.com:443"),
+            Some(("api.openai.com".to_string(), 443))
+        );
+        assert_eq!(host_port("not a url"), None);
+    }
 }

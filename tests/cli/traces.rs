@@ -111,6 +111,37 @@ fn a_run_exports_run_and_tool_spans_as_protobuf_joining_traceparent() {
     let submit = one(&spans, "execute_tool submit");
     assert_eq!(submit.parent_span_id, run_span.span_id);
 
+    let chats = named(&spans, &format!("chat {model}"));
+    assert_eq!(chats.len(), 2, "{spans:#?}");
+    let mut chats = chats.clone();
+    chats.sort_by_key(|s| s.start_ns);
+    for (i, chat) in chats.iter().enumerate() {
+        assert_eq!(chat.kind, 3, "client");
+        assert_eq!(chat.parent_span_id, run_span.span_id);
+        assert_eq!(chat.attr("gen_ai.operation.name"), "chat");
+        assert_eq!(chat.attr("gen_ai.provider.name"), "script");
+        assert_eq!(
+            chat.attr("gen_ai.request.model"),
+            model.strip_prefix("script/").unwrap()
+        );
+        assert!(chat.attr("gen_ai.response.model").is_string());
+        assert_eq!(chat.attr("tinyagent.attempt"), 1);
+        assert_eq!(chat.attr("tinyagent.step"), i as i64 + 1);
+        assert_eq!(chat.status_code, 0);
+        assert!(!chat.attributes.contains_key("error.type"));
+    }
+    assert_eq!(chats[0].attr("gen_ai.usage.input_tokens"), 100);
+    assert_eq!(chats[0].attr("gen_ai.usage.output_tokens"), 10);
+    assert_eq!(chats[1].attr("gen_ai.usage.input_tokens"), 200);
+    assert_eq!(
+        chats[0].attr("gen_ai.response.finish_reasons"),
+        &serde_json::json!(["tool_calls"])
+    );
+    assert!(
+        chats[0].end_ns <= bash.start_ns,
+        "the request came before its tool call"
+    );
+
     // TRACEPARENT out: the command ran inside its own tool span.
     let output = of_type(&r.events, "tool.finished")[0]["output"]
         .as_str()
@@ -215,6 +246,21 @@ fn a_switch_is_a_fallback_event_on_the_run_span() {
     assert_eq!(attrs["attempts"], 3);
     assert_eq!(run_span.attr("tinyagent.model_fallbacks"), 1);
     assert_eq!(run_span.attr("tinyagent.active_model"), b.as_str());
+
+    // Every attempt is a chat span: three failed ones on a, one on b.
+    let mut failed = named(&spans, &format!("chat {a}"));
+    failed.sort_by_key(|s| s.start_ns);
+    assert_eq!(failed.len(), 3, "{spans:#?}");
+    for (i, chat) in failed.iter().enumerate() {
+        assert_eq!(chat.attr("error.type"), "http_503");
+        assert_eq!(chat.status_code, 2, "error");
+        assert_eq!(chat.attr("tinyagent.attempt"), i as i64 + 1);
+        assert_eq!(chat.parent_span_id, run_span.span_id);
+    }
+    let answered = one(&spans, &format!("chat {b}"));
+    assert_eq!(answered.status_code, 0);
+    assert_eq!(answered.attr("tinyagent.attempt"), 1);
+    assert!(!answered.attributes.contains_key("error.type"));
 }
 
 #[test]
@@ -317,4 +363,75 @@ fn without_an_endpoint_nothing_is_exported_and_traceparent_passes_through() {
         .unwrap()
         .to_string();
     assert!(output.contains(&format!("TP={traceparent}")), "{output}");
+}
+
+#[test]
+fn a_return_to_the_primary_is_a_restore_event() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let a = env.script(
+        "a.yaml",
+        "- error: {status: 503}\n- tool_calls:\n  - {name: bash, arguments: {command: 'true'}}\n- tool_calls:\n  - {name: submit, arguments: {output: from-a}}\n",
+    );
+    let b = env.script(
+        "b.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'true'}}\n",
+    );
+    let r = run(
+        &env,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url())],
+        &format!("{FAST_RETRY}fallback: {{switch_after: 1, cooldown: 0}}\n"),
+        &["-m", &a, "--fallback-model", &b],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let spans = collector.spans();
+    let run_span = one(&spans, "invoke_agent tinyagent");
+    let names: Vec<&str> = run_span.events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["tinyagent.model.fallback", "tinyagent.model.restore"]
+    );
+    let restore = &run_span.events[1].1;
+    assert_eq!(restore["from"], b.as_str());
+    assert_eq!(restore["to"], a.as_str());
+    assert_eq!(restore["step"], 2);
+}
+
+#[test]
+fn a_subagent_is_a_child_run_inside_its_delegate_call() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let child = env.script(
+        "child.yaml",
+        "- tool_calls:\n  - {name: list_files, arguments: {path: .}}\n- tool_calls:\n  - {name: submit, arguments: {output: report}}\n",
+    );
+    let parent = env.script(
+        "parent.yaml",
+        "- tool_calls:\n  - {name: delegate, arguments: {task: look around}}\n- tool_calls:\n  - {name: submit, arguments: {output: done}}\n",
+    );
+    let r = run(
+        &env,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url())],
+        &format!("{FAST_RETRY}subagents: {{model: '{child}', step_limit: 5}}\n"),
+        &["-m", &parent],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let spans = collector.spans();
+    let runs = named(&spans, "invoke_agent tinyagent");
+    assert_eq!(runs.len(), 2, "{spans:#?}");
+    let parent_id = r.events[0]["run_id"].as_str().unwrap();
+    let (top, sub): (Vec<&FlatSpan>, Vec<&FlatSpan>) = runs
+        .iter()
+        .partition(|s| s.attr("tinyagent.run_id") == parent_id);
+    let (top, sub) = (top[0], sub[0]);
+    assert_eq!(sub.attr("tinyagent.parent_run_id"), parent_id);
+    let delegate = one(&spans, "execute_tool delegate");
+    assert_eq!(delegate.parent_span_id, top.span_id);
+    assert_eq!(sub.parent_span_id, delegate.span_id);
+    assert_eq!(sub.trace_id, top.trace_id);
+    let list = one(&spans, "execute_tool list_files");
+    assert_eq!(list.parent_span_id, sub.span_id);
+    let child_chats = named(&spans, &format!("chat {child}"));
+    assert_eq!(child_chats.len(), 2);
+    assert!(child_chats.iter().all(|c| c.parent_span_id == sub.span_id));
 }
