@@ -435,3 +435,33 @@ fn a_subagent_is_a_child_run_inside_its_delegate_call() {
     assert_eq!(child_chats.len(), 2);
     assert!(child_chats.iter().all(|c| c.parent_span_id == sub.span_id));
 }
+
+#[test]
+fn a_collector_that_refuses_the_export_is_one_warning_without_its_body() {
+    let env = TestEnv::new();
+    let refusing = crate::support::stub::Stub::start(|_, _| {
+        crate::support::stub::Reply::json(
+            500,
+            &serde_json::json!({"message": "collector-body-words"}),
+        )
+    });
+    let model = env.script("m.yaml", BASH_THEN_SUBMIT);
+    let r = run(
+        &env,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &refusing.url())],
+        FAST_RETRY,
+        &["-m", &model],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(refusing.count() >= 1);
+    let warnings = of_type(&r.events, "warning");
+    assert_eq!(warnings.len(), 1, "{:?}", r.events);
+    assert_eq!(
+        warnings[0]["message"],
+        format!(
+            "traces could not be exported to {}: HTTP 500",
+            refusing.url()
+        )
+    );
+    assert!(!r.stderr.contains("collector-body-words"));
+}

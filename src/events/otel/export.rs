@@ -133,10 +133,13 @@ pub(crate) fn short_reason(error: &OTelSdkError) -> String {
         OTelSdkError::Timeout(_) => "timed out".to_string(),
         OTelSdkError::AlreadyShutdown => "already shut down".to_string(),
         OTelSdkError::InternalFailure(text) => {
-            if let Some(rest) = text.split("Status Code: ").nth(1) {
-                let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                if !code.is_empty() {
-                    return format!("HTTP {code}");
+            // The SDK's own message, or reqwest's `error_for_status`.
+            for marker in ["Status Code: ", "Status("] {
+                if let Some(rest) = text.split(marker).nth(1) {
+                    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    if !code.is_empty() {
+                        return format!("HTTP {code}");
+                    }
                 }
             }
             let lower = text.to_ascii_lowercase();
@@ -312,6 +315,10 @@ mod tests {
             "OpenTelemetry trace export failed. Url: http://x/v1/traces, Status Code: 503, Response: \"secret body\"".into(),
         );
         assert_eq!(short_reason(&status), "HTTP 503");
+        let status = OTelSdkError::InternalFailure(
+            "reqwest::Error { kind: Status(404, None), url: \"http://x/v1/traces\" }".into(),
+        );
+        assert_eq!(short_reason(&status), "HTTP 404");
         let refused = OTelSdkError::InternalFailure(
             "reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\")) }".into(),
         );
