@@ -37,6 +37,8 @@ pub struct OtelConfig {
     service_name: Option<String>,
     /// Notes to show as `warning` events when the run starts.
     pub warnings: Vec<String>,
+    /// Why tracing cannot start (an endpoint that is not an http(s) URL).
+    invalid: Option<String>,
     timeout_from_env: bool,
 }
 
@@ -58,8 +60,20 @@ impl OtelConfig {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))?;
+        let (name, endpoint) = match var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some(url) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url),
+            None => (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                var("OTEL_EXPORTER_OTLP_ENDPOINT")?,
+            ),
+        };
+        // The SDK would quietly send to localhost instead of a bad URL.
+        let invalid = match reqwest::Url::parse(&endpoint) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => None,
+            _ => Some(format!(
+                "tracing is off: {name} is not an http:// or https:// URL"
+            )),
+        };
         if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
             || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"))
         {
@@ -89,6 +103,7 @@ impl OtelConfig {
             tracestate: var("TRACESTATE"),
             service_name: var("OTEL_SERVICE_NAME"),
             warnings,
+            invalid,
             timeout_from_env: var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").is_some()
                 || var("OTEL_EXPORTER_OTLP_TIMEOUT").is_some(),
         })
@@ -196,6 +211,9 @@ impl SpanExporter for Watched {
 /// Starts the tracer provider: OTLP/HTTP exporter (endpoint and headers
 /// from the standard variables, read by the SDK), batched on its own thread.
 pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Failures), String> {
+    if let Some(invalid) = &config.invalid {
+        return Err(invalid.clone());
+    }
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(config.protocol);
@@ -296,6 +314,18 @@ mod tests {
         .unwrap();
         assert_eq!(c.protocol, Protocol::HttpBinary);
         assert!(c.warnings[0].contains("grpc is not supported"));
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_an_http_url_turns_tracing_off_with_a_reason() {
+        for bad in ["localhost:4318", "ftp://c/x", "not a url"] {
+            let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", bad)]).unwrap();
+            let err = start(&c).err().expect(bad);
+            assert_eq!(
+                err,
+                "tracing is off: OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL"
+            );
+        }
     }
 
     #[test]
