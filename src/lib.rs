@@ -248,7 +248,8 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let spawn_env = SpawnEnv::default();
     let mut otel_warnings = Vec::new();
     if let Some(config) = OtelConfig::from_env(&process_env) {
-        let (sink, warnings) = OtelSink::start(config, spawn_env.clone());
+        let slot = spawn_env.clone();
+        let (sink, warnings) = OtelSink::start(config, Box::new(move |vars| slot.set(vars)));
         sinks.extend(sink.map(|s| Box::new(s) as Box<dyn Sink>));
         otel_warnings = warnings;
     }

@@ -24,12 +24,15 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 use serde_json::json;
 
 use super::{Event, EventRecord, RequestRecord, Sink};
-use crate::tools::bash::SpawnEnv;
 pub use export::OtelConfig;
 use export::{short_reason, Failures, FLUSH_BUDGET};
 
 /// Largest captured text (prompt, answer, arguments, output) per attribute.
 const MAX_CONTENT_CHARS: usize = 16 * 1024;
+
+/// Where the sink hands the environment variables (`TRACEPARENT`,
+/// `TRACESTATE`) that commands started from now on should get.
+pub type Publish = Box<dyn Fn(Vec<(String, String)>) + Send>;
 
 /// One run's open spans.
 struct RunSpans {
@@ -55,8 +58,8 @@ pub struct OtelSink {
     parents: HashMap<String, String>,
     /// Open tool calls, innermost last, as (run_id, call_id).
     open_tools: Vec<(String, String)>,
-    /// Where the innermost tool span's `TRACEPARENT` is published for `bash`.
-    spawn_env: SpawnEnv,
+    /// Publishes the innermost tool span's `TRACEPARENT` for `bash`.
+    publish: Publish,
     warned: bool,
     shut_down: bool,
 }
@@ -65,7 +68,7 @@ impl OtelSink {
     /// Starts the exporter. Returns the sink and the warnings to emit once
     /// the run has started; an exporter that cannot be built is a warning
     /// and no sink.
-    pub fn start(config: OtelConfig, spawn_env: SpawnEnv) -> (Option<OtelSink>, Vec<String>) {
+    pub fn start(config: OtelConfig, publish: Publish) -> (Option<OtelSink>, Vec<String>) {
         let mut warnings = config.warnings.clone();
         let (provider, failures) = match export::start(&config) {
             Ok(started) => started,
@@ -101,7 +104,7 @@ impl OtelSink {
             runs: HashMap::new(),
             parents: HashMap::new(),
             open_tools: Vec::new(),
-            spawn_env,
+            publish,
             warned: false,
             shut_down: false,
         };
@@ -171,7 +174,7 @@ impl OtelSink {
             Some(span) => inject(span.span_context()),
             None => Vec::new(),
         };
-        self.spawn_env.set(vars);
+        (self.publish)(vars);
     }
 
     fn tool_started(
