@@ -54,8 +54,6 @@ pub struct OtelSink {
     /// The trace from `TRACEPARENT`, or an empty context.
     upstream: Context,
     runs: HashMap<String, RunSpans>,
-    /// Child run id to the run that delegated to it.
-    parents: HashMap<String, String>,
     /// Open tool calls, innermost last, as (run_id, call_id).
     open_tools: Vec<(String, String)>,
     /// Publishes the innermost tool span's `TRACEPARENT` for `bash`.
@@ -102,7 +100,6 @@ impl OtelSink {
             capture: config.capture_content,
             upstream,
             runs: HashMap::new(),
-            parents: HashMap::new(),
             open_tools: Vec::new(),
             publish,
             warned: false,
@@ -115,10 +112,7 @@ impl OtelSink {
     fn run(&mut self, run_id: &str, parent_run_id: Option<&str>, at: SystemTime) -> &mut RunSpans {
         if !self.runs.contains_key(run_id) {
             let parent = match parent_run_id {
-                Some(parent) => {
-                    self.parents.insert(run_id.to_string(), parent.to_string());
-                    self.context_in(parent)
-                }
+                Some(parent) => self.context_in(parent),
                 None => self.upstream.clone(),
             };
             let mut attributes = vec![
@@ -299,8 +293,8 @@ impl OtelSink {
         }
     }
 
-    /// Ends a run span with the totals of its `run.finished`.
-    fn end_run(&mut self, run_id: &str, finished: &Event, at: SystemTime) {
+    /// Ends a run span with how the run ended.
+    fn end_run(&mut self, run_id: &str, end: RunEnd<'_>, at: SystemTime) {
         let Some(mut run) = self.runs.remove(run_id) else {
             return;
         };
@@ -309,52 +303,29 @@ impl OtelSink {
         for (_, mut tool) in run.tools.drain() {
             tool.end_with_timestamp(at);
         }
-        if let Event::RunFinished {
-            status,
-            exit_code,
-            steps,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            model_fallbacks,
-            active_model,
-            output,
-            error,
-            ..
-        } = finished
-        {
-            run.span.set_attributes([
-                KeyValue::new("tinyagent.status", status.clone()),
-                KeyValue::new("tinyagent.exit_code", i64::from(*exit_code)),
-                KeyValue::new("tinyagent.steps", i64::from(*steps)),
-                KeyValue::new("gen_ai.usage.input_tokens", as_i64(*input_tokens)),
-                KeyValue::new("gen_ai.usage.output_tokens", as_i64(*output_tokens)),
-                KeyValue::new("tinyagent.cost_usd", *cost_usd),
-                KeyValue::new("tinyagent.model_fallbacks", i64::from(*model_fallbacks)),
-                KeyValue::new("tinyagent.active_model", active_model.clone()),
-            ]);
-            if status == "error" || status == "output_truncated" {
-                run.span
-                    .set_attribute(KeyValue::new("error.type", status.clone()));
-                let description = match (self.capture, error) {
-                    (true, Some(error)) => bounded(error),
-                    _ => format!("the run ended with status {status}"),
-                };
-                run.span.set_status(Status::error(description));
-            }
-            if self.capture && !output.is_null() {
-                let text = match output {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                run.span.set_attribute(KeyValue::new(
-                    "gen_ai.output.messages",
-                    output_messages(&text, &[], None),
-                ));
-            }
+        run.span
+            .set_attribute(KeyValue::new("tinyagent.status", end.status.to_string()));
+        run.span.set_attributes(end.totals);
+        if end.status == "error" || end.status == "output_truncated" {
+            run.span
+                .set_attribute(KeyValue::new("error.type", end.status.to_string()));
+            let description = match (self.capture, end.error) {
+                (true, Some(error)) => bounded(error),
+                _ => format!("the run ended with status {}", end.status),
+            };
+            run.span.set_status(Status::error(description));
+        }
+        if self.capture && !end.output.is_null() {
+            let text = match end.output {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            run.span.set_attribute(KeyValue::new(
+                "gen_ai.output.messages",
+                output_messages(&text, &[], None),
+            ));
         }
         run.span.end_with_timestamp(at);
-        self.parents.remove(run_id);
         self.publish_spawn_env();
     }
 
@@ -538,7 +509,11 @@ impl Sink for OtelSink {
                     ],
                 );
             }
-            Event::RunFinished { .. } => self.end_run(&record.run_id, &record.event, at),
+            Event::RunFinished { .. } => {
+                if let Some(end) = RunEnd::of(&record.event) {
+                    self.end_run(&record.run_id, end, at);
+                }
+            }
             Event::ProviderRetry { .. } | Event::AttemptReset { .. } | Event::Warning { .. } => {}
         }
     }
@@ -548,7 +523,9 @@ impl Sink for OtelSink {
     }
 
     fn before_run_finished(&mut self, run_id: &str, finished: &Event) -> Option<String> {
-        self.end_run(run_id, finished, SystemTime::now());
+        if let Some(end) = RunEnd::of(finished) {
+            self.end_run(run_id, end, SystemTime::now());
+        }
         let reason = self.flush(FLUSH_BUDGET)?;
         self.warning(reason)
     }
@@ -563,6 +540,50 @@ impl Drop for OtelSink {
         // Never the SDK's own 5 s wait on drop.
         self.warned = true;
         self.shutdown();
+    }
+}
+
+/// How a run ended: its status, totals, answer and error.
+struct RunEnd<'a> {
+    status: &'a str,
+    totals: Vec<KeyValue>,
+    output: &'a serde_json::Value,
+    error: Option<&'a str>,
+}
+
+impl<'a> RunEnd<'a> {
+    /// From a `run.finished`.
+    fn of(event: &'a Event) -> Option<RunEnd<'a>> {
+        let Event::RunFinished {
+            status,
+            exit_code,
+            steps,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            model_fallbacks,
+            active_model,
+            output,
+            error,
+            ..
+        } = event
+        else {
+            return None;
+        };
+        Some(RunEnd {
+            status,
+            totals: vec![
+                KeyValue::new("tinyagent.exit_code", i64::from(*exit_code)),
+                KeyValue::new("tinyagent.steps", i64::from(*steps)),
+                KeyValue::new("gen_ai.usage.input_tokens", as_i64(*input_tokens)),
+                KeyValue::new("gen_ai.usage.output_tokens", as_i64(*output_tokens)),
+                KeyValue::new("tinyagent.cost_usd", *cost_usd),
+                KeyValue::new("tinyagent.model_fallbacks", i64::from(*model_fallbacks)),
+                KeyValue::new("tinyagent.active_model", active_model.clone()),
+            ],
+            output,
+            error: error.as_deref(),
+        })
     }
 }
 
