@@ -9,12 +9,13 @@ and prints the median wall time of each, for two kinds of step:
     figure is the hardest test of the 5 % target);
   * `bash true` each step (a real command, with TRACEPARENT handed to it).
 Also `--version` with tracing configured (it must initialise nothing).
-Run: python3 bench/otel.py [runs]   (builds with `cargo build --release`)
+Run: python3 bench/otel.py [runs]   (builds with `cargo build --release`;
+BENCH_BIN=path skips the build and times that binary)
 """
 import http.server, os, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "tinyagent")
+BIN = os.environ.get("BENCH_BIN") or os.path.join(ROOT, "target", "release", "tinyagent")
 
 
 class Receiver(http.server.BaseHTTPRequestHandler):
@@ -50,7 +51,8 @@ def script(path, steps, call):
 
 def main():
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 15
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if not os.environ.get("BENCH_BIN"):
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = f"http://127.0.0.1:{server.server_address[1]}"
