@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tinyagent::events::sqlite::SqliteSink;
-use tinyagent::events::{Emitter, Event};
+use tinyagent::events::{Emitter, Event, RequestRecord};
 use tinyagent::exit::Status;
 use tinyagent::model::{Message, Role, ToolCall};
 use tinyagent::trajectory::{Checkpoint, JournalOp, Totals, Trajectory};
@@ -270,7 +270,92 @@ fn bench_checkpoint() {
     );
 }
 
+fn request_record(step: u32, attempt: u32) -> RequestRecord {
+    RequestRecord {
+        step,
+        model: "anthropic/claude-sonnet-4-5".into(),
+        provider: "anthropic".into(),
+        endpoint: Some("https://api.anthropic.com:443".into()),
+        attempt,
+        started_at: "2026-01-01T00:00:00.000Z".into(),
+        first_event_ms: Some(420),
+        duration_ms: 3100,
+        outcome: "ok".into(),
+        http_status: None,
+        input_tokens: 12000,
+        output_tokens: 300,
+        cost_usd: 0.04,
+        response_model: None,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// What a `model_requests` row costs: on the run's thread (handing the
+/// record to the writer), and on the writer thread (the row on disk, in
+/// batches as a run produces them). Medians of 5 runs of 2000 requests.
+fn bench_model_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2000;
+    let mut handoff = Vec::new();
+    let mut on_disk = Vec::new();
+    let mut with_events = Vec::new();
+    for round in 0..5 {
+        // Records alone: time to hand each over, and until all are stored.
+        let db = dir.path().join(format!("requests-{round}.db"));
+        let sink = SqliteSink::open(&db).expect("open");
+        let emitter = Emitter::new("bench", vec![Box::new(sink)]);
+        let mut each = Vec::with_capacity(n);
+        let started = Instant::now();
+        for i in 0..n as u32 {
+            let t = Instant::now();
+            emitter.model_request(request_record(i + 1, 1));
+            each.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        emitter.finish();
+        on_disk.push(started.elapsed().as_secs_f64() * 1e3 / n as f64);
+        handoff.push(median(each));
+        let stored: i64 = rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM model_requests", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored as usize, n, "every request recorded");
+        // A whole run's events with and without one record per step.
+        let output = "test result: ok. 120 passed\n".repeat(40);
+        let mut wall = [0.0; 2];
+        for (k, records) in [false, true].into_iter().enumerate() {
+            let db = dir.path().join(format!("run-{round}-{k}.db"));
+            let sink = SqliteSink::open(&db).expect("open");
+            let emitter = Emitter::new("bench", vec![Box::new(sink)]);
+            let started = Instant::now();
+            emitter.emit(run_started());
+            for step in 1..=n as u32 {
+                if records {
+                    emitter.model_request(request_record(step, 1));
+                }
+                for event in step_events(step, &output) {
+                    emitter.emit(event);
+                }
+            }
+            emitter.emit(run_finished(n as u32));
+            emitter.finish();
+            wall[k] = started.elapsed().as_secs_f64() * 1e3;
+        }
+        with_events.push((wall[1] - wall[0]) / n as f64);
+    }
+    println!(
+        "model_requests:  hand-off {:.2} us per request (run thread); {:.3} ms per row until on disk (records alone); {:+.3} ms per request over a {n}-step run's events until on disk (medians of 5)",
+        median(handoff),
+        median(on_disk),
+        median(with_events)
+    );
+}
+
 fn main() {
+    bench_model_requests();
     bench_log_db();
     bench_checkpoint();
 }

@@ -13,7 +13,8 @@ use clap::Parser;
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
 #[command(
     after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted."
+3 step/cost/time limit, 75 outage (every model failed on a transient or quota cause; resume later), \
+130 interrupted."
 )]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin
@@ -98,6 +99,10 @@ pub struct Cli {
         requires = "sandbox"
     )]
     pub sandbox_allow_domain: Vec<String>,
+
+    /// Probe every model of the configuration with one small request each, print a verdict per model, and exit (0 all answered, 1 any failed)
+    #[arg(long, conflicts_with = "resume")]
+    pub check: bool,
 
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]

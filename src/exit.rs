@@ -46,6 +46,20 @@ impl Status {
 /// Usage, config or validation error: always before any model request.
 pub const USAGE: i32 = 2;
 
+/// EX_TEMPFAIL: the run ended in `error` only because every model it could
+/// ask failed on a transient or quota cause (an outage); worth resuming.
+pub const TEMPFAIL: i32 = 75;
+
+/// The exit code of a run that ended with `status`; `outage` when its error
+/// was the chain running out of models on transient or quota failures.
+pub fn exit_code(status: Status, outage: bool) -> i32 {
+    if outage && status == Status::Error {
+        TEMPFAIL
+    } else {
+        status.exit_code()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +74,13 @@ mod tests {
         assert_eq!(Status::CostLimit.exit_code(), 3);
         assert_eq!(Status::TimeLimit.exit_code(), 3);
         assert_eq!(Status::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn an_outage_is_tempfail_only_for_an_error() {
+        assert_eq!(exit_code(Status::Error, true), 75);
+        assert_eq!(exit_code(Status::Error, false), 1);
+        assert_eq!(exit_code(Status::Interrupted, true), 130);
+        assert_eq!(exit_code(Status::Submitted, false), 0);
     }
 }

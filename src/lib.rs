@@ -3,32 +3,34 @@
 //! `run` is the one place that wires settings, models, tools and sinks
 //! together; see CONTRIBUTING.md for the map of the code.
 
-pub mod agent;
+pub(crate) mod agent;
+pub(crate) mod check;
 pub mod cli;
-pub mod config;
-pub mod conversation;
-pub mod duration;
+pub(crate) mod config;
+pub(crate) mod conversation;
+pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
-pub mod mcp;
+pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
-pub mod resume;
+pub(crate) mod resume;
 pub mod sandbox;
-pub mod settings;
-pub mod setup;
-pub mod stop;
-pub mod tools;
+pub(crate) mod settings;
+pub(crate) mod setup;
+pub(crate) mod stop;
+pub(crate) mod tools;
 pub mod trajectory;
-pub mod worktree;
+pub(crate) mod worktree;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
@@ -39,8 +41,9 @@ use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use mcp::McpServers;
-use model::chain::{ChainModel, Member};
-use model::registry::{build_member, StreamTimeouts};
+use model::chain::ChainModel;
+use model::registry::{build_member, RegistryError};
+use model::spec::ResolvedModel;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
@@ -48,15 +51,13 @@ use tools::bash::{BashTool, CommandBuilder, PlainBash, SpawnEnv};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
-use trajectory::{Checkpoint, Totals, Trajectory};
-
-/// The current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
+use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if cli.check {
+        return check::run(&cli, &process_env);
+    }
     match prepare(&cli) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -81,38 +82,38 @@ pub fn run(cli: Cli) -> i32 {
 /// A run resolved and ready for its first request.
 struct Prepared {
     settings: Settings,
-    members: Vec<Member>,
+    /// The run's chain; the health record joins it once the run has an emitter.
+    chain: ChainModel,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     jobs: JobOptions,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
-/// resume, settings, models and the log database.
+/// resume, settings, the run's and the subagents' models, the job options
+/// and the log database.
 fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
-    let (cli, resume) = match &cli.resume {
-        Some(path) => {
-            let cp = resume::load(path)?;
-            resume::check_model(cli.model.as_deref(), &cp)?;
-            (resume::resumed_cli(cli, &cp), Some(cp))
+    let resume = cli.resume.as_deref().map(resume::load).transpose()?;
+    let settings = Settings::resolve(cli, &process_env, resume.as_ref())?;
+    let chain = build_chain(settings.chain(), &settings)?;
+    let subagent = match &settings.subagents {
+        None => None,
+        Some(sub) => {
+            let chain = build_chain(
+                std::iter::once(&sub.primary).chain(&sub.fallbacks),
+                &settings,
+            )
+            .map_err(|e| SetupError(format!("config subagents: {e}")))?;
+            let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
+            Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
-        None => (cli.clone(), None),
     };
-    let settings = Settings::resolve(&cli, &process_env)?;
-    let timeouts = StreamTimeouts {
-        first_event: settings.retry.stream_first_event_timeout,
-        idle: settings.retry.stream_idle_timeout,
-    };
-    let mut members = Vec::new();
-    for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(
-            spec,
-            &settings.providers,
-            timeouts,
-            &process_env,
-        )?);
-    }
-    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    let jobs = job_options(
+        cli.output_schema.as_deref(),
+        &settings.compaction,
+        &settings.hooks,
+        subagent,
+    )?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -121,11 +122,27 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
     };
     Ok(Prepared {
         settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
     })
+}
+
+/// A chain of `models` (primary first) under the run's retry and fallback
+/// settings: the run's own and the subagents' are built here alike.
+fn build_chain<'a>(
+    models: impl Iterator<Item = &'a ResolvedModel>,
+    settings: &Settings,
+) -> Result<ChainModel, RegistryError> {
+    let members = models
+        .map(|model| build_member(model, settings.retry.stream_timeouts()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ChainModel::new(
+        members,
+        settings.retry.clone(),
+        settings.fallback.clone(),
+    ))
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -140,22 +157,22 @@ fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
 
 /// Warnings due before the first request: unpriced models under a cost
 /// limit, and fallbacks dearer than the primary.
-fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter) {
+fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
     if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in members.iter().filter(|m| m.pricing.is_none()) {
+        for m in models.iter().filter(|m| m.pricing.is_none()) {
             emitter.warn(format!(
                 "model {} has no known price: its responses count as $0 toward the cost limit",
                 m.spec
             ));
         }
     }
-    if let Some(primary) = members[0].pricing {
-        for m in &members[1..] {
+    if let Some(primary) = models[0].pricing {
+        for m in &models[1..] {
             if let Some(p) = m.pricing {
                 if p.input > primary.input || p.output > primary.output {
                     emitter.warn(format!(
                         "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, members[0].spec, p.input, p.output, primary.input, primary.output
+                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
                     ));
                 }
             }
@@ -226,7 +243,7 @@ async fn start_isolation(
 async fn run_agent(prepared: Prepared) -> i32 {
     let Prepared {
         mut settings,
-        members,
+        chain,
         log_db,
         resume,
         jobs,
@@ -244,6 +261,17 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if let Some(db) = log_db {
         sinks.push(Box::new(db));
     }
+    // Under GitHub Actions: annotations and the step summary, which names
+    // the checkpoint to resume (`-o`, else the resumed file).
+    let checkpoint_path = settings
+        .output
+        .clone()
+        .or_else(|| resume.as_ref().map(|cp| cp.path.clone()));
+    let github = events::github::GithubSink::from_env(&process_env, checkpoint_path);
+    let github_warning = github.as_ref().and_then(|g| g.summary_problem());
+    if let Some(sink) = github {
+        sinks.push(Box::new(sink));
+    }
     // Tracing is one more sink; off (nothing initialised) without an endpoint.
     let spawn_env = SpawnEnv::default();
     let mut otel_warnings = Vec::new();
@@ -259,7 +287,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
     let stop = Stop::new(cancel, deadline);
 
-    let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
+    let fallback_models: Vec<String> = settings
+        .fallbacks
+        .iter()
+        .map(|m| m.spec.to_string())
+        .collect();
     let cwd = settings.cwd.display().to_string();
     let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
@@ -291,21 +323,25 @@ async fn run_agent(prepared: Prepared) -> i32 {
     }
     emitter.emit(Event::RunStarted {
         task: doc.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
     });
+    if let Some(warning) = github_warning {
+        emitter.warn(warning);
+    }
     for warning in otel_warnings {
         emitter.warn(warning);
     }
-    price_warnings(&members, settings.cost_limit, &emitter);
+    let models: Vec<&ResolvedModel> = settings.chain().collect();
+    price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
     let mcp = McpServers::start(
-        &settings.config.mcp_servers,
+        &settings.mcp_servers,
         &settings.cwd,
         &process_env,
         &emitter,
@@ -344,8 +380,13 @@ async fn run_agent(prepared: Prepared) -> i32 {
         tools.add(tool);
     }
 
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health::for_run(&settings, &process_env, &emitter));
+    let health = health::for_run(
+        settings.health_db.as_deref(),
+        settings.chain().map(ResolvedModel::health_key).collect(),
+        &settings.fallback,
+        &emitter,
+    );
+    let chain = chain.with_health(health);
     let agent = Agent {
         chain,
         tools,
@@ -380,7 +421,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if !settings.json {
         print_answer(&outcome.output, json_answer);
     }
-    outcome.status.exit_code()
+    outcome.exit_code
 }
 
 /// Limits count the whole run: say so when a resumed run is already past one.
@@ -411,9 +452,9 @@ fn fresh_doc(
         tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.to_string(),
         task: settings.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         fallback_models,
-        active_model: settings.primary.to_string(),
+        active_model: settings.primary.spec.to_string(),
         status: Status::Running,
         error: None,
         started_at: now_rfc3339(),

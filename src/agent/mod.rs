@@ -80,6 +80,8 @@ struct Counters {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub status: Status,
+    /// The process exit code (75 for an outage, else the status's).
+    pub exit_code: i32,
     pub output: Value,
     pub error: Option<String>,
     pub steps: u32,
@@ -106,6 +108,9 @@ pub struct Agent {
 enum StepEnd {
     Continue,
     Finish(Status, Value, Option<String>),
+    /// `error` because every model it could ask failed on a transient or
+    /// quota cause (exit 75).
+    Outage(String),
 }
 
 impl Agent {
@@ -130,6 +135,7 @@ impl Agent {
             self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
         }
         let mut counters = Counters::default();
+        let mut outage = false;
 
         let (status, output, error) = loop {
             if let Some(limit) = self.limits.steps {
@@ -153,9 +159,13 @@ impl Agent {
             match end {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
+                StepEnd::Outage(error) => {
+                    outage = true;
+                    break (Status::Error, Value::Null, Some(error));
+                }
             }
         };
-        self.finish(status, output, error, started)
+        self.finish(status, output, error, started, outage)
     }
 
     async fn step(
@@ -210,6 +220,9 @@ impl Agent {
                         Some(format!("{error} (the context was already compacted)")),
                     )
                 }
+                Err(error @ ChainError::Exhausted { .. }) => {
+                    return StepEnd::Outage(error.to_string())
+                }
                 Err(error) => {
                     return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
                 }
@@ -219,11 +232,7 @@ impl Agent {
         // The step counts once a response arrived.
         self.doc.steps = step;
         let response = answer.response;
-        let totals = &mut self.doc.totals;
-        totals.input_tokens += response.usage.input_tokens;
-        totals.output_tokens += response.usage.output_tokens;
-        totals.cached_input_tokens += response.usage.cached_input_tokens;
-        totals.cost_usd += answer.cost_usd;
+        self.doc.totals.add(&response.usage, answer.cost_usd);
         self.doc.active_model = answer.spec.clone();
         self.emitter.emit(Event::ModelResponse {
             step,
@@ -508,7 +517,7 @@ impl Agent {
         for message in new_messages {
             self.push_message(message);
         }
-        self.finish(status, output, None, Instant::now())
+        self.finish(status, output, None, Instant::now(), false)
     }
 
     fn finish(
@@ -517,13 +526,15 @@ impl Agent {
         output: Value,
         error: Option<String>,
         started: Instant,
+        outage: bool,
     ) -> Outcome {
+        let exit_code = crate::exit::exit_code(status, outage);
         self.sync_doc();
         self.doc.active_model = self.chain.active_spec().to_string();
         self.doc.status = status;
         self.doc.error = error.clone();
         self.doc.output = output.clone();
-        self.doc.finished_at = Some(crate::now_rfc3339());
+        self.doc.finished_at = Some(crate::trajectory::now_rfc3339());
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.finish(&self.doc) {
                 self.emitter
@@ -532,7 +543,7 @@ impl Agent {
         }
         self.emitter.emit(Event::RunFinished {
             status: status.as_str().to_string(),
-            exit_code: status.exit_code(),
+            exit_code,
             steps: self.doc.steps,
             input_tokens: self.doc.totals.input_tokens,
             output_tokens: self.doc.totals.output_tokens,
@@ -546,6 +557,7 @@ impl Agent {
         self.emitter.finish();
         Outcome {
             status,
+            exit_code,
             output,
             error,
             steps: self.doc.steps,

@@ -200,7 +200,9 @@ impl HumanSink {
             | Event::ModelResponse { .. }
             | Event::ToolStarted { .. }
             | Event::ModelFallback { .. }
-            | Event::ModelRestore { .. } => {}
+            | Event::ModelRestore { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. } => {}
         }
     }
 }

@@ -5,9 +5,10 @@
 //! `--json` stream, the log database and the stderr fallback lines all read
 //! the same `EventRecord`.
 
-pub mod human;
-pub mod jsonl;
-pub mod otel;
+pub(crate) mod github;
+pub(crate) mod human;
+pub(crate) mod jsonl;
+pub(crate) mod otel;
 pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,6 +107,27 @@ pub enum Event {
     },
     #[serde(rename = "warning")]
     Warning { message: String },
+    /// `--check`: the verdict on one model (SPEC section 15).
+    #[serde(rename = "check.result")]
+    CheckResult {
+        model: String,
+        ok: bool,
+        /// The SPEC 4 failure reason; null when the model answered.
+        reason: Option<String>,
+        /// The vendor's short message on failure (an addition to SPEC's fields).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        first_event_ms: Option<u64>,
+        /// Whether the reply called the offered tool; null on failure.
+        tool_calls: Option<bool>,
+        priced: bool,
+        /// The human verdict line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
+    /// `--check`: every verdict is in; `ok` when all models answered.
+    #[serde(rename = "check.finished")]
+    CheckFinished { ok: bool, failed: u32 },
     #[serde(rename = "run.finished")]
     RunFinished {
         status: String,
@@ -138,6 +160,8 @@ impl Event {
             Event::ToolFinished { .. } => "tool.finished",
             Event::ContextCompacted { .. } => "context.compacted",
             Event::Warning { .. } => "warning",
+            Event::CheckResult { .. } => "check.result",
+            Event::CheckFinished { .. } => "check.finished",
             Event::RunFinished { .. } => "run.finished",
         }
     }
@@ -155,7 +179,11 @@ impl Event {
             | Event::ToolStarted { step, .. }
             | Event::ToolFinished { step, .. }
             | Event::ContextCompacted { step, .. } => Some(*step),
-            Event::RunStarted { .. } | Event::Warning { .. } | Event::RunFinished { .. } => None,
+            Event::RunStarted { .. }
+            | Event::Warning { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. }
+            | Event::RunFinished { .. } => None,
         }
     }
 }
@@ -269,11 +297,6 @@ impl Emitter {
 
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-
-    /// Adds a sink; events already emitted are not replayed.
-    pub fn add_sink(&self, sink: Box<dyn Sink>) {
-        self.lock().sinks.push(sink);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, EmitterInner> {

@@ -514,7 +514,11 @@ impl Sink for OtelSink {
                     self.end_run(&record.run_id, end, at);
                 }
             }
-            Event::ProviderRetry { .. } | Event::AttemptReset { .. } | Event::Warning { .. } => {}
+            Event::ProviderRetry { .. }
+            | Event::AttemptReset { .. }
+            | Event::Warning { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. } => {}
         }
     }
 

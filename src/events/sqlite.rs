@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use rusqlite::{
     params, Connection, ErrorCode, OptionalExtension, Transaction, TransactionBehavior,
 };
+use rusqlite_migration::{Migrations, M};
 
-use super::{Event, EventRecord, Sink};
+use super::{Event, EventRecord, RequestRecord, Sink};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How long one statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,64 +28,85 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 /// Most records written in one transaction.
 const MAX_BATCH: usize = 512;
 
-/// Migrations, in order: `MIGRATIONS[n]` upgrades a database from version
-/// `n` to `n + 1`. A new schema version is one more entry here.
-const MIGRATIONS: &[fn(&Transaction) -> rusqlite::Result<()>] = &[migrate_0_to_1];
-
 /// Version 1: the three tables of SPEC section 8.
-fn migrate_0_to_1(tx: &Transaction) -> rusqlite::Result<()> {
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS runs (
-            run_id          TEXT PRIMARY KEY,
-            started_at      TEXT NOT NULL,
-            finished_at     TEXT,
-            task            TEXT NOT NULL,
-            cwd             TEXT NOT NULL,
-            model           TEXT NOT NULL,
-            fallback_models TEXT,
-            active_model    TEXT,
-            status          TEXT NOT NULL,
-            exit_code       INTEGER,
-            steps           INTEGER NOT NULL DEFAULT 0,
-            input_tokens    INTEGER NOT NULL DEFAULT 0,
-            output_tokens   INTEGER NOT NULL DEFAULT 0,
-            cost_usd        REAL NOT NULL DEFAULT 0,
-            error           TEXT,
-            resumed_from    TEXT
-        );
-        CREATE TABLE IF NOT EXISTS events (
-            run_id TEXT NOT NULL,
-            seq    INTEGER NOT NULL,
-            ts     TEXT NOT NULL,
-            type   TEXT NOT NULL,
-            step   INTEGER,
-            data   TEXT NOT NULL,
-            PRIMARY KEY (run_id, seq)
-        );
-        CREATE TABLE IF NOT EXISTS tool_calls (
-            run_id      TEXT NOT NULL,
-            step        INTEGER NOT NULL,
-            call_id     TEXT NOT NULL,
-            tool        TEXT NOT NULL,
-            arguments   TEXT NOT NULL,
-            ok          INTEGER,
-            output      TEXT,
-            started_at  TEXT NOT NULL,
-            finished_at TEXT,
-            duration_ms INTEGER
-        );
-        CREATE INDEX IF NOT EXISTS tool_calls_by_call ON tool_calls (run_id, call_id);
-        CREATE INDEX IF NOT EXISTS events_by_type ON events (type);
-        CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started_at);",
-    )
+const V1: &str = "CREATE TABLE IF NOT EXISTS runs (
+        run_id          TEXT PRIMARY KEY,
+        started_at      TEXT NOT NULL,
+        finished_at     TEXT,
+        task            TEXT NOT NULL,
+        cwd             TEXT NOT NULL,
+        model           TEXT NOT NULL,
+        fallback_models TEXT,
+        active_model    TEXT,
+        status          TEXT NOT NULL,
+        exit_code       INTEGER,
+        steps           INTEGER NOT NULL DEFAULT 0,
+        input_tokens    INTEGER NOT NULL DEFAULT 0,
+        output_tokens   INTEGER NOT NULL DEFAULT 0,
+        cost_usd        REAL NOT NULL DEFAULT 0,
+        error           TEXT,
+        resumed_from    TEXT
+    );
+    CREATE TABLE IF NOT EXISTS events (
+        run_id TEXT NOT NULL,
+        seq    INTEGER NOT NULL,
+        ts     TEXT NOT NULL,
+        type   TEXT NOT NULL,
+        step   INTEGER,
+        data   TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE TABLE IF NOT EXISTS tool_calls (
+        run_id      TEXT NOT NULL,
+        step        INTEGER NOT NULL,
+        call_id     TEXT NOT NULL,
+        tool        TEXT NOT NULL,
+        arguments   TEXT NOT NULL,
+        ok          INTEGER,
+        output      TEXT,
+        started_at  TEXT NOT NULL,
+        finished_at TEXT,
+        duration_ms INTEGER
+    );
+    CREATE INDEX IF NOT EXISTS tool_calls_by_call ON tool_calls (run_id, call_id);
+    CREATE INDEX IF NOT EXISTS events_by_type ON events (type);
+    CREATE INDEX IF NOT EXISTS runs_by_started ON runs (started_at);";
+
+/// Version 2: one row per request sent to a model.
+const V2: &str = "CREATE TABLE IF NOT EXISTS model_requests (
+        run_id         TEXT NOT NULL,
+        step           INTEGER NOT NULL,
+        model          TEXT NOT NULL,
+        endpoint       TEXT,
+        attempt        INTEGER NOT NULL,
+        started_at     TEXT NOT NULL,
+        first_event_ms INTEGER,
+        duration_ms    INTEGER NOT NULL,
+        outcome        TEXT NOT NULL,
+        http_status    INTEGER,
+        input_tokens   INTEGER NOT NULL DEFAULT 0,
+        output_tokens  INTEGER NOT NULL DEFAULT 0,
+        cost_usd       REAL NOT NULL DEFAULT 0
+    );
+    CREATE INDEX IF NOT EXISTS model_requests_by_started ON model_requests (started_at);
+    CREATE INDEX IF NOT EXISTS model_requests_by_run ON model_requests (run_id, step);";
+
+/// The schema's migrations, in order (`SCHEMA_VERSION` of them). A new
+/// version is one more entry; each is idempotent (`IF NOT EXISTS`), since
+/// two runs opening an old file together may both apply it.
+fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(V1), M::up(V2)])
 }
 
 /// Opens (creating when missing) and migrates the database at `path`, in
-/// WAL mode with a busy timeout. Errors are one line, for exit 2.
+/// WAL mode with a busy timeout. A database from a newer tinyagent is
+/// refused before anything in it is changed. Errors are one line, for
+/// exit 2.
 pub fn open(path: &Path) -> Result<Connection, String> {
     let fail = |e: rusqlite::Error| format!("log database {}: {e}", path.display());
     let mut conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+    refuse_newer(&conn).map_err(|e| format!("log database {}: {e}", path.display()))?;
     let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)))
         .map_err(fail)?;
     if !mode.eq_ignore_ascii_case("wal") {
@@ -99,25 +121,53 @@ pub fn open(path: &Path) -> Result<Connection, String> {
     Ok(conn)
 }
 
-/// Upgrades the schema to `SCHEMA_VERSION` in one immediate transaction, so
-/// runs that start together on a new file create it exactly once.
+/// Fails when the file's schema is newer than this build's.
+fn refuse_newer(conn: &Connection) -> Result<(), String> {
+    let version: u32 = retry_busy(|| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))
+        .map_err(|e| e.to_string())?;
+    if version > SCHEMA_VERSION {
+        return Err(format!(
+            "schema version {version} is newer than this tinyagent understands ({SCHEMA_VERSION}); \
+             use a newer tinyagent or another --log-db file"
+        ));
+    }
+    Ok(())
+}
+
+/// Upgrades the schema to `SCHEMA_VERSION` in one immediate transaction,
+/// so runs that start together on a new file wait for each other.
 pub fn migrate(conn: &mut Connection) -> Result<(), String> {
-    retry_busy(|| {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version as usize > MIGRATIONS.len() {
-            return Ok(Err(format!(
-                "schema version {version} is newer than this tinyagent understands ({SCHEMA_VERSION})"
-            )));
-        }
-        for step in &MIGRATIONS[version as usize..] {
-            step(&tx)?;
-        }
-        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))?;
-        tx.commit()?;
-        Ok(Ok(()))
+    refuse_newer(conn)?;
+    conn.set_transaction_behavior(TransactionBehavior::Immediate);
+    let migrations = migrations();
+    let result = retry_busy_migration(|| migrations.to_latest(conn));
+    conn.set_transaction_behavior(TransactionBehavior::Deferred);
+    result.map_err(|e| match e {
+        rusqlite_migration::Error::RusqliteError { err, .. } => err.to_string(),
+        rusqlite_migration::Error::MigrationDefinition(
+            rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
+        ) => format!("schema version is newer than this tinyagent understands ({SCHEMA_VERSION})"),
+        other => other.to_string(),
     })
-    .map_err(|e| e.to_string())?
+}
+
+/// `retry_busy` for a migration, whose errors wrap rusqlite's.
+fn retry_busy_migration(
+    mut f: impl FnMut() -> rusqlite_migration::Result<()>,
+) -> rusqlite_migration::Result<()> {
+    let started = Instant::now();
+    let mut wait = Duration::from_millis(2);
+    loop {
+        match f() {
+            Err(rusqlite_migration::Error::RusqliteError { ref err, .. })
+                if is_busy(err) && started.elapsed() < GIVE_UP_AFTER =>
+            {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
@@ -142,9 +192,19 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     }
 }
 
+/// What the writer thread is handed.
+pub enum Item {
+    Event(EventRecord),
+    /// A `model_requests` row of run `run_id`.
+    Request {
+        run_id: String,
+        record: RequestRecord,
+    },
+}
+
 /// Records events into a log database from a background thread.
 pub struct SqliteSink {
-    queue: Option<Sender<EventRecord>>,
+    queue: Option<Sender<Item>>,
     writer: Option<JoinHandle<()>>,
 }
 
@@ -177,7 +237,16 @@ impl SqliteSink {
 impl Sink for SqliteSink {
     fn handle(&mut self, record: &EventRecord) {
         if let Some(queue) = &self.queue {
-            let _ = queue.send(record.clone());
+            let _ = queue.send(Item::Event(record.clone()));
+        }
+    }
+
+    fn model_request(&mut self, run_id: &str, _parent: Option<&str>, record: &RequestRecord) {
+        if let Some(queue) = &self.queue {
+            let _ = queue.send(Item::Request {
+                run_id: run_id.to_string(),
+                record: record.clone(),
+            });
         }
     }
 
@@ -194,7 +263,7 @@ impl Drop for SqliteSink {
 
 /// The writer thread: waits for a record, takes whatever else is queued,
 /// writes it all in one transaction.
-fn write_loop(mut conn: Connection, records: Receiver<EventRecord>, path: PathBuf) {
+fn write_loop(mut conn: Connection, records: Receiver<Item>, path: PathBuf) {
     let mut warned = false;
     while let Ok(first) = records.recv() {
         let mut batch = vec![first];
@@ -217,12 +286,41 @@ fn write_loop(mut conn: Connection, records: Receiver<EventRecord>, path: PathBu
 }
 
 /// Writes records in one immediate transaction.
-pub fn write_batch(conn: &mut Connection, batch: &[EventRecord]) -> rusqlite::Result<()> {
+pub fn write_batch(conn: &mut Connection, batch: &[Item]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    for record in batch {
-        write_record(&tx, record)?;
+    for item in batch {
+        match item {
+            Item::Event(record) => write_record(&tx, record)?,
+            Item::Request { run_id, record } => write_request(&tx, run_id, record)?,
+        }
     }
     tx.commit()
+}
+
+fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite::Result<()> {
+    let clamp = |n: u64| n.min(i64::MAX as u64) as i64;
+    tx.prepare_cached(
+        "INSERT INTO model_requests (run_id, step, model, endpoint, attempt, started_at,
+            first_event_ms, duration_ms, outcome, http_status, input_tokens, output_tokens,
+            cost_usd)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?
+    .execute(params![
+        run_id,
+        r.step,
+        r.model,
+        r.endpoint,
+        r.attempt,
+        r.started_at,
+        r.first_event_ms.map(clamp),
+        clamp(r.duration_ms),
+        r.outcome,
+        r.http_status,
+        clamp(r.input_tokens),
+        clamp(r.output_tokens),
+        r.cost_usd
+    ])?;
+    Ok(())
 }
 
 fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> {
@@ -346,6 +444,8 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::ModelRestore { .. }
         | Event::AssistantMessage { .. }
         | Event::ContextCompacted { .. }
+        | Event::CheckResult { .. }
+        | Event::CheckFinished { .. }
         | Event::Warning { .. } => {}
     }
     Ok(())
@@ -365,7 +465,7 @@ mod tests {
     }
 
     #[test]
-    fn migration_creates_version_one_and_is_idempotent() {
+    fn migration_creates_the_current_version_and_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.db");
         drop(open(&path).unwrap());
@@ -382,14 +482,133 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_schema_is_refused() {
+    fn a_newer_schema_is_refused_and_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log.db");
-        let conn = open(&path).unwrap();
-        conn.execute_batch("PRAGMA user_version = 7").unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 7")
+            .unwrap();
         drop(conn);
+        let before = std::fs::read(&path).unwrap();
         let e = open(&path).unwrap_err();
         assert!(e.contains("schema version 7"), "{e}");
+        assert!(e.contains("newer"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        assert!(!dir.path().join("log.db-wal").exists());
+    }
+
+    #[test]
+    fn a_version_one_database_gains_model_requests_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(V1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO runs (run_id, started_at, task, cwd, model, status)
+                VALUES ('old', '2025-01-01T00:00:00Z', 't', '/w', 'script/a', 'completed');
+             INSERT INTO events (run_id, seq, ts, type, data)
+                VALUES ('old', 1, '2025-01-01T00:00:00Z', 'run.started', '{}');
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+        drop(conn);
+        let conn = open(&path).unwrap();
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 2);
+        let kept: (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(kept, (1, 1));
+        assert_eq!(
+            columns(&conn, "model_requests"),
+            [
+                "run_id",
+                "step",
+                "model",
+                "endpoint",
+                "attempt",
+                "started_at",
+                "first_event_ms",
+                "duration_ms",
+                "outcome",
+                "http_status",
+                "input_tokens",
+                "output_tokens",
+                "cost_usd"
+            ]
+        );
+    }
+
+    #[test]
+    fn request_records_become_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.db");
+        let sink = SqliteSink::open(&path).unwrap();
+        let emitter = Emitter::new("r1", vec![Box::new(sink)]);
+        let record = RequestRecord {
+            step: 2,
+            model: "gw/m".into(),
+            provider: "gw".into(),
+            endpoint: Some("http://127.0.0.1:8080".into()),
+            attempt: 1,
+            started_at: "2026-01-01T00:00:00.000Z".into(),
+            first_event_ms: None,
+            duration_ms: 12,
+            outcome: "http_503".into(),
+            http_status: Some(503),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            response_model: None,
+        };
+        emitter.model_request(record.clone());
+        emitter.child("kid").model_request(RequestRecord {
+            attempt: 2,
+            first_event_ms: Some(5),
+            outcome: "ok".into(),
+            http_status: None,
+            input_tokens: 10,
+            output_tokens: 3,
+            cost_usd: 0.25,
+            ..record
+        });
+        emitter.finish();
+        let conn = Connection::open(&path).unwrap();
+        let mut stmt = conn
+            .prepare(
+                "SELECT run_id, attempt, first_event_ms, outcome, http_status, output_tokens, cost_usd
+                 FROM model_requests ORDER BY rowid",
+            )
+            .unwrap();
+        type Row = (String, u32, Option<i64>, String, Option<u16>, i64, f64);
+        let rows: Vec<Row> = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("r1".into(), 1, None, "http_503".into(), Some(503), 0, 0.0),
+                ("kid".into(), 2, Some(5), "ok".into(), None, 3, 0.25)
+            ]
+        );
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl SqliteStore {
         Self::init(Connection::open_in_memory().map_err(err("cannot open"))?)
     }
 
-    fn init(conn: Connection) -> Result<SqliteStore, StoreError> {
+    fn init(mut conn: Connection) -> Result<SqliteStore, StoreError> {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("cannot set a busy timeout"))?;
         let mode: String = conn
@@ -73,12 +73,10 @@ impl SqliteStore {
                 "schema version {version} is newer than this tinyagent knows ({SCHEMA_VERSION})"
             )));
         }
-        if version < SCHEMA_VERSION {
-            conn.execute_batch(&format!(
-                "{SCHEMA}; PRAGMA user_version = {SCHEMA_VERSION};"
-            ))
-            .map_err(err("cannot create the table"))?;
-        }
+        // One migration per schema version, each idempotent (`IF NOT EXISTS`).
+        rusqlite_migration::Migrations::new(vec![rusqlite_migration::M::up(SCHEMA)])
+            .to_latest(&mut conn)
+            .map_err(|e| StoreError(format!("cannot create the table: {e}")))?;
         Ok(SqliteStore { conn })
     }
 }

@@ -8,7 +8,7 @@ use super::http::watch_first_event;
 use super::price::Pricing;
 use super::{ErrorClass, Model, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event, RequestRecord};
-pub use crate::policy::RetryPolicy;
+pub use crate::policy::{AttemptHook, RetryPolicy};
 use crate::stop::{Stop, StopCause};
 
 /// What a wait after a failure should be.
@@ -91,27 +91,6 @@ pub enum Failure {
     Cooling { attempts: u32 },
 }
 
-/// Consulted by the retry loop around each attempt; the shared health
-/// record (`crate::health::MemberGate`) plugs in here.
-pub trait AttemptHook: Sync {
-    /// Before each request, and after a failure before scheduling a retry:
-    /// `true` ends the loop with `Failure::Cooling`.
-    fn skip(&self) -> bool {
-        false
-    }
-    /// After each transient failure (with its reason): `true` ends the loop
-    /// at once with that failure, as if the budget were spent.
-    fn failed(&self, _reason: &str) -> bool {
-        false
-    }
-    /// After a successful request.
-    fn succeeded(&self) {}
-}
-
-/// A hook that changes nothing.
-pub struct NoHook;
-impl AttemptHook for NoHook {}
-
 /// Forwards text to the emitter and remembers whether any output arrived,
 /// so a failed attempt that showed something can be announced as reset.
 struct AttemptObserver<'a> {
@@ -130,21 +109,11 @@ impl StreamObserver for AttemptObserver<'_> {
 }
 
 /// Sends `request` to `model` until it succeeds, fails for a reason that
-/// waiting won't fix, or `budget` runs out. Emits `provider.retry` for each
-/// scheduled retry and `model.attempt_reset` when a failed attempt had
-/// streamed output. The request is raced against `ctx.stop`.
-pub async fn request_with_retries(
-    target: Target<'_>,
-    request: &Request<'_>,
-    ctx: RequestCtx<'_>,
-    policy: &RetryPolicy,
-    budget: Budget,
-) -> Result<Response, Failure> {
-    request_with_retries_gated(target, request, ctx, policy, budget, &NoHook).await
-}
-
-/// `request_with_retries` with `hook` consulted before each request and
-/// told of each outcome.
+/// waiting won't fix, `hook` says to stop, or `budget` runs out; `hook` is
+/// consulted before each request and told of each outcome. Emits
+/// `provider.retry` for each scheduled retry and `model.attempt_reset` when
+/// a failed attempt had streamed output. The request is raced against
+/// `ctx.stop`.
 pub async fn request_with_retries_gated(
     target: Target<'_>,
     request: &Request<'_>,
@@ -397,7 +366,10 @@ mod tests {
             max_attempts: 6,
             can_switch: false,
         };
-        let response = request_with_retries(target, &request, ctx, &policy, budget).await;
+        struct NoHook;
+        impl AttemptHook for NoHook {}
+        let response =
+            request_with_retries_gated(target, &request, ctx, &policy, budget, &NoHook).await;
         assert!(response.is_ok());
         let seen = seen.lock().unwrap();
         let rows: Vec<(u32, &str, Option<u16>, bool)> = seen

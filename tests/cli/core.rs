@@ -308,6 +308,44 @@ fn config_unknown_key_exits_two_naming_key_and_file() {
 }
 
 #[test]
+fn a_dearer_fallback_is_warned_about_before_the_first_request() {
+    let env = TestEnv::new();
+    env.user_config(
+        "providers:\n  cheap:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models: {m: {input_price: 1, output_price: 2}}\n  dear:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models: {m: {input_price: 3, output_price: 2}}\nretry: {attempts: 1}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", "cheap/m", "--fallback-model", "dear/m", "--json", "t"])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
+    let warn = ev.iter().position(|e| e["type"] == "warning").unwrap();
+    let step = ev.iter().position(|e| e["type"] == "step.started").unwrap();
+    assert!(warn < step);
+    assert_eq!(
+        ev[warn]["message"],
+        "fallback model dear/m costs more than the primary cheap/m ($3/$2 vs $1/$2 per million input/output tokens)"
+    );
+}
+
+#[test]
+fn unknown_provider_api_exits_two_naming_key_file_and_choices() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", SUBMIT);
+    let cfg = env.write(
+        "providers.yaml",
+        "providers:\n  local:\n    api: chat\n    endpoint: http://127.0.0.1:9\n",
+    );
+    env.cmd()
+        .args(["-m", &model, "-c", cfg.to_str().unwrap(), "t"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "providers.yaml: providers.local.api: unknown API 'chat' (expected openai, responses, anthropic or ollama)",
+        ));
+}
+
+#[test]
 fn config_layers_and_flags_take_precedence() {
     let env = TestEnv::new();
     let first = env.script(

@@ -37,7 +37,7 @@ fn without_a_chain_503_forever_ends_in_error_with_no_trace_of_fallback() {
     let a = env.script("a.yaml", "- error: {status: 503}\n");
     let out = env.file("t.json");
     let r = run(&env, FAST_RETRY, &["-m", &a, "-o", out.to_str().unwrap()]);
-    assert_eq!(r.code, Some(1));
+    assert_eq!(r.code, Some(75));
     assert_eq!(
         of_type(&r.events, "provider.retry").len(),
         2,
@@ -46,6 +46,10 @@ fn without_a_chain_503_forever_ends_in_error_with_no_trace_of_fallback() {
     assert!(of_type(&r.events, "model.fallback").is_empty());
     assert!(r.events[0].get("fallback_models").is_none());
     let end = finished(&r.events);
+    assert_eq!(
+        end["exit_code"], 75,
+        "an outage without a chain is exit 75 too"
+    );
     assert_eq!(end["model_fallbacks"], 0);
     assert_eq!(end["active_model"], a.as_str());
     assert!(end["error"].as_str().unwrap().contains("503"));
@@ -211,7 +215,7 @@ fn exhausted_chain_names_every_model_and_reason() {
         FAST_RETRY,
         &["-m", &a, "--fallback-model", &b, "--fallback-model", &c],
     );
-    assert_eq!(r.code, Some(1));
+    assert_eq!(r.code, Some(75));
     let error = finished(&r.events)["error"].as_str().unwrap().to_string();
     for part in [
         format!("{a} (http_503)"),
@@ -352,7 +356,7 @@ fn long_retry_after_switches_at_once_with_a_chain_and_waits_the_cap_without() {
     let retries = of_type(&r.events, "provider.retry");
     assert_eq!(retries.len(), 1);
     assert_eq!(retries[0]["wait_seconds"], 0.02);
-    assert_eq!(r.code, Some(1));
+    assert_eq!(r.code, Some(75));
 }
 
 #[test]
@@ -553,7 +557,7 @@ fn no_fallback_conflicts_with_fallback_model_and_ignores_config() {
         &format!("{FAST_RETRY}fallback_models: [{b}]\n"),
         &["-m", &a, "--no-fallback"],
     );
-    assert_eq!(r.code, Some(1));
+    assert_eq!(r.code, Some(75));
     assert!(of_type(&r.events, "model.fallback").is_empty());
     // And the config chain applies without the flag.
     let r = run(

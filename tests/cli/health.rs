@@ -457,7 +457,7 @@ fn a_resumed_run_skips_the_primary_its_failed_run_recorded() {
     let (env, primary, fallback) = setup(FAST);
     let traj = env.file("t.json");
     let (ev, _, code) = run(&env, &["-m", &primary, "-o", traj.to_str().unwrap()]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(75));
     assert_eq!(
         of_type(&ev, "provider.retry").len(),
         2,

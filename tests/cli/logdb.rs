@@ -86,7 +86,25 @@ fn schema_version_and_wal_mode() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
+    assert_eq!(
+        columns(&conn, "model_requests"),
+        [
+            "run_id",
+            "step",
+            "model",
+            "endpoint",
+            "attempt",
+            "started_at",
+            "first_event_ms",
+            "duration_ms",
+            "outcome",
+            "http_status",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd"
+        ]
+    );
     let mode: String = conn
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();

@@ -3,13 +3,17 @@
 
 mod support;
 
+mod check;
 mod compaction;
 mod core;
 mod fallback;
+mod github;
 mod health;
 mod hooks;
+mod layers;
 mod logdb;
 mod mcp;
+mod model_requests;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;

@@ -169,7 +169,7 @@ fn overloaded_529_is_retried_until_the_attempts_run_out() {
         .args(["-m", MODEL, "--json", "hi"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(75));
     assert_eq!(stub.count(), 3);
     let ev = events(&out.stdout);
     assert_eq!(retry_reasons(&ev), ["http_529", "http_529"]);
@@ -269,7 +269,7 @@ fn a_low_credit_balance_is_quota_and_moves_the_chain_at_once() {
         .args(["-m", MODEL, "--json", "hi"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(75));
     assert_eq!(stub.count(), 1);
     assert!(retry_reasons(&events(&out.stdout)).is_empty());
 

@@ -139,12 +139,12 @@ fn a_text_reply_completes_and_length_is_normalised() {
 }
 
 #[test]
-fn server_errors_are_retried_up_to_the_attempts_then_exit_1() {
+fn server_errors_are_retried_up_to_the_attempts_then_exit_75() {
     let env = TestEnv::new();
     config(&env, 3, false);
     let stub = Stub::sequence(vec![Reply::status(503)]);
     let (code, ev) = run(&env, &stub, &["hi"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(75));
     assert_eq!(stub.count(), 3);
     assert_eq!(retry_reasons(&ev), vec!["http_503", "http_503"]);
 }

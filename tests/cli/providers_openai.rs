@@ -204,12 +204,12 @@ fn a_named_gateway_gets_its_headers_key_and_the_models_token_cap() {
 }
 
 #[test]
-fn server_errors_are_retried_up_to_the_attempts_then_exit_1() {
+fn server_errors_are_retried_up_to_the_attempts_then_exit_75() {
     let env = TestEnv::new();
     config(&env, 3, false);
     let stub = Stub::sequence(vec![Reply::status(503)]);
     let (code, ev, _) = run(&env, &stub, &["hi"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(75));
     assert_eq!(stub.count(), 3);
     assert_eq!(retry_reasons(&ev), vec!["http_503", "http_503"]);
     let retry = of_type(&ev, "provider.retry")[0];
@@ -318,7 +318,7 @@ fn insufficient_quota_is_not_retried() {
                           "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}),
     )]);
     let (code, ev, _) = run(&env, &stub, &["hi"]);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(75));
     assert_eq!(stub.count(), 1);
     assert!(of_type(&ev, "provider.retry").is_empty());
     assert!(finished(&ev)["error"].as_str().unwrap().contains("quota"));

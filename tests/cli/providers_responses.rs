@@ -134,7 +134,7 @@ fn server_errors_are_retried_and_client_errors_are_not() {
         .args(["-m", MODEL, "--json", "hi"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(75));
     assert_eq!(stub.count(), 3);
     assert_eq!(
         retry_reasons(&events(&out.stdout)),
@@ -183,7 +183,7 @@ fn insufficient_quota_is_not_retried_but_a_rate_limit_honours_retry_after() {
         .args(["-m", MODEL, "--json", "hi"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(75));
     assert_eq!(stub.count(), 1);
 
     let stub = Stub::sequence(vec![

@@ -65,7 +65,7 @@ fn an_outage_checkpoint_resumes_redoing_the_failed_step_under_its_number() {
         &env,
         &["-m", &model, "-o", traj.to_str().unwrap(), "the task"],
     );
-    assert_eq!(first.code, Some(1), "{}", first.stderr);
+    assert_eq!(first.code, Some(75), "{}", first.stderr);
     let end = finished(&first.events);
     assert_eq!(
         (end["status"].as_str(), end["steps"].as_u64()),
@@ -136,7 +136,7 @@ fn resume_with_an_added_fallback_finishes_on_the_fallback() {
         &env,
         &["-m", &primary, "-o", traj.to_str().unwrap(), "task"],
     );
-    assert_eq!(first.code, Some(1));
+    assert_eq!(first.code, Some(75));
     assert_eq!(finished(&first.events)["status"], "error");
 
     let out = env.file("resumed.json");
@@ -420,7 +420,7 @@ fn finished_missing_and_foreign_model_checkpoints_are_refused() {
             &["-m", &failing, "-o", errored.to_str().unwrap(), "task"]
         )
         .code,
-        Some(1)
+        Some(75)
     );
     let other = env.script("other.yaml", SUBMIT);
     let refused = run(&env, &["--resume", errored.to_str().unwrap(), "-m", &other]);
@@ -442,7 +442,7 @@ fn a_compacted_history_resumes_as_compacted() {
     );
     let traj = env.file("t.json");
     let first = run(&env, &["-m", &model, "-o", traj.to_str().unwrap(), "task"]);
-    assert_eq!(first.code, Some(1), "{}", first.stderr);
+    assert_eq!(first.code, Some(75), "{}", first.stderr);
     assert_eq!(of_type(&first.events, "context.compacted").len(), 1);
 
     env.script("a.yaml", SUBMIT);
