@@ -20,6 +20,7 @@ BIN = os.environ.get("BENCH_BIN") or os.path.join(ROOT, "target", "release", "ti
 
 class Receiver(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     spans_bytes = 0
 
     def do_POST(self):
