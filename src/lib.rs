@@ -39,6 +39,7 @@ use cli::Cli;
 use conversation::{Message, Role};
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
+use events::otel::{OtelConfig, OtelSink};
 use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
@@ -49,7 +50,7 @@ use model::spec::ResolvedModel;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
-use tools::bash::{BashTool, CommandBuilder, PlainBash};
+use tools::bash::{BashTool, CommandBuilder, PlainBash, SpawnEnv};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::filter::ToolFilter;
 use tools::grep::GrepTool;
@@ -296,6 +297,15 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if let Some(sink) = github {
         sinks.push(Box::new(sink));
     }
+    // Tracing is one more sink; off (nothing initialised) without an endpoint.
+    let spawn_env = SpawnEnv::default();
+    let mut otel_warnings = Vec::new();
+    if let Some(config) = OtelConfig::from_env(&process_env) {
+        let slot = spawn_env.clone();
+        let (sink, warnings) = OtelSink::start(config, Box::new(move |vars| slot.set(vars)));
+        sinks.extend(sink.map(|s| Box::new(s) as Box<dyn Sink>));
+        otel_warnings = warnings;
+    }
     let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
     watch_signals(cancel.clone());
@@ -351,6 +361,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
     for warning in &instructions.warnings {
         emitter.warn(warning.clone());
     }
+    for warning in otel_warnings {
+        emitter.warn(warning);
+    }
     let models: Vec<&ResolvedModel> = settings.chain().collect();
     price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
@@ -387,7 +400,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),
     };
-    tools.add(Box::new(BashTool::new(bash)));
+    tools.add(Box::new(BashTool::new(bash).with_env(spawn_env)));
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));

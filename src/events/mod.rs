@@ -8,6 +8,7 @@
 pub(crate) mod github;
 pub(crate) mod human;
 pub(crate) mod jsonl;
+pub(crate) mod otel;
 pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -273,6 +274,12 @@ pub trait Sink: Send {
     }
     /// Streamed reply text, for live display; not an event.
     fn text_delta(&mut self, _step: u32, _text: &str) {}
+    /// Called just before the top-level run's `run.finished` (given here)
+    /// goes out. A sink that ships data elsewhere ends and flushes it here;
+    /// the warning it may return is emitted first, so it is in the stream.
+    fn before_run_finished(&mut self, _run_id: &str, _finished: &Event) -> Option<String> {
+        None
+    }
     /// Called once at the very end, after `run.finished`.
     fn finish(&mut self) {}
 }
@@ -332,6 +339,20 @@ impl Emitter {
     /// Emits one event to every sink, in order.
     pub fn emit(&self, event: Event) {
         let mut inner = self.lock();
+        if self.parent_run_id.is_none() && matches!(event, Event::RunFinished { .. }) {
+            let warnings: Vec<String> = inner
+                .sinks
+                .iter_mut()
+                .filter_map(|sink| sink.before_run_finished(&self.run_id, &event))
+                .collect();
+            for message in warnings {
+                self.dispatch(&mut inner, Event::Warning { message });
+            }
+        }
+        self.dispatch(&mut inner, event);
+    }
+
+    fn dispatch(&self, inner: &mut EmitterInner, event: Event) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let ts = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         let parent = self.parent_run_id.as_deref();
@@ -497,6 +518,61 @@ mod tests {
             keys,
             ["type", "seq", "ts", "run_id", "parent_run_id", "message"]
         );
+    }
+
+    struct Flusher;
+    impl Sink for Flusher {
+        fn handle(&mut self, _record: &EventRecord) {}
+        fn before_run_finished(&mut self, _run_id: &str, finished: &Event) -> Option<String> {
+            matches!(finished, Event::RunFinished { .. }).then(|| "could not ship".to_string())
+        }
+    }
+
+    fn run_finished() -> Event {
+        Event::RunFinished {
+            status: "completed".into(),
+            exit_code: 0,
+            steps: 1,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            duration_ms: 0,
+            model_fallbacks: 0,
+            active_model: "script/a".into(),
+            output: Value::Null,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_sinks_flush_warning_comes_just_before_run_finished_and_only_for_the_top_run() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let emitter = Emitter::new(
+            "r1",
+            vec![Box::new(Flusher), Box::new(Capture(seen.clone()))],
+        );
+        emitter.child("kid").emit(run_finished());
+        emitter.emit(run_finished());
+        let seen = seen.lock().unwrap();
+        let kinds: Vec<(&str, &str, u64)> = seen
+            .iter()
+            .map(|e| {
+                (
+                    e["run_id"].as_str().unwrap(),
+                    e["type"].as_str().unwrap(),
+                    e["seq"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("kid", "run.finished", 1),
+                ("r1", "warning", 1),
+                ("r1", "run.finished", 2)
+            ]
+        );
+        assert_eq!(seen[1]["message"], "could not ship");
     }
 
     #[test]

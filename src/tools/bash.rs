@@ -2,6 +2,7 @@
 //! returning combined stdout and stderr and the exit code.
 
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,14 +36,41 @@ impl CommandBuilder for PlainBash {
     }
 }
 
+/// Environment variables for the command about to start, published by
+/// someone outside the tool (the trace sink puts the current tool span's
+/// `TRACEPARENT` here when a call starts). Empty unless something sets it.
+#[derive(Clone, Default)]
+pub struct SpawnEnv(Arc<Mutex<Vec<(String, String)>>>);
+
+impl SpawnEnv {
+    /// Replaces the variables given to the next commands.
+    pub fn set(&self, vars: Vec<(String, String)>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = vars;
+    }
+
+    fn get(&self) -> Vec<(String, String)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// The `bash` tool.
 pub struct BashTool {
     builder: Box<dyn CommandBuilder>,
+    env: SpawnEnv,
 }
 
 impl BashTool {
     pub fn new(builder: Box<dyn CommandBuilder>) -> Self {
-        BashTool { builder }
+        BashTool {
+            builder,
+            env: SpawnEnv::default(),
+        }
+    }
+
+    /// Gives each command the variables in `env` at the moment it starts.
+    pub fn with_env(mut self, env: SpawnEnv) -> Self {
+        self.env = env;
+        self
     }
 }
 
@@ -74,6 +102,7 @@ impl Tool for BashTool {
             .unwrap_or(DEFAULT_TIMEOUT)
             .clamp(1, MAX_TIMEOUT);
         let mut cmd = self.builder.build(command, ctx);
+        cmd.envs(self.env.get());
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
@@ -222,6 +251,24 @@ mod tests {
         assert!(out.ok);
         assert!(out.output.len() < 100_000);
         assert!(out.output.contains("characters cut"));
+    }
+
+    #[test]
+    fn published_variables_reach_the_command() {
+        let env = SpawnEnv::default();
+        env.set(vec![("TRACEPARENT".into(), "00-abc-def-01".into())]);
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolCtx {
+            cwd: dir.path().to_path_buf(),
+            stop: Stop::never(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tool = BashTool::new(Box::new(PlainBash)).with_env(env);
+        let out = rt.block_on(tool.run(&json!({"command": "echo $TRACEPARENT"}), &ctx));
+        assert_eq!(out.output, "00-abc-def-01\n");
     }
 
     #[test]

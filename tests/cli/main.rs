@@ -28,6 +28,7 @@ mod sandbox;
 mod schema;
 mod subagents;
 mod tools;
+mod traces;
 mod translation;
 mod usage;
 mod view;

@@ -6,6 +6,7 @@
 pub mod anthropic;
 pub mod ollama;
 pub mod openai;
+pub mod otlp;
 pub mod redis;
 pub mod responses;
 pub mod stub;
@@ -34,6 +35,17 @@ const SCRUBBED: &[&str] = &[
     "ALL_PROXY",
     "NO_COLOR",
     "TINYAGENT_REDIS_PASSWORD",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "TRACEPARENT",
+    "TRACESTATE",
 ];
 
 /// A sandboxed place to run the binary: `home/` (config and state live

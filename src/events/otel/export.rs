@@ -1,0 +1,363 @@
+//! The OTLP/HTTP side of tracing: the variables that turn it on, the
+//! exporter (batched on the SDK's own thread, so the run's current-thread
+//! runtime never waits on a collector), the resource, and failure notes.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry::{Key, KeyValue};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::resource::{
+    EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
+};
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
+};
+use opentelemetry_sdk::Resource;
+
+/// How long one export may take when no `OTEL_EXPORTER_OTLP_*TIMEOUT` says
+/// otherwise: the whole end-of-run flush is bounded by the same figure.
+pub(crate) const FLUSH_BUDGET: Duration = Duration::from_secs(2);
+
+/// Tracing as the environment asks for it.
+#[derive(Clone)]
+pub struct OtelConfig {
+    /// `scheme://host:port` of the collector, for messages (never a path,
+    /// query or credentials).
+    pub endpoint: String,
+    pub protocol: Protocol,
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+    pub capture_content: bool,
+    /// `TRACEPARENT` / `TRACESTATE` of the process that started tinyagent.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
+    /// `OTEL_SERVICE_NAME`.
+    service_name: Option<String>,
+    /// Notes to show as `warning` events when the run starts.
+    pub warnings: Vec<String>,
+    /// Why tracing cannot start (an endpoint that is not an http(s) URL).
+    invalid: Option<String>,
+    timeout_from_env: bool,
+}
+
+impl fmt::Debug for OtelConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OtelConfig")
+            .field("endpoint", &self.endpoint)
+            .field("capture_content", &self.capture_content)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OtelConfig {
+    /// Tracing settings when an OTLP endpoint is set, else `None` (and
+    /// nothing of OpenTelemetry is touched).
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<OtelConfig> {
+        let var = |name: &str| {
+            env(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let (name, endpoint) = match var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some(url) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url),
+            None => (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                var("OTEL_EXPORTER_OTLP_ENDPOINT")?,
+            ),
+        };
+        // The SDK would quietly send to localhost instead of a bad URL.
+        let invalid = match reqwest::Url::parse(&endpoint) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host_str().is_some() => None,
+            _ => Some(format!(
+                "tracing is off: {name} is not an http:// or https:// URL"
+            )),
+        };
+        if var("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || var("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"))
+        {
+            return None;
+        }
+        let mut warnings = Vec::new();
+        let protocol = match var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+            .as_deref()
+        {
+            None | Some("http/protobuf") => Protocol::HttpBinary,
+            Some("http/json") => Protocol::HttpJson,
+            Some(other) => {
+                warnings.push(format!(
+                    "OTEL_EXPORTER_OTLP_PROTOCOL={} is not supported: traces are sent as http/protobuf",
+                    bounded(other, 40)
+                ));
+                Protocol::HttpBinary
+            }
+        };
+        Some(OtelConfig {
+            endpoint: origin(&endpoint),
+            protocol,
+            capture_content: var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+                .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+            traceparent: var("TRACEPARENT"),
+            tracestate: var("TRACESTATE"),
+            service_name: var("OTEL_SERVICE_NAME"),
+            warnings,
+            invalid,
+            timeout_from_env: var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").is_some()
+                || var("OTEL_EXPORTER_OTLP_TIMEOUT").is_some(),
+        })
+    }
+}
+
+/// `scheme://host:port` of a URL, or a placeholder when it does not parse.
+fn origin(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => match (u.host_str(), u.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{}://{host}:{port}", u.scheme()),
+            (Some(host), None) => format!("{}://{host}", u.scheme()),
+            _ => "the OTLP endpoint".to_string(),
+        },
+        Err(_) => "the OTLP endpoint".to_string(),
+    }
+}
+
+fn bounded(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
+/// The first export failure, kept for the one warning a run gets.
+#[derive(Clone, Default)]
+pub(crate) struct Failures(Arc<Mutex<Option<String>>>);
+
+impl Failures {
+    fn note(&self, reason: String) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(reason);
+    }
+
+    pub(crate) fn first(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A short reason for an export error: the SDK's messages can hold the
+/// collector's response body, which never reaches our output.
+pub(crate) fn short_reason(error: &OTelSdkError) -> String {
+    match error {
+        OTelSdkError::Timeout(_) => "timed out".to_string(),
+        OTelSdkError::AlreadyShutdown => "already shut down".to_string(),
+        OTelSdkError::InternalFailure(text) => {
+            // The SDK's own message, or reqwest's `error_for_status`.
+            for marker in ["Status Code: ", "Status("] {
+                if let Some(rest) = text.split(marker).nth(1) {
+                    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    if !code.is_empty() {
+                        return format!("HTTP {code}");
+                    }
+                }
+            }
+            let lower = text.to_ascii_lowercase();
+            if lower.contains("timed out") || lower.contains("timeout") {
+                "timed out".to_string()
+            } else if lower.contains("connect") {
+                "could not connect".to_string()
+            } else {
+                "export failed".to_string()
+            }
+        }
+    }
+}
+
+/// The OTLP exporter, noting its first failure.
+#[derive(Debug)]
+struct Watched {
+    inner: opentelemetry_otlp::SpanExporter,
+    failures: Failures,
+}
+
+impl fmt::Debug for Failures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Failures")
+    }
+}
+
+impl SpanExporter for Watched {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        if let Err(e) = &result {
+            self.failures.note(short_reason(e));
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&mut self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn shutdown(&mut self) -> OTelSdkResult {
+        self.inner.shutdown()
+    }
+
+    fn force_flush(&mut self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// Starts the tracer provider: OTLP/HTTP exporter (endpoint and headers
+/// from the standard variables, read by the SDK), batched on its own thread.
+pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Failures), String> {
+    if let Some(invalid) = &config.invalid {
+        return Err(invalid.clone());
+    }
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(config.protocol);
+    if !config.timeout_from_env {
+        builder = builder.with_timeout(FLUSH_BUDGET);
+    }
+    let inner = builder
+        .build()
+        .map_err(|e| format!("tracing is off: the OTLP exporter could not be set up: {e}"))?;
+    let failures = Failures::default();
+    let exporter = Watched {
+        inner,
+        failures: failures.clone(),
+    };
+    let processor = BatchSpanProcessor::builder(exporter)
+        .with_batch_config(BatchConfigBuilder::default().build())
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .with_resource(resource(config.service_name.clone()))
+        .build();
+    Ok((provider, failures))
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES`, the SDK's own attributes, and `service.name`
+/// from `OTEL_SERVICE_NAME`, else from the resource attributes, else
+/// `tinyagent`.
+fn resource(service_name: Option<String>) -> Resource {
+    let from_env = EnvResourceDetector::new().detect();
+    let service_key = Key::from_static_str("service.name");
+    let service = service_name
+        .or_else(|| from_env.get(&service_key).map(|v| v.to_string()))
+        .unwrap_or_else(|| "tinyagent".to_string());
+    let mut builder = Resource::builder_empty()
+        .with_detectors(&[Box::new(TelemetryResourceDetector)])
+        .with_attributes(
+            from_env
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        );
+    if from_env
+        .get(&Key::from_static_str("service.version"))
+        .is_none()
+    {
+        builder =
+            builder.with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    }
+    builder.with_service_name(service).build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Option<OtelConfig> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        OtelConfig::from_env(&move |name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn off_without_an_endpoint_or_when_disabled() {
+        assert!(config(&[]).is_none());
+        assert!(config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]).is_none());
+        assert!(config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_SDK_DISABLED", "true")
+        ])
+        .is_none());
+        assert!(config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_TRACES_EXPORTER", "none")
+        ])
+        .is_none());
+    }
+
+    #[test]
+    fn protocol_defaults_to_protobuf_and_json_is_chosen_by_name() {
+        let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")]).unwrap();
+        assert_eq!(c.protocol, Protocol::HttpBinary);
+        assert!(c.warnings.is_empty());
+        let c = config(&[
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://c:4318/v1/traces",
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ])
+        .unwrap();
+        assert_eq!(c.protocol, Protocol::HttpJson);
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ])
+        .unwrap();
+        assert_eq!(c.protocol, Protocol::HttpBinary);
+        assert!(c.warnings[0].contains("grpc is not supported"));
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_an_http_url_turns_tracing_off_with_a_reason() {
+        for bad in ["localhost:4318", "ftp://c/x", "not a url"] {
+            let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", bad)]).unwrap();
+            let Err(err) = start(&c) else {
+                panic!("{bad} accepted")
+            };
+            assert_eq!(
+                err,
+                "tracing is off: OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL"
+            );
+        }
+    }
+
+    #[test]
+    fn the_endpoint_in_messages_has_no_credentials_or_path() {
+        let c = config(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "https://user:s3cret@collector.example/otlp?key=abc",
+        )])
+        .unwrap();
+        assert_eq!(c.endpoint, "https://collector.example:443");
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn export_errors_become_short_reasons() {
+        let status = OTelSdkError::InternalFailure(
+            "OpenTelemetry trace export failed. Url: http://x/v1/traces, Status Code: 503, Response: \"secret body\"".into(),
+        );
+        assert_eq!(short_reason(&status), "HTTP 503");
+        let status = OTelSdkError::InternalFailure(
+            "reqwest::Error { kind: Status(404, None), url: \"http://x/v1/traces\" }".into(),
+        );
+        assert_eq!(short_reason(&status), "HTTP 404");
+        let refused = OTelSdkError::InternalFailure(
+            "reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\")) }".into(),
+        );
+        assert_eq!(short_reason(&refused), "could not connect");
+        assert_eq!(
+            short_reason(&OTelSdkError::Timeout(Duration::from_secs(2))),
+            "timed out"
+        );
+    }
+}
