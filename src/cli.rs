@@ -63,6 +63,18 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
+    /// Continue the most recent run of this working directory (TASK, if given, is the follow-up)
+    #[arg(long = "continue", conflicts_with = "resume")]
+    pub continue_run: bool,
+
+    /// After each answer, ask for a follow-up on the terminal and go on in the same conversation
+    #[arg(short = 'i', long, conflicts_with = "json")]
+    pub interactive: bool,
+
+    /// Do not keep this run in the run store (config `save_runs`)
+    #[arg(long)]
+    pub no_save: bool,
+
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]
     pub step_limit: Option<u32>,

@@ -11,10 +11,12 @@ pub mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
+pub mod interactive;
 pub mod mcp;
 pub mod model;
 pub mod policy;
 pub mod resume;
+pub mod runs;
 pub mod sandbox;
 pub mod settings;
 pub mod setup;
@@ -23,6 +25,7 @@ pub mod tools;
 pub mod trajectory;
 pub mod worktree;
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -56,7 +59,44 @@ pub fn now_rfc3339() -> String {
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
-    match prepare(&cli) {
+    match interactive::wanted(&cli) {
+        Ok(true) => interactive::session(cli),
+        Ok(false) => run_one(&cli, Start::default()).code,
+        Err(e) => {
+            eprintln!("tinyagent: error: {e}");
+            exit::USAGE
+        }
+    }
+}
+
+/// What a run starts from besides its flags (an interactive follow-up).
+#[derive(Default)]
+pub struct Start {
+    /// The task, already read (from the session's prompt): stdin is not read.
+    pub task: Option<String>,
+    /// The finished run this one continues, in memory.
+    pub previous: Option<Trajectory>,
+    /// The directory the run store records the run under.
+    pub store_cwd: Option<PathBuf>,
+}
+
+/// How a run ended, for the interactive session.
+pub struct Ended {
+    pub code: i32,
+    /// The run's final document (`None` when it never started).
+    pub doc: Option<Trajectory>,
+    /// The directory the run store recorded the run under.
+    pub store_cwd: Option<PathBuf>,
+}
+
+/// Prepares and runs one run on its own runtime.
+pub fn run_one(cli: &Cli, start: Start) -> Ended {
+    let not_started = |code| Ended {
+        code,
+        doc: None,
+        store_cwd: None,
+    };
+    match prepare(cli, start) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -65,14 +105,14 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("tinyagent: error: cannot start the async runtime: {e}");
-                    return 1;
+                    return not_started(1);
                 }
             };
             runtime.block_on(run_agent(prepared))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
-            exit::USAGE
+            not_started(exit::USAGE)
         }
     }
 }
@@ -83,21 +123,63 @@ struct Prepared {
     members: Vec<Member>,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
+    /// A resumed FILE written back when no `-o` is given (`--resume`).
+    write_back: Option<PathBuf>,
+    /// The run store, unless this run is kept out of it.
+    keep: Option<runs::Keep>,
+    /// Warnings found before the run started (skipped store entries).
+    warnings: Vec<String>,
     jobs: JobOptions,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
 /// resume, settings, models and the log database.
-fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
-    let (cli, resume) = match &cli.resume {
-        Some(path) => {
-            let cp = resume::load(path)?;
+fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
+    let has_task = start.task.is_some()
+        || worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref())
+            .0
+            .is_some();
+    let store = runs::RunStore::locate(&process_env);
+    let mut warnings = Vec::new();
+    let mut store_cwd = start.store_cwd;
+    let (checkpoint, write_back) = if let Some(doc) = start.previous {
+        let cp = resume::Checkpointed {
+            path: PathBuf::new(),
+            doc,
+            started: Vec::new(),
+        };
+        (Some(cp), None)
+    } else if let Some(path) = &cli.resume {
+        (Some(resume::load_for(path, has_task)?), Some(path.clone()))
+    } else if cli.continue_run {
+        let dir = launch_dir(cli)?;
+        let (cp, skipped) = runs::find_continue(store.as_ref(), &dir, has_task)?;
+        warnings = skipped;
+        store_cwd = store_cwd.or(Some(dir));
+        (Some(cp), None)
+    } else {
+        (None, None)
+    };
+    let (cli, resume) = match checkpoint {
+        Some(cp) => {
             resume::check_model(cli.model.as_deref(), &cp)?;
             (resume::resumed_cli(cli, &cp), Some(cp))
         }
         None => (cli.clone(), None),
     };
-    let settings = Settings::resolve(&cli, &process_env)?;
+    let settings = match start.task {
+        Some(task) => Settings::from_parts(
+            &cli,
+            settings::load_config(&cli.config, &process_env)?,
+            task,
+            &process_env,
+        )?,
+        None => Settings::resolve(&cli, &process_env)?,
+    };
+    let keep = runs::enabled(cli.no_save, &settings.config).then(|| runs::Keep {
+        store,
+        cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
+    });
     let timeouts = StreamTimeouts {
         first_event: settings.retry.stream_first_event_timeout,
         idle: settings.retry.stream_idle_timeout,
@@ -123,8 +205,27 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         members,
         log_db,
         resume,
+        write_back,
+        keep,
+        warnings,
         jobs,
     })
+}
+
+/// The directory `--continue` looks up: `-C`, else the current one, canonical.
+fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
+    let dir = match &cli.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(SetupError(format!(
+            "--cwd {}: not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir.canonicalize().unwrap_or(dir))
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -222,12 +323,15 @@ async fn start_isolation(
     Ok((sandbox, worktree))
 }
 
-async fn run_agent(prepared: Prepared) -> i32 {
+async fn run_agent(prepared: Prepared) -> Ended {
     let Prepared {
         mut settings,
         members,
         log_db,
         resume,
+        write_back,
+        keep,
+        warnings,
         jobs,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
@@ -235,7 +339,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
         Ok(isolation) => isolation,
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
-            return exit::USAGE;
+            return Ended {
+                code: exit::USAGE,
+                doc: None,
+                store_cwd: None,
+            };
         }
     };
     let worktree = worktree.map(|wt| wt.path.display().to_string());
@@ -254,7 +362,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
         Some(cp) => {
-            output_path = output_path.or_else(|| Some(cp.path.clone()));
+            output_path = output_path.or(write_back);
             let c = resume::continue_run(
                 cp,
                 resume::NewRun {
@@ -287,6 +395,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
     });
+    for warning in &warnings {
+        emitter.warn(warning.clone());
+    }
     price_warnings(&members, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
@@ -300,6 +411,15 @@ async fn run_agent(prepared: Prepared) -> i32 {
         &stop,
     )
     .await;
+    if let Some(keep) = &keep {
+        // The same skipped entries are not reported twice.
+        let warn = |w: String| {
+            if !warnings.contains(&w) {
+                emitter.warn(w)
+            }
+        };
+        output_path = keep.begin(&run_id, output_path, &warn);
+    }
     let checkpoint = match &output_path {
         Some(path) => match Checkpoint::create(path, &doc) {
             Ok(cp) => Some(cp),
@@ -358,16 +478,26 @@ async fn run_agent(prepared: Prepared) -> i32 {
         jobs,
     };
     let json_answer = agent.jobs.output_schema.is_some();
-    let outcome = match answered {
-        Some(output) => agent.finish_now(new_messages, Status::Completed, output),
-        None => agent.run(new_messages).await,
+    let (outcome, doc) = match answered {
+        Some(output) => {
+            let doc = agent.doc.clone();
+            (
+                agent.finish_now(new_messages, Status::Completed, output),
+                doc,
+            )
+        }
+        None => agent.run_keeping_doc(new_messages).await,
     };
     mcp.shutdown().await;
     drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
     }
-    outcome.status.exit_code()
+    Ended {
+        code: outcome.status.exit_code(),
+        doc: Some(doc),
+        store_cwd: keep.map(|k| k.cwd),
+    }
 }
 
 /// Limits count the whole run: say so when a resumed run is already past one.

@@ -75,7 +75,7 @@ impl Settings {
         let config = load_config(&cli.config, env)?;
         let (task_arg, _) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
-        let task = if cli.resume.is_some() {
+        let task = if cli.resume.is_some() || cli.continue_run {
             read_resume_task(task_arg)?.unwrap_or_default()
         } else {
             read_task(task_arg)?

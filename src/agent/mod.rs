@@ -115,6 +115,13 @@ impl Agent {
         self.run_mut(new_messages).await
     }
 
+    /// `run`, handing back the finished document too (an interactive
+    /// follow-up continues it).
+    pub async fn run_keeping_doc(mut self, new_messages: Vec<Message>) -> (Outcome, Trajectory) {
+        let outcome = self.run_mut(new_messages).await;
+        (outcome, self.doc)
+    }
+
     /// `run` without consuming the agent (a subagent's chain is reused).
     async fn run_mut(&mut self, new_messages: Vec<Message>) -> Outcome {
         let started = Instant::now();

@@ -15,6 +15,7 @@ mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
 mod resume;
+mod runs;
 mod sandbox;
 mod schema;
 mod subagents;
