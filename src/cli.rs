@@ -16,7 +16,7 @@ use clap::Parser;
 3 step/cost/time limit, 130 interrupted."
 )]
 pub struct Cli {
-    /// The task; `-` (or no TASK with piped stdin) reads it from stdin
+    /// The task; `-` (or no TASK with piped stdin) reads it from stdin, a piped stdin given with a TASK is added to it, and no TASK on a terminal starts an interactive session
     #[arg(value_name = "TASK")]
     pub task: Option<String>,
 

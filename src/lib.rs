@@ -21,6 +21,7 @@ pub mod sandbox;
 pub mod settings;
 pub mod setup;
 pub mod stop;
+pub mod task_input;
 pub mod tools;
 pub mod trajectory;
 pub mod worktree;

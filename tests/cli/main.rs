@@ -18,6 +18,7 @@ mod resume;
 mod runs;
 mod sandbox;
 mod schema;
+mod stdin;
 mod subagents;
 mod translation;
 mod worktree;
