@@ -88,6 +88,16 @@ pub fn enabled(no_save: bool, config: &Config) -> bool {
     !no_save && config.save_runs != Some(false)
 }
 
+/// tinyagent's state directory: `$XDG_STATE_HOME/tinyagent`, else
+/// `~/.local/state/tinyagent`.
+pub fn state_dir(env: Env) -> Option<PathBuf> {
+    let state = match env("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
+        Some(state) => PathBuf::from(state),
+        None => PathBuf::from(env("HOME").filter(|h| !h.is_empty())?).join(".local/state"),
+    };
+    Some(state.join("tinyagent"))
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -187,11 +197,7 @@ pub struct RunStore {
 impl RunStore {
     /// `$XDG_STATE_HOME/tinyagent/runs`, else `~/.local/state/tinyagent/runs`.
     pub fn locate(env: Env) -> Option<RunStore> {
-        let state = match env("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
-            Some(state) => PathBuf::from(state),
-            None => PathBuf::from(env("HOME").filter(|h| !h.is_empty())?).join(".local/state"),
-        };
-        Some(RunStore::at(state.join("tinyagent/runs")))
+        Some(RunStore::at(state_dir(env)?.join("runs")))
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> RunStore {

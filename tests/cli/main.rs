@@ -8,6 +8,7 @@ mod core;
 mod fallback;
 mod health;
 mod hooks;
+mod interactive;
 mod logdb;
 mod mcp;
 mod providers_anthropic;
