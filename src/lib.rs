@@ -412,6 +412,8 @@ async fn run_agent(prepared: Prepared) -> Ended {
         &stop,
     )
     .await;
+    // The store's own copy (no -o, no resumed FILE) is kept cheap: not synced.
+    let volatile = output_path.is_none();
     if let Some(keep) = &keep {
         // The same skipped entries are not reported twice.
         let warn = |w: String| {
@@ -422,7 +424,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         output_path = keep.begin(&run_id, output_path, &warn);
     }
     let checkpoint = match &output_path {
-        Some(path) => match Checkpoint::create(path, &doc) {
+        Some(path) => match create_checkpoint(path, &doc, volatile) {
             Ok(cp) => Some(cp),
             Err(e) => {
                 emitter.warn(format!(
@@ -498,6 +500,18 @@ async fn run_agent(prepared: Prepared) -> Ended {
         code: outcome.status.exit_code(),
         doc: Some(doc),
         store_cwd: keep.map(|k| k.cwd),
+    }
+}
+
+fn create_checkpoint(
+    path: &std::path::Path,
+    doc: &Trajectory,
+    volatile: bool,
+) -> std::io::Result<Checkpoint> {
+    if volatile {
+        Checkpoint::create_volatile(path, doc)
+    } else {
+        Checkpoint::create(path, doc)
     }
 }
 
