@@ -343,3 +343,27 @@ fn resume_of_a_finished_checkpoint_with_a_task_is_a_follow_up() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0]["run_id"], run_id(&next).as_str());
 }
+
+#[test]
+fn concurrent_runs_are_all_recorded() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", SUBMIT);
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            env.std_cmd()
+                .args(["--json", "-m", &model, &format!("task {i}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
+    let entries = index(&env);
+    assert_eq!(entries.len(), 8);
+    for e in entries {
+        assert!(Path::new(e["path"].as_str().unwrap()).is_file());
+    }
+}
