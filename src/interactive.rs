@@ -102,6 +102,10 @@ pub fn session(cli: Cli) -> i32 {
     };
     let follow_up = follow_up_cli(&cli);
     loop {
+        if crate::terminated() {
+            // SIGTERM ends the session, not only the run.
+            return ended.code;
+        }
         let Some(doc) = ended.doc.take() else {
             // The run never started (a setup error): asking again would
             // fail the same way.

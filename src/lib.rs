@@ -264,6 +264,14 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
     }
 }
 
+/// Set once SIGTERM arrived: an interactive session ends after the run.
+static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process was asked to terminate (SIGTERM).
+pub fn terminated() -> bool {
+    TERMINATED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -276,7 +284,9 @@ fn watch_signals(token: CancellationToken) {
         loop {
             tokio::select! {
                 Some(()) = next_signal(&mut int) => {}
-                Some(()) = next_signal(&mut term) => {}
+                Some(()) = next_signal(&mut term) => {
+                    TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 else => return,
             }
             count += 1;

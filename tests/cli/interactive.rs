@@ -197,3 +197,23 @@ fn interactive_needs_a_terminal_and_never_json() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn sigterm_ends_the_session_not_only_the_run() {
+    let env = TestEnv::new();
+    let marker = env.file("started");
+    let model = env.script(
+        "slow.yaml",
+        &format!(
+            "- tool_calls:\n    - {{name: bash, arguments: {{command: 'echo x > {} && sleep 30'}}}}\n",
+            marker.display()
+        ),
+    );
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model, "-i", "a slow task"], &answers);
+    crate::resume::wait_for(&marker);
+    s.process_mut()
+        .signal(nix::sys::signal::Signal::SIGTERM)
+        .unwrap();
+    assert_eq!(exit_code(&mut s), 130);
+}
