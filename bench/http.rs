@@ -39,9 +39,9 @@ use stub::{End, Reply, Stub};
 use tinyagent::model::http::{Auth, HttpTransport};
 use tinyagent::model::ollama::OllamaChat;
 use tinyagent::model::openai::{ChatCompletions, ChunkAssembler, Dialect};
-use tinyagent::model::registry::StreamTimeouts;
 use tinyagent::model::sse::SseDecoder;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
+use tinyagent::policy::StreamTimeouts;
 
 const REPEATS: usize = 3;
 const REPLY_BYTES: usize = 64 << 20;

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
+use crate::model::spec::WireApi;
+
 /// A duration as written in the config: a string with a unit, or a bare
 /// number (only `0` is valid; the check is in `settings.rs`).
 #[derive(Debug, Clone, PartialEq)]
@@ -59,7 +61,7 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProviderConfig {
-    pub api: String,
+    pub api: WireApi,
     pub endpoint: String,
     pub api_key_env: Option<String>,
     #[serde(default)]
@@ -263,6 +265,22 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_api_is_named_with_its_key() {
+        let err = check(&yaml(
+            "providers: {local: {api: chat, endpoint: 'http://x'}}",
+        ))
+        .unwrap_err();
+        assert!(
+            err.starts_with("providers.local.api: unknown API 'chat'"),
+            "{err}"
+        );
+        assert!(
+            err.contains("openai, responses, anthropic or ollama"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn layers_merge_key_by_key() {
         let mut base =
             yaml("model: a/b\nretry: {attempts: 2, backoff: 1s}\nfallback_models: [x/y]");
@@ -279,13 +297,7 @@ mod tests {
 
     #[test]
     fn user_config_path_rules() {
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                vars.iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        };
+        use crate::setup::fixed_env as env;
         assert_eq!(
             user_config_path(&env(&[("TINYAGENT_CONFIG", "/c.yaml"), ("HOME", "/h")])),
             Some(PathBuf::from("/c.yaml"))

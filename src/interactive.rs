@@ -15,8 +15,9 @@ use crate::cli::Cli;
 use crate::exit::{self, Status};
 use crate::runs;
 use crate::settings::{self, process_env, Settings};
+use crate::stop;
+use crate::trajectory::Trajectory;
 use crate::worktree;
-use crate::{run_one, Start};
 
 /// The prompt for a task or a follow-up.
 pub const PROMPT: &str = "> ";
@@ -27,6 +28,26 @@ pub const HINT: &str =
     "tinyagent: interactive session; an empty line, exit or Ctrl-D ends it, a line ending in \\ continues";
 /// The history file under the state directory.
 const HISTORY: &str = "history";
+
+/// What a run starts from besides its flags (an interactive follow-up).
+#[derive(Default)]
+pub struct Start {
+    /// The task, already read (from the session's prompt): stdin is not read.
+    pub task: Option<String>,
+    /// The finished run this one continues, in memory.
+    pub previous: Option<Trajectory>,
+    /// The directory the run store records the run under.
+    pub store_cwd: Option<PathBuf>,
+}
+
+/// How a run ended.
+pub struct Ended {
+    pub code: i32,
+    /// The run's final document (`None` when it never started).
+    pub doc: Option<Trajectory>,
+    /// The directory the run store recorded the run under.
+    pub store_cwd: Option<PathBuf>,
+}
 
 /// Whether these flags start an interactive session: `-i` (which needs a
 /// terminal on stdin), or no TASK with a terminal on stdin and stderr and
@@ -64,9 +85,9 @@ enum Input {
     Interrupted,
 }
 
-/// Runs a session and returns its exit code: the last run's (0 when no
-/// task was given), 130 for Ctrl-C at the prompt.
-pub fn session(cli: Cli) -> i32 {
+/// Runs a session, each run through `run_one`, and returns its exit code:
+/// the last run's (0 when no task was given), 130 for Ctrl-C at the prompt.
+pub fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
     let resuming = cli.resume.is_some() || cli.continue_run;
     // A configuration that cannot run is said before asking for a task.
     let config = match settings::load_config(&cli.config, &process_env) {
@@ -75,7 +96,7 @@ pub fn session(cli: Cli) -> i32 {
     };
     let save = runs::enabled(cli.no_save, &config);
     if !resuming {
-        if let Err(e) = Settings::from_parts(&cli, config, "-".into(), &process_env) {
+        if let Err(e) = Settings::from_parts(&cli, config, "-".into(), &process_env, None) {
             return usage(e);
         }
     }
@@ -102,7 +123,7 @@ pub fn session(cli: Cli) -> i32 {
     };
     let follow_up = follow_up_cli(&cli);
     loop {
-        if crate::terminated() {
+        if stop::terminated() {
             // SIGTERM ends the session, not only the run.
             return ended.code;
         }

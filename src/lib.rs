@@ -28,11 +28,12 @@ pub mod worktree;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
@@ -41,9 +42,12 @@ use events::jsonl::JsonlSink;
 use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
+use interactive::{Ended, Start};
 use mcp::McpServers;
 use model::chain::{ChainModel, Member};
-use model::registry::{build_member, StreamTimeouts};
+use model::registry::{build_member, RegistryError};
+use model::spec::ResolvedModel;
+use policy::RetryPolicy;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
@@ -51,43 +55,18 @@ use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
-use trajectory::{Checkpoint, Totals, Trajectory};
-
-/// The current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
+use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
     match interactive::wanted(&cli) {
-        Ok(true) => interactive::session(cli),
+        Ok(true) => interactive::session(cli, run_one),
         Ok(false) => run_one(&cli, Start::default()).code,
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
             exit::USAGE
         }
     }
-}
-
-/// What a run starts from besides its flags (an interactive follow-up).
-#[derive(Default)]
-pub struct Start {
-    /// The task, already read (from the session's prompt): stdin is not read.
-    pub task: Option<String>,
-    /// The finished run this one continues, in memory.
-    pub previous: Option<Trajectory>,
-    /// The directory the run store records the run under.
-    pub store_cwd: Option<PathBuf>,
-}
-
-/// How a run ended, for the interactive session.
-pub struct Ended {
-    pub code: i32,
-    /// The run's final document (`None` when it never started).
-    pub doc: Option<Trajectory>,
-    /// The directory the run store recorded the run under.
-    pub store_cwd: Option<PathBuf>,
 }
 
 /// Prepares and runs one run on its own runtime.
@@ -134,7 +113,8 @@ struct Prepared {
 }
 
 /// Everything that can fail before the first request: the checkpoint to
-/// resume, settings, models and the log database.
+/// resume, settings, the run's and the subagents' models, the job options
+/// and the log database.
 fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     let has_task = start.task.is_some()
         || worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref())
@@ -143,7 +123,7 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     let store = runs::RunStore::locate(&process_env);
     let mut warnings = Vec::new();
     let mut store_cwd = start.store_cwd;
-    let (checkpoint, write_back) = if let Some(doc) = start.previous {
+    let (resume, write_back) = if let Some(doc) = start.previous {
         let cp = resume::Checkpointed {
             path: PathBuf::new(),
             doc,
@@ -161,40 +141,40 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     } else {
         (None, None)
     };
-    let (cli, resume) = match checkpoint {
-        Some(cp) => {
-            resume::check_model(cli.model.as_deref(), &cp)?;
-            (resume::resumed_cli(cli, &cp), Some(cp))
-        }
-        None => (cli.clone(), None),
-    };
     let settings = match start.task {
         Some(task) => Settings::from_parts(
-            &cli,
+            cli,
             settings::load_config(&cli.config, &process_env)?,
             task,
             &process_env,
+            resume.as_ref(),
         )?,
-        None => Settings::resolve(&cli, &process_env)?,
+        None => Settings::resolve(cli, &process_env, resume.as_ref())?,
     };
-    let keep = runs::enabled(cli.no_save, &settings.config).then(|| runs::Keep {
+    let keep = settings.save_runs.then(|| runs::Keep {
         store,
         cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
     });
-    let timeouts = StreamTimeouts {
-        first_event: settings.retry.stream_first_event_timeout,
-        idle: settings.retry.stream_idle_timeout,
+    let members = build_members(settings.chain(), &settings.retry)?;
+    let subagent = match &settings.subagents {
+        None => None,
+        Some(sub) => {
+            let members = build_members(
+                std::iter::once(&sub.primary).chain(&sub.fallbacks),
+                &settings.retry,
+            )
+            .map_err(|e| SetupError(format!("config subagents: {e}")))?;
+            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
+            let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
+            Some(Subagent::new(chain, fallback_models, sub.step_limit))
+        }
     };
-    let mut members = Vec::new();
-    for spec in std::iter::once(&settings.primary).chain(&settings.fallbacks) {
-        members.push(build_member(
-            spec,
-            &settings.providers,
-            timeouts,
-            &process_env,
-        )?);
-    }
-    let jobs = job_options(cli.output_schema.as_deref(), &settings)?;
+    let jobs = job_options(
+        cli.output_schema.as_deref(),
+        &settings.compaction,
+        &settings.hooks,
+        subagent,
+    )?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -227,6 +207,16 @@ fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
         )));
     }
     Ok(dir.canonicalize().unwrap_or(dir))
+}
+
+/// The chain members for `models`, primary first.
+fn build_members<'a>(
+    models: impl Iterator<Item = &'a ResolvedModel>,
+    retry: &RetryPolicy,
+) -> Result<Vec<Member>, RegistryError> {
+    models
+        .map(|model| build_member(model, retry.stream_timeouts()))
+        .collect()
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
@@ -264,14 +254,6 @@ fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter
     }
 }
 
-/// Set once SIGTERM arrived: an interactive session ends after the run.
-static TERMINATED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether the process was asked to terminate (SIGTERM).
-pub fn terminated() -> bool {
-    TERMINATED.load(std::sync::atomic::Ordering::SeqCst)
-}
-
 /// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
 fn watch_signals(token: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -284,9 +266,7 @@ fn watch_signals(token: CancellationToken) {
         loop {
             tokio::select! {
                 Some(()) = next_signal(&mut int) => {}
-                Some(()) = next_signal(&mut term) => {
-                    TERMINATED.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
+                Some(()) = next_signal(&mut term) => stop::mark_terminated(),
                 else => return,
             }
             count += 1;
@@ -368,7 +348,11 @@ async fn run_agent(prepared: Prepared) -> Ended {
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
     let stop = Stop::new(cancel, deadline);
 
-    let fallback_models: Vec<String> = settings.fallbacks.iter().map(|s| s.to_string()).collect();
+    let fallback_models: Vec<String> = settings
+        .fallbacks
+        .iter()
+        .map(|m| m.spec.to_string())
+        .collect();
     let cwd = settings.cwd.display().to_string();
     let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
@@ -400,7 +384,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
     }
     emitter.emit(Event::RunStarted {
         task: doc.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         cwd: cwd.clone(),
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
@@ -414,7 +398,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
     let mcp = McpServers::start(
-        &settings.config.mcp_servers,
+        &settings.mcp_servers,
         &settings.cwd,
         &process_env,
         &emitter,
@@ -464,8 +448,14 @@ async fn run_agent(prepared: Prepared) -> Ended {
         tools.add(tool);
     }
 
+    let health = health::for_run(
+        settings.health_db.as_deref(),
+        settings.chain().map(ResolvedModel::health_key).collect(),
+        &settings.fallback,
+        &emitter,
+    );
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health::for_run(&settings, &process_env, &emitter));
+        .with_health(health);
     let agent = Agent {
         chain,
         tools,
@@ -553,9 +543,9 @@ fn fresh_doc(
         tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.to_string(),
         task: settings.task.clone(),
-        model: settings.primary.to_string(),
+        model: settings.primary.spec.to_string(),
         fallback_models,
-        active_model: settings.primary.to_string(),
+        active_model: settings.primary.spec.to_string(),
         status: Status::Running,
         error: None,
         started_at: now_rfc3339(),

@@ -1,6 +1,6 @@
 //! Retry and fallback settings (config `retry:` and `fallback:`), as plain
-//! values. A leaf module: settings build them, the chain and the health
-//! record read them, and it imports nothing of ours.
+//! values. A leaf module: settings build them, the chain, the adapters'
+//! transport and the health record read them, and it imports nothing of ours.
 
 use std::time::Duration;
 
@@ -29,6 +29,24 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The stream timeouts every HTTP adapter applies.
+    pub fn stream_timeouts(&self) -> StreamTimeouts {
+        StreamTimeouts {
+            first_event: self.stream_first_event_timeout,
+            idle: self.stream_idle_timeout,
+        }
+    }
+}
+
+/// What adapters need of the retry policy: how long a streamed reply may
+/// take to start, and to go quiet between events.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamTimeouts {
+    pub first_event: Duration,
+    pub idle: Duration,
+}
+
 /// How long a member that was left is skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cooldown {
@@ -43,4 +61,22 @@ pub struct FallbackPolicy {
     /// Transient failures on a member before moving on (at most `retry.attempts`).
     pub switch_after: u32,
     pub cooldown: Cooldown,
+}
+
+/// Consulted by the retry loop around each attempt; the shared health
+/// record (`health::MemberGate`) plugs in here. It lives in this leaf so the
+/// health record need not import the model layer that consults it.
+pub trait AttemptHook: Sync {
+    /// Before each request, and after a failure before scheduling a retry:
+    /// `true` ends the loop with `Failure::Cooling`.
+    fn skip(&self) -> bool {
+        false
+    }
+    /// After each transient failure (with its reason): `true` ends the loop
+    /// at once with that failure, as if the budget were spent.
+    fn failed(&self, _reason: &str) -> bool {
+        false
+    }
+    /// After a successful request.
+    fn succeeded(&self) {}
 }

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::Cli;
 use crate::conversation::{Message, Role};
 use crate::exit::Status;
 use crate::model::spec::ModelSpec;
@@ -93,22 +92,6 @@ pub fn check_model(flag: Option<&str>, cp: &Checkpointed) -> Result<(), SetupErr
         )));
     }
     Ok(())
-}
-
-/// The flags the resumed run resolves its settings from: the checkpoint's
-/// primary, and its working directory unless `-C` is given.
-pub fn resumed_cli(cli: &Cli, cp: &Checkpointed) -> Cli {
-    let mut cli = cli.clone();
-    cli.model = Some(cp.doc.model.clone());
-    if cli.cwd.is_none() {
-        cli.cwd = cp
-            .doc
-            .cwd
-            .as_ref()
-            .map(PathBuf::from)
-            .filter(|d| d.is_dir());
-    }
-    cli
 }
 
 /// Where a resumed run starts.

@@ -13,3 +13,15 @@ pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
+
+/// An environment of fixed variables (tests).
+#[cfg(test)]
+pub(crate) fn fixed_env(
+    vars: &'static [(&'static str, &'static str)],
+) -> impl Fn(&str) -> Option<String> {
+    move |k: &str| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}

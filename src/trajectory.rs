@@ -9,10 +9,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::conversation::Message;
+use crate::conversation::{Message, Usage};
 use crate::exit::Status;
 use crate::model::chain::Switch;
 use crate::tools::plan::PlanItem;
+
+/// The current time as RFC 3339 UTC with milliseconds: the trajectory's
+/// `started_at` and `finished_at`.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
 
 /// Token and cost totals of a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -21,6 +27,28 @@ pub struct Totals {
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
     pub cost_usd: f64,
+}
+
+impl Totals {
+    /// Adds one response's tokens and cost: the one place totals grow.
+    pub fn add(&mut self, usage: &Usage, cost_usd: f64) {
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        self.cached_input_tokens += usage.cached_input_tokens;
+        self.cost_usd += cost_usd;
+    }
+}
+
+/// A child run's totals added to its parent's.
+impl std::ops::AddAssign for Totals {
+    fn add_assign(&mut self, child: Totals) {
+        let usage = Usage {
+            input_tokens: child.input_tokens,
+            output_tokens: child.output_tokens,
+            cached_input_tokens: child.cached_input_tokens,
+        };
+        self.add(&usage, child.cost_usd);
+    }
 }
 
 /// The trajectory document.

@@ -312,11 +312,7 @@ impl Agent {
         match self.chain.complete(&request, ctx).await {
             Ok(answer) => {
                 let usage = answer.response.usage;
-                let totals = &mut self.doc.totals;
-                totals.input_tokens += usage.input_tokens;
-                totals.output_tokens += usage.output_tokens;
-                totals.cached_input_tokens += usage.cached_input_tokens;
-                totals.cost_usd += answer.cost_usd;
+                self.doc.totals.add(&usage, answer.cost_usd);
                 self.doc.active_model = answer.spec.clone();
                 *model = answer.spec;
                 let summary = answer.response.text.trim().to_string();

@@ -226,11 +226,7 @@ impl Agent {
         // The step counts once a response arrived.
         self.doc.steps = step;
         let response = answer.response;
-        let totals = &mut self.doc.totals;
-        totals.input_tokens += response.usage.input_tokens;
-        totals.output_tokens += response.usage.output_tokens;
-        totals.cached_input_tokens += response.usage.cached_input_tokens;
-        totals.cost_usd += answer.cost_usd;
+        self.doc.totals.add(&response.usage, answer.cost_usd);
         self.doc.active_model = answer.spec.clone();
         self.emitter.emit(Event::ModelResponse {
             step,
@@ -530,7 +526,7 @@ impl Agent {
         self.doc.status = status;
         self.doc.error = error.clone();
         self.doc.output = output.clone();
-        self.doc.finished_at = Some(crate::now_rfc3339());
+        self.doc.finished_at = Some(crate::trajectory::now_rfc3339());
         if let Some(cp) = self.checkpoint.as_mut() {
             if let Err(e) = cp.finish(&self.doc) {
                 self.emitter

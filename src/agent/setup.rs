@@ -1,6 +1,7 @@
-//! Builds `JobOptions` from settings before any request: compiles the
-//! output schema, checks the compaction numbers, reads the hooks and builds
-//! the subagents' chain. Every failure here is a setup error (exit 2).
+//! Builds `JobOptions` before any request: compiles the output schema,
+//! checks the compaction numbers and reads the hooks; the subagents' chain
+//! comes built from `lib.rs`, where the run's chain is. Every failure here
+//! is a setup error (exit 2).
 
 use std::path::Path;
 
@@ -9,43 +10,26 @@ use super::hooks::Hooks;
 use super::schema::OutputSchema;
 use super::subagent::Subagent;
 use super::JobOptions;
-use crate::model::chain::ChainModel;
-use crate::model::registry::{build_member, StreamTimeouts};
-use crate::settings::{process_env, Settings, SetupError};
+use crate::config::{CompactionConfig, HooksConfig};
+use crate::setup::SetupError;
 
-/// The job options for a run with `settings` and `--output-schema`.
+/// The job options for a run with `--output-schema`, `compaction:`,
+/// `hooks:` and (with `subagents:`) the `delegate` tool's child chain.
 pub fn job_options(
     output_schema: Option<&Path>,
-    settings: &Settings,
+    compaction: &CompactionConfig,
+    hooks: &HooksConfig,
+    subagent: Option<Subagent>,
 ) -> Result<JobOptions, SetupError> {
     let output_schema = output_schema
         .map(OutputSchema::load)
         .transpose()
         .map_err(SetupError)?;
-    let compaction =
-        CompactionPolicy::from_config(&settings.config.compaction).map_err(SetupError)?;
-    let subagent = match &settings.subagents {
-        None => None,
-        Some(sub) => {
-            let timeouts = StreamTimeouts {
-                first_event: settings.retry.stream_first_event_timeout,
-                idle: settings.retry.stream_idle_timeout,
-            };
-            let mut members = Vec::new();
-            for spec in std::iter::once(&sub.primary).chain(&sub.fallbacks) {
-                let member = build_member(spec, &settings.providers, timeouts, &process_env)
-                    .map_err(|e| SetupError(format!("config subagents: {e}")))?;
-                members.push(member);
-            }
-            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
-            let fallback_models = sub.fallbacks.iter().map(|s| s.to_string()).collect();
-            Some(Subagent::new(chain, fallback_models, sub.step_limit))
-        }
-    };
+    let compaction = CompactionPolicy::from_config(compaction).map_err(SetupError)?;
     Ok(JobOptions {
         output_schema,
         compaction,
-        hooks: Hooks::from_config(&settings.config.hooks),
+        hooks: Hooks::from_config(hooks),
         subagent,
         system_note: None,
     })

@@ -106,7 +106,7 @@ impl Agent {
         if let Some(sub) = self.jobs.subagent.as_mut() {
             sub.chain = Some(child.chain);
         }
-        add_totals(&mut self.doc.totals, &child_totals);
+        self.doc.totals += child_totals;
         match outcome.status {
             Status::Submitted | Status::Completed => ToolOutput::ok(match outcome.output {
                 Value::String(text) => text,
@@ -121,13 +121,6 @@ impl Agent {
             )),
         }
     }
-}
-
-fn add_totals(into: &mut Totals, child: &Totals) {
-    into.input_tokens += child.input_tokens;
-    into.output_tokens += child.output_tokens;
-    into.cached_input_tokens += child.cached_input_tokens;
-    into.cost_usd += child.cost_usd;
 }
 
 /// The child's in-memory run record (never written to a file).
@@ -148,7 +141,7 @@ fn child_doc(
         active_model: model.to_string(),
         status: Status::Running,
         error: None,
-        started_at: crate::now_rfc3339(),
+        started_at: crate::trajectory::now_rfc3339(),
         finished_at: None,
         steps: 0,
         totals: Totals::default(),

@@ -5,25 +5,23 @@
 //! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
 //! a networked store for a fleet of machines would be another implementation
 //! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
-//! cooling, ownership, the retry-loop gate) → `model::chain` (asks `Health`
-//! at fixed points; decides nothing here).
+//! cooling, ownership, the retry-loop gate) → `model::chain`, which asks
+//! `Health` at fixed points. Keys come resolved (`ResolvedModel::health_key`);
+//! this module reads no settings.
 
 mod memory;
 mod sqlite;
 mod tracker;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 pub use tracker::{Health, HealthPolicy, MemberGate};
 
-use crate::config::ProviderConfig;
 use crate::events::Emitter;
-use crate::model::registry;
-use crate::model::spec::ModelSpec;
-use crate::settings::{Env, Settings};
+use crate::policy::FallbackPolicy;
+use crate::setup::Env;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -102,44 +100,26 @@ pub fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
     }
 }
 
-/// The record key of `spec`: its resolved endpoint, or for a `script/`
-/// model the script file's absolute path.
-pub fn key_for(
-    spec: &ModelSpec,
-    providers: &BTreeMap<String, ProviderConfig>,
-    env: Env,
-) -> HealthKey {
-    let endpoint = if spec.provider == "script" {
-        let path = Path::new(&spec.model);
-        path.canonicalize()
-            .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| spec.model.clone())
-    } else {
-        registry::resolve(spec, providers, env)
-            .map(|r| r.endpoint)
-            .unwrap_or_default()
-    };
-    HealthKey {
-        model: spec.to_string(),
-        endpoint,
-    }
-}
-
 /// Opens the SQLite record at `path` (creating it and its directory), or
 /// explains why it cannot be used.
 pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
-/// The shared record for a run of `settings`: off with `health_db: off`
-/// (or no home directory); an unusable file costs one `warning` and the run
-/// goes on without it.
-pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
-    let Some(path) = db_path(settings.config.health_db.as_deref(), env) else {
+/// The shared record at `path` for a chain whose members have `keys`
+/// (primary first): off without a path (`health_db: off`, or no home
+/// directory); an unusable file costs one `warning` and the run goes on
+/// without it.
+pub fn for_run(
+    path: Option<&Path>,
+    keys: Vec<HealthKey>,
+    fallback: &FallbackPolicy,
+    emitter: &Emitter,
+) -> Health {
+    let Some(path) = path else {
         return Health::off();
     };
-    let store = match open(&path) {
+    let store = match open(path) {
         Ok(store) => store,
         Err(e) => {
             emitter.warn(format!(
@@ -149,13 +129,9 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
             return Health::off();
         }
     };
-    let keys = std::iter::once(&settings.primary)
-        .chain(&settings.fallbacks)
-        .map(|spec| key_for(spec, &settings.providers, env))
-        .collect();
     let policy = HealthPolicy {
-        switch_after: settings.fallback.switch_after,
-        cooldown: settings.fallback.cooldown,
+        switch_after: fallback.switch_after,
+        cooldown: fallback.cooldown,
     };
     let warner = emitter.clone();
     Health::new(
@@ -170,14 +146,7 @@ pub fn for_run(settings: &Settings, env: Env, emitter: &Emitter) -> Health {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k: &str| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::setup::fixed_env as env;
 
     #[test]
     fn path_rules() {
@@ -200,26 +169,5 @@ mod tests {
             Some(PathBuf::from("/abs/h.db"))
         );
         assert_eq!(db_path(None, &env(&[])), None);
-    }
-
-    #[test]
-    fn keys_name_the_endpoint() {
-        let e = env(&[
-            ("OPENAI_API_KEY", "k"),
-            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
-        ]);
-        let key = key_for(
-            &ModelSpec::parse("openai/gpt-5").unwrap(),
-            &BTreeMap::new(),
-            &e,
-        );
-        assert_eq!(key.model, "openai/gpt-5");
-        assert_eq!(key.endpoint, "http://127.0.0.1:8080/v1");
-        let script = key_for(
-            &ModelSpec::parse("script/rel.yaml").unwrap(),
-            &BTreeMap::new(),
-            &e,
-        );
-        assert!(Path::new(&script.endpoint).is_absolute(), "{script:?}");
     }
 }

@@ -10,8 +10,7 @@
 use std::sync::Mutex;
 
 use super::{HealthKey, HealthStore, Millis, Record, StoreError};
-use crate::model::retry::AttemptHook;
-use crate::policy::Cooldown;
+use crate::policy::{AttemptHook, Cooldown};
 
 /// The longest a cooling record lasts (`cooldown: never` records this).
 const MAX_COOLING: Millis = 3_600_000;

@@ -4,6 +4,7 @@
 //! cannot start costs a `warning`, never the run.
 
 mod server;
+mod tool;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,8 +17,8 @@ use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::setup::Env;
 use crate::stop::Stop;
-use crate::tools::mcp::McpTool;
 use crate::tools::Tool;
+use tool::McpTool;
 
 /// How long a server has to start, initialize and list its tools.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);

@@ -3,7 +3,6 @@
 //! death is noticed, and stopped at the end of the run.
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::setup::Env;
-use crate::tools::process::start_guard;
+use crate::tools::process::{isolate, ProcessGroup};
 
 /// Longest stretch of a server's stderr kept for error messages.
 const STDERR_TAIL: usize = 2000;
@@ -37,11 +36,10 @@ pub struct McpServer {
     pub tools: Vec<Tool>,
     peer: Peer<RoleClient>,
     state: Arc<State>,
-    pgid: i32,
     cancel: Mutex<Option<RunningServiceCancellationToken>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
-    /// Dropping it makes the guard process kill the server's process group.
-    _lifeline: Option<(OwnedFd, std::process::Child)>,
+    /// The server's process group: dropping it kills the group.
+    group: ProcessGroup,
 }
 
 /// What the server's watcher and its callers share.
@@ -99,27 +97,18 @@ impl McpServer {
         for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
             command.env(var, value);
         }
-        // SAFETY: setsid and prctl are async-signal-safe and touch only the child.
-        unsafe {
-            command.pre_exec(|| {
-                libc::setsid();
-                #[cfg(target_os = "linux")]
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        isolate(&mut command);
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-        let pgid = transport.id().map(|p| p as i32).unwrap_or(0);
-        let lifeline = start_guard(pgid);
+        let group = ProcessGroup::watch(transport.id());
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
         }
         let kill = |why: String| {
-            kill_group(pgid);
+            group.kill();
             why
         };
 
@@ -182,10 +171,9 @@ impl McpServer {
             tools,
             peer,
             state,
-            pgid,
             cancel: Mutex::new(Some(cancel)),
             watcher: Mutex::new(Some(watcher)),
-            _lifeline: lifeline,
+            group,
         })
     }
 
@@ -245,17 +233,8 @@ impl McpServer {
         if let Some(watcher) = watcher {
             let _ = tokio::time::timeout(EXIT_GRACE, watcher).await;
         }
-        kill_group(self.pgid);
+        self.group.kill();
         self.state.alive.store(false, Ordering::SeqCst);
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: plain syscall on the process group we created for the server.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
     }
 }
 

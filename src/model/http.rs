@@ -13,9 +13,9 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use serde_json::Value;
 
 use super::error::classify_status;
-use super::registry::StreamTimeouts;
 use super::sse::SseDecoder;
 use super::ModelError;
+use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
 
 /// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.

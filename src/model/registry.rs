@@ -1,7 +1,6 @@
-//! Builds chain members from specs: resolves the provider (built-in or
-//! named), its endpoint, key, headers, prices and limits, then the adapter.
+//! Builds chain members from resolved models: the adapter for the wire API,
+//! with the transport's key, headers and stream timeouts.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::anthropic::AnthropicModel;
@@ -9,117 +8,40 @@ use super::chain::Member;
 use super::http::{Auth, HttpTransport};
 use super::ollama::OllamaChat;
 use super::openai::{ChatCompletions, Dialect};
-use super::price::{builtin_price, Pricing};
 use super::responses::ResponsesModel;
 use super::script::ScriptModel;
-use super::spec::{builtin, ModelSpec, WireApi};
+use super::spec::{ResolvedModel, WireApi};
 use super::Model;
-use crate::config::ProviderConfig;
-use crate::setup::{Env, SetupError};
+use crate::policy::StreamTimeouts;
+use crate::setup::SetupError;
 
-/// A provider resolved for one model: everything an adapter needs.
-#[derive(Clone)]
-pub struct ResolvedProvider {
-    pub api: WireApi,
-    /// Base URL the API's own paths are appended to.
-    pub endpoint: String,
-    /// The key's value. Never printed, logged or stored.
-    pub api_key: Option<String>,
-    pub headers: BTreeMap<String, String>,
-    pub pricing: Option<Pricing>,
-    pub context_window: Option<u64>,
-    pub max_output_tokens: Option<u32>,
+/// A member that could not be built (a setup error, exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The `script/` model's file cannot be read or parsed.
+    #[error("{0}")]
+    Script(String),
+    /// The transport refused a configured header.
+    #[error("{0}")]
+    Transport(String),
 }
 
-impl std::fmt::Debug for ResolvedProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResolvedProvider")
-            .field("api", &self.api)
-            .field("endpoint", &self.endpoint)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
+impl From<RegistryError> for SetupError {
+    fn from(e: RegistryError) -> Self {
+        SetupError(e.to_string())
     }
 }
 
-/// Resolves `spec` against the built-in table and the named providers.
-pub fn resolve(
-    spec: &ModelSpec,
-    providers: &BTreeMap<String, ProviderConfig>,
-    env: Env,
-) -> Result<ResolvedProvider, SetupError> {
-    if let Some(b) = builtin(&spec.provider) {
-        let endpoint = b
-            .endpoint_env
-            .and_then(env)
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| b.endpoint.to_string());
-        let endpoint = if b.api == WireApi::Ollama {
-            ollama_host(&endpoint)
-        } else {
-            endpoint
-        };
-        return Ok(ResolvedProvider {
-            api: b.api,
-            endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: b.key_env.and_then(env),
-            headers: BTreeMap::new(),
-            pricing: builtin_price(&spec.provider, &spec.model),
-            context_window: None,
-            max_output_tokens: None,
-        });
-    }
-    let p = providers.get(&spec.provider).ok_or_else(|| {
-        SetupError(format!(
-            "model '{spec}': unknown provider '{}'",
-            spec.provider
-        ))
-    })?;
-    let api = WireApi::from_config(&p.api).ok_or_else(|| {
-        SetupError(format!(
-            "providers.{}: unknown api '{}'",
-            spec.provider, p.api
-        ))
-    })?;
-    let model = p.models.get(&spec.model).cloned().unwrap_or_default();
-    let pricing = match (model.input_price, model.output_price) {
-        (None, None) => None,
-        (input, output) => {
-            let input = input.unwrap_or(0.0);
-            Some(Pricing {
-                input,
-                output: output.unwrap_or(0.0),
-                cached_input: model.cached_input_price.unwrap_or(input),
-            })
-        }
-    };
-    Ok(ResolvedProvider {
-        api,
-        endpoint: p.endpoint.trim_end_matches('/').to_string(),
-        api_key: p.api_key_env.as_deref().and_then(env),
-        headers: p.headers.clone(),
-        pricing,
-        context_window: model.context_window,
-        max_output_tokens: model.max_output_tokens,
-    })
-}
-
-/// What adapters need beyond the provider: the retry policy's stream timeouts.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamTimeouts {
-    pub first_event: std::time::Duration,
-    pub idle: std::time::Duration,
-}
-
-/// Builds the chain member for `spec`.
+/// Builds the chain member for `resolved`.
 pub fn build_member(
-    spec: &ModelSpec,
-    providers: &BTreeMap<String, ProviderConfig>,
+    resolved: &ResolvedModel,
     timeouts: StreamTimeouts,
-    env: Env,
-) -> Result<Member, SetupError> {
-    let resolved = resolve(spec, providers, env)?;
+) -> Result<Member, RegistryError> {
+    let spec = &resolved.spec;
     let model: Box<dyn Model> = match resolved.api {
-        WireApi::Script => Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(SetupError)?),
+        WireApi::Script => {
+            Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(RegistryError::Script)?)
+        }
         WireApi::OpenAi => {
             let dialect = match spec.provider.as_str() {
                 "openai" => Dialect::OpenAi,
@@ -127,30 +49,24 @@ pub fn build_member(
                 _ => Dialect::Compatible,
             };
             Box::new(ChatCompletions::new(
-                bearer_transport(&resolved, timeouts)?,
+                transport(resolved, Auth::Bearer, timeouts)?,
                 &spec.model,
                 dialect,
                 resolved.max_output_tokens,
             ))
         }
         WireApi::Ollama => Box::new(OllamaChat::new(
-            bearer_transport(&resolved, timeouts)?,
+            transport(resolved, Auth::Bearer, timeouts)?,
             &spec.model,
             resolved.max_output_tokens,
         )),
         WireApi::Anthropic => Box::new(AnthropicModel::new(
-            HttpTransport::new(
-                &resolved.endpoint,
-                resolved.api_key.as_deref(),
-                Auth::XApiKey,
-                &resolved.headers,
-                timeouts,
-            )?,
+            transport(resolved, Auth::XApiKey, timeouts)?,
             &spec.model,
             resolved.max_output_tokens,
         )),
         WireApi::Responses => Box::new(ResponsesModel::new(
-            bearer_transport(&resolved, timeouts)?,
+            transport(resolved, Auth::Bearer, timeouts)?,
             &spec.model,
             resolved.max_output_tokens,
         )),
@@ -163,61 +79,18 @@ pub fn build_member(
     ))
 }
 
-/// The transport for a provider that takes its key as a bearer token.
-fn bearer_transport(
-    resolved: &ResolvedProvider,
+/// The HTTP transport of `resolved`, sending its key as `auth` says.
+fn transport(
+    resolved: &ResolvedModel,
+    auth: Auth,
     timeouts: StreamTimeouts,
-) -> Result<HttpTransport, SetupError> {
+) -> Result<HttpTransport, RegistryError> {
     HttpTransport::new(
         &resolved.endpoint,
         resolved.api_key.as_deref(),
-        Auth::Bearer,
+        auth,
         &resolved.headers,
         timeouts,
     )
-}
-
-/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and the
-/// port to 11434 (`gpu-box` is `http://gpu-box:11434`).
-fn ollama_host(value: &str) -> String {
-    let value = value.trim_end_matches('/');
-    let (scheme, rest) = value.split_once("://").unwrap_or(("http", value));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let has_port = match authority.rfind(']') {
-        Some(close) => authority[close..].contains(':'),
-        None => authority.contains(':'),
-    };
-    if has_port || scheme != "http" {
-        format!("{scheme}://{authority}{path}")
-    } else {
-        format!("{scheme}://{authority}:11434{path}")
-    }
-}
-
-#[cfg(test)]
-mod ollama_host_tests {
-    use super::ollama_host;
-
-    #[test]
-    fn scheme_and_port_default_like_ollama() {
-        assert_eq!(ollama_host("gpu-box"), "http://gpu-box:11434");
-        assert_eq!(ollama_host("0.0.0.0:8080"), "http://0.0.0.0:8080");
-        assert_eq!(
-            ollama_host("http://127.0.0.1:11434/"),
-            "http://127.0.0.1:11434"
-        );
-        assert_eq!(ollama_host("http://gpu-box"), "http://gpu-box:11434");
-        assert_eq!(
-            ollama_host("https://ollama.example.com"),
-            "https://ollama.example.com"
-        );
-        assert_eq!(ollama_host("[::1]"), "http://[::1]:11434");
-        assert_eq!(
-            ollama_host("http://[::1]:9000/proxy"),
-            "http://[::1]:9000/proxy"
-        );
-    }
+    .map_err(|e| RegistryError::Transport(e.0))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{ErrorClass, Model, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
-pub use crate::policy::RetryPolicy;
+pub use crate::policy::{AttemptHook, RetryPolicy};
 use crate::stop::{Stop, StopCause};
 
 /// What a wait after a failure should be.
@@ -78,23 +78,6 @@ pub enum Failure {
     /// The hook said to skip the model (another run recorded it as cooling
     /// down) before a request; `attempts` requests were made before that.
     Cooling { attempts: u32 },
-}
-
-/// Consulted by the retry loop around each attempt; the shared health
-/// record (`crate::health::MemberGate`) plugs in here.
-pub trait AttemptHook: Sync {
-    /// Before each request, and after a failure before scheduling a retry:
-    /// `true` ends the loop with `Failure::Cooling`.
-    fn skip(&self) -> bool {
-        false
-    }
-    /// After each transient failure (with its reason): `true` ends the loop
-    /// at once with that failure, as if the budget were spent.
-    fn failed(&self, _reason: &str) -> bool {
-        false
-    }
-    /// After a successful request.
-    fn succeeded(&self) {}
 }
 
 /// A hook that changes nothing.

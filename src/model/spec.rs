@@ -1,6 +1,13 @@
-//! Model specs (`<provider>/<model>`) and the built-in providers as data.
+//! Model specs (`<provider>/<model>`), the built-in providers as data, and
+//! `ResolvedModel`: a spec with everything the registry, the health record
+//! and the run need (resolved once, in `settings`).
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
+
+use super::price::Pricing;
+use crate::health::HealthKey;
 
 /// The wire API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +25,7 @@ pub enum WireApi {
 }
 
 impl WireApi {
-    /// Parses a config `api:` value.
+    /// Parses a config `api:` value (the scripted model is not one).
     pub fn from_config(name: &str) -> Option<WireApi> {
         match name {
             "openai" => Some(WireApi::OpenAi),
@@ -27,6 +34,19 @@ impl WireApi {
             "ollama" => Some(WireApi::Ollama),
             _ => None,
         }
+    }
+}
+
+/// Config `api:`: an unknown value is an error naming the accepted ones
+/// (the config loader adds the key path and the file).
+impl<'de> serde::Deserialize<'de> for WireApi {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        WireApi::from_config(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown API '{name}' (expected openai, responses, anthropic or ollama)"
+            ))
+        })
     }
 }
 
@@ -55,6 +75,59 @@ impl ModelSpec {
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.provider, self.model)
+    }
+}
+
+/// A spec resolved against the built-in table and the named providers:
+/// what the registry builds the adapter from, what the health record keys
+/// on, and what the run prices and sizes with.
+#[derive(Clone, PartialEq)]
+pub struct ResolvedModel {
+    pub spec: ModelSpec,
+    pub api: WireApi,
+    /// Base URL the API's own paths are appended to, no trailing `/`
+    /// (empty for `script/`).
+    pub endpoint: String,
+    /// The key's value. Never printed, logged or stored: `Debug` redacts it.
+    pub api_key: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub pricing: Option<Pricing>,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+impl ResolvedModel {
+    /// The health record's key: the resolved endpoint, or for a `script/`
+    /// model the script file's absolute path.
+    pub fn health_key(&self) -> HealthKey {
+        let endpoint = if self.api == WireApi::Script {
+            let path = Path::new(&self.spec.model);
+            path.canonicalize()
+                .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| self.spec.model.clone())
+        } else {
+            self.endpoint.clone()
+        };
+        HealthKey {
+            model: self.spec.to_string(),
+            endpoint,
+        }
+    }
+}
+
+impl fmt::Debug for ResolvedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResolvedModel")
+            .field("spec", &self.spec.to_string())
+            .field("api", &self.api)
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("pricing", &self.pricing)
+            .field("context_window", &self.context_window)
+            .field("max_output_tokens", &self.max_output_tokens)
+            .finish()
     }
 }
 
@@ -130,6 +203,42 @@ mod tests {
         assert_eq!(spec.provider, "openrouter");
         assert_eq!(spec.model, "anthropic/claude-sonnet-4.5");
         assert_eq!(spec.to_string(), "openrouter/anthropic/claude-sonnet-4.5");
+    }
+
+    #[test]
+    fn debug_redacts_the_key_and_header_values() {
+        let resolved = ResolvedModel {
+            spec: ModelSpec::parse("openai/gpt-5").unwrap(),
+            api: WireApi::OpenAi,
+            endpoint: "http://127.0.0.1:1/v1".into(),
+            api_key: Some("sk-secret-key".into()),
+            headers: BTreeMap::from([("X-Auth".into(), "header-secret".into())]),
+            pricing: None,
+            context_window: None,
+            max_output_tokens: None,
+        };
+        let text = format!("{resolved:?}");
+        assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));
+        assert!(
+            text.contains("<redacted>") && text.contains("X-Auth"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_api_names_the_accepted_ones() {
+        let err = serde_yaml::from_str::<WireApi>("chat")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown API 'chat'") && err.contains("ollama"),
+            "{err}"
+        );
+        assert!(serde_yaml::from_str::<WireApi>("script").is_err());
+        assert_eq!(
+            serde_yaml::from_str::<WireApi>("anthropic").unwrap(),
+            WireApi::Anthropic
+        );
     }
 
     #[test]

@@ -5,7 +5,6 @@
 pub mod bash;
 pub mod delegate;
 pub mod files;
-pub mod mcp;
 pub mod plan;
 pub mod process;
 

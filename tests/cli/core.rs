@@ -308,6 +308,23 @@ fn config_unknown_key_exits_two_naming_key_and_file() {
 }
 
 #[test]
+fn unknown_provider_api_exits_two_naming_key_file_and_choices() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", SUBMIT);
+    let cfg = env.write(
+        "providers.yaml",
+        "providers:\n  local:\n    api: chat\n    endpoint: http://127.0.0.1:9\n",
+    );
+    env.cmd()
+        .args(["-m", &model, "-c", cfg.to_str().unwrap(), "t"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "providers.yaml: providers.local.api: unknown API 'chat' (expected openai, responses, anthropic or ollama)",
+        ));
+}
+
+#[test]
 fn config_layers_and_flags_take_precedence() {
     let env = TestEnv::new();
     let first = env.script(

@@ -9,6 +9,7 @@ mod fallback;
 mod health;
 mod hooks;
 mod interactive;
+mod layers;
 mod logdb;
 mod mcp;
 mod providers_anthropic;

@@ -74,8 +74,8 @@ mod bench {
 
     use super::*;
     use crate::model::http::Auth;
-    use crate::model::registry::StreamTimeouts;
     use crate::model::{Message, NoObserver, Role};
+    use crate::policy::StreamTimeouts;
 
     /// A documented-shape stream: `text_events` text deltas, then a tool
     /// call whose input arrives in `json_events` pieces.

@@ -1,6 +1,10 @@
-//! `Settings::resolve`: flags, config layers and environment into one
-//! validated value. Defaults and precedence are decided here, once; nothing
-//! downstream re-checks an option that has a default.
+//! `Settings::resolve`: flags, config layers, environment and (with
+//! `--resume`) the checkpoint into one validated value. Defaults and
+//! precedence are decided here, once, and each model spec is resolved here
+//! once (`models.rs`); nothing downstream re-checks an option that has a
+//! default or sees the raw config.
+
+mod models;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -8,17 +12,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::Cli;
-use crate::config::{self, Config, DurationText, ProviderConfig};
+use crate::config::{self, CompactionConfig, Config, DurationText, HooksConfig, McpServerConfig};
 use crate::duration;
-use crate::model::spec::{builtin, ModelSpec, WireApi};
+use crate::health;
+use crate::model::spec::{builtin, ModelSpec, ResolvedModel};
 use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
+use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
 pub use crate::setup::{process_env, Env, SetupError};
 use crate::task_input;
 use crate::worktree;
-
-/// Most fallback entries a chain may have.
-pub const MAX_FALLBACKS: usize = 3;
+pub use models::MAX_FALLBACKS;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
@@ -31,10 +35,8 @@ pub struct Settings {
     pub output: Option<PathBuf>,
     /// `--log-db FILE`.
     pub log_db: Option<PathBuf>,
-    /// `--resume FILE`.
-    pub resume: Option<PathBuf>,
-    pub primary: ModelSpec,
-    pub fallbacks: Vec<ModelSpec>,
+    pub primary: ResolvedModel,
+    pub fallbacks: Vec<ResolvedModel>,
     pub step_limit: Option<u32>,
     pub cost_limit: Option<f64>,
     pub time_limit: Option<Duration>,
@@ -42,22 +44,27 @@ pub struct Settings {
     pub reasoning_effort: Option<String>,
     pub retry: RetryPolicy,
     pub fallback: FallbackPolicy,
-    pub providers: BTreeMap<String, ProviderConfig>,
-    /// The merged config, for features that read their own section.
-    pub config: Config,
+    /// `compaction:`, checked by `agent::CompactionPolicy`.
+    pub compaction: CompactionConfig,
+    pub hooks: HooksConfig,
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Where the shared health record lives (`None`: off for this run).
+    pub health_db: Option<PathBuf>,
     /// `subagents:`, validated (the `delegate` tool exists only with it).
     pub subagents: Option<SubagentSettings>,
     /// `--worktree`: `Some(None)` names the worktree after the run id.
     pub worktree: Option<Option<String>>,
     /// `--sandbox`, with the hosts its commands may reach.
     pub sandbox: Option<Allowlist>,
+    /// Keep the run in the run store: neither `--no-save` nor `save_runs: false`.
+    pub save_runs: bool,
 }
 
 /// The subagents' models and step limit (config `subagents`).
 #[derive(Debug, Clone)]
 pub struct SubagentSettings {
-    pub primary: ModelSpec,
-    pub fallbacks: Vec<ModelSpec>,
+    pub primary: ResolvedModel,
+    pub fallbacks: Vec<ResolvedModel>,
     pub step_limit: u32,
 }
 
@@ -71,28 +78,43 @@ fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, Setup
 }
 
 impl Settings {
-    /// Loads the user config and `-c` layers and resolves them with `cli`.
-    pub fn resolve(cli: &Cli, env: Env) -> Result<Settings, SetupError> {
+    /// Loads the user config and `-c` layers and resolves them with `cli`
+    /// and, when resuming, the checkpoint being continued.
+    pub fn resolve(
+        cli: &Cli,
+        env: Env,
+        resumed: Option<&Checkpointed>,
+    ) -> Result<Settings, SetupError> {
         let config = load_config(&cli.config, env)?;
         let (task_arg, _) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
-        let task = if cli.resume.is_some() || cli.continue_run {
+        let task = if resumed.is_some() {
             read_resume_task(task_arg)?.unwrap_or_default()
         } else {
             read_task(task_arg)?
         };
-        Self::from_parts(cli, config, task, env)
+        Self::from_parts(cli, config, task, env, resumed)
     }
 
-    /// Resolution once the config is loaded and the task known.
+    /// Resolution once the config is loaded and the task known. A resumed
+    /// run keeps the checkpoint's primary model and, unless `-C` is given,
+    /// its working directory.
     pub fn from_parts(
         cli: &Cli,
         config: Config,
         task: String,
         env: Env,
+        resumed: Option<&Checkpointed>,
     ) -> Result<Settings, SetupError> {
-        let cwd = match &cli.cwd {
-            Some(dir) => dir.clone(),
+        if let Some(cp) = resumed {
+            resume::check_model(cli.model.as_deref(), cp)?;
+        }
+        let resumed_cwd = resumed
+            .and_then(|cp| cp.doc.cwd.as_ref())
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir());
+        let cwd = match cli.cwd.clone().or(resumed_cwd) {
+            Some(dir) => dir,
             None => std::env::current_dir()
                 .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
         };
@@ -111,18 +133,10 @@ impl Settings {
                 )));
             }
         }
-        for (name, p) in &config.providers {
-            if WireApi::from_config(&p.api).is_none() {
-                return Err(SetupError(format!(
-                    "config providers.{name}.api: unknown API '{}' (expected openai, responses, anthropic or ollama)",
-                    p.api
-                )));
-            }
-        }
 
-        let model_text = cli
-            .model
-            .clone()
+        let model_text = resumed
+            .map(|cp| cp.doc.model.clone())
+            .or_else(|| cli.model.clone())
             .or_else(|| config.model.clone())
             .ok_or_else(|| {
                 SetupError(
@@ -130,7 +144,7 @@ impl Settings {
                 )
             })?;
         let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
-        check_known(&primary, &config.providers, env, "model")?;
+        let primary = models::resolve(primary, &config.providers, env, "model")?;
 
         let fallback_texts: Vec<String> = if cli.no_fallback {
             Vec::new()
@@ -139,7 +153,8 @@ impl Settings {
         } else {
             config.fallback_models.clone().unwrap_or_default()
         };
-        let fallbacks = validate_chain(&primary, &fallback_texts, &config.providers, env)?;
+        let fallbacks =
+            models::resolve_chain(&primary.spec, &fallback_texts, &config.providers, env)?;
 
         let time_limit = match &cli.time_limit {
             Some(t) => {
@@ -232,6 +247,9 @@ impl Settings {
             ),
         };
 
+        let health_db = health::db_path(config.health_db.as_deref(), env);
+        let save_runs = crate::runs::enabled(cli.no_save, &config);
+
         Ok(Settings {
             task,
             cwd,
@@ -239,7 +257,6 @@ impl Settings {
             quiet: cli.quiet,
             output: cli.output.clone(),
             log_db: cli.log_db.clone(),
-            resume: cli.resume.clone(),
             primary,
             fallbacks,
             step_limit: cli.step_limit.or(config.step_limit),
@@ -249,12 +266,22 @@ impl Settings {
             reasoning_effort,
             retry,
             fallback,
-            providers: config.providers.clone(),
-            config,
+            compaction: config.compaction,
+            hooks: config.hooks,
+            mcp_servers: config.mcp_servers,
+            health_db,
             subagents,
             worktree,
             sandbox,
+            save_runs,
         })
+    }
+}
+
+impl Settings {
+    /// The run's chain: the primary, then its fallbacks.
+    pub fn chain(&self) -> impl Iterator<Item = &ResolvedModel> {
+        std::iter::once(&self.primary).chain(&self.fallbacks)
     }
 }
 
@@ -269,9 +296,9 @@ fn resolve_subagents(config: &Config, env: Env) -> Result<Option<SubagentSetting
     })?;
     let primary =
         ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
-    check_known(&primary, &config.providers, env, "subagents.model")?;
-    let fallbacks = validate_chain(
-        &primary,
+    let primary = models::resolve(primary, &config.providers, env, "subagents.model")?;
+    let fallbacks = models::resolve_chain(
+        &primary.spec,
         sub.fallback_models.as_deref().unwrap_or_default(),
         &config.providers,
         env,
@@ -339,65 +366,6 @@ fn non_empty(text: String) -> Result<String, SetupError> {
     }
 }
 
-/// Checks that a spec names a known provider whose key variable is set.
-fn check_known(
-    spec: &ModelSpec,
-    providers: &BTreeMap<String, ProviderConfig>,
-    env: Env,
-    what: &str,
-) -> Result<(), SetupError> {
-    let key_env = if let Some(b) = builtin(&spec.provider) {
-        b.key_env.map(str::to_string)
-    } else if let Some(p) = providers.get(&spec.provider) {
-        p.api_key_env.clone()
-    } else {
-        return Err(SetupError(format!(
-            "{what} '{spec}': unknown provider '{}'",
-            spec.provider
-        )));
-    };
-    if let Some(var) = key_env {
-        if env(&var).is_none_or(|v| v.is_empty()) {
-            return Err(SetupError(format!(
-                "{what} '{spec}': the API key variable {var} is not set"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// SPEC section 5's validation of the fallback chain.
-fn validate_chain(
-    primary: &ModelSpec,
-    entries: &[String],
-    providers: &BTreeMap<String, ProviderConfig>,
-    env: Env,
-) -> Result<Vec<ModelSpec>, SetupError> {
-    let mut chain: Vec<ModelSpec> = Vec::new();
-    for (i, text) in entries.iter().enumerate() {
-        if i >= MAX_FALLBACKS {
-            return Err(SetupError(format!(
-                "fallback model '{text}': the fallback chain takes at most {MAX_FALLBACKS} models"
-            )));
-        }
-        let spec =
-            ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
-        check_known(&spec, providers, env, "fallback model")?;
-        if &spec == primary {
-            return Err(SetupError(format!(
-                "fallback model '{spec}': it is the primary model"
-            )));
-        }
-        if chain.contains(&spec) {
-            return Err(SetupError(format!(
-                "fallback model '{spec}': listed more than once"
-            )));
-        }
-        chain.push(spec);
-    }
-    Ok(chain)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,7 +378,7 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let env = move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        Settings::from_parts(&cli, Config::default(), "task".into(), &env)
+        Settings::from_parts(&cli, Config::default(), "task".into(), &env, None)
     }
 
     #[test]
@@ -479,7 +447,7 @@ mod tests {
             fallback_models: Some(vec!["script/b".into()]),
             ..Config::default()
         };
-        let s = Settings::from_parts(&cli, config, "t".into(), &|_| None).unwrap();
+        let s = Settings::from_parts(&cli, config, "t".into(), &|_| None, None).unwrap();
         assert!(s.fallbacks.is_empty());
     }
 }

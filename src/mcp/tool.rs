@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 
-use super::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
+use super::McpServer;
 use crate::conversation::ToolSpec;
-use crate::mcp::McpServer;
+use crate::tools::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
 
 /// Longest a tool call may take before it is abandoned.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);

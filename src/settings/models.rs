@@ -1,0 +1,218 @@
+//! Resolving model specs: the one place a provider is looked up (built-in
+//! table, then the config's named providers), its key checked and its
+//! endpoint, headers, prices and limits read into a `ResolvedModel`.
+
+use std::collections::BTreeMap;
+
+use crate::config::ProviderConfig;
+use crate::model::price::{builtin_price, Pricing};
+use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi};
+use crate::setup::{Env, SetupError};
+
+/// Most fallback entries a chain may have.
+pub const MAX_FALLBACKS: usize = 3;
+
+/// Resolves `spec`: a known provider whose key variable (if it has one) is
+/// set. `what` names the setting in errors (`model`, `fallback model`...).
+pub(crate) fn resolve(
+    spec: ModelSpec,
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+    what: &str,
+) -> Result<ResolvedModel, SetupError> {
+    let (key_env, resolved) = if let Some(b) = builtin(&spec.provider) {
+        let endpoint = b
+            .endpoint_env
+            .and_then(env)
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| b.endpoint.to_string());
+        let endpoint = if b.api == WireApi::Ollama {
+            ollama_host(&endpoint)
+        } else {
+            endpoint
+        };
+        let resolved = ResolvedModel {
+            api: b.api,
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            api_key: b.key_env.and_then(env),
+            headers: BTreeMap::new(),
+            pricing: builtin_price(&spec.provider, &spec.model),
+            context_window: None,
+            max_output_tokens: None,
+            spec,
+        };
+        (b.key_env.map(str::to_string), resolved)
+    } else if let Some(p) = providers.get(&spec.provider) {
+        let model = p.models.get(&spec.model).cloned().unwrap_or_default();
+        let pricing = match (model.input_price, model.output_price) {
+            (None, None) => None,
+            (input, output) => {
+                let input = input.unwrap_or(0.0);
+                Some(Pricing {
+                    input,
+                    output: output.unwrap_or(0.0),
+                    cached_input: model.cached_input_price.unwrap_or(input),
+                })
+            }
+        };
+        let resolved = ResolvedModel {
+            api: p.api,
+            endpoint: p.endpoint.trim_end_matches('/').to_string(),
+            api_key: p.api_key_env.as_deref().and_then(env),
+            headers: p.headers.clone(),
+            pricing,
+            context_window: model.context_window,
+            max_output_tokens: model.max_output_tokens,
+            spec,
+        };
+        (p.api_key_env.clone(), resolved)
+    } else {
+        return Err(SetupError(format!(
+            "{what} '{spec}': unknown provider '{}'",
+            spec.provider
+        )));
+    };
+    if let Some(var) = key_env {
+        if resolved.api_key.as_deref().is_none_or(str::is_empty) {
+            return Err(SetupError(format!(
+                "{what} '{}': the API key variable {var} is not set",
+                resolved.spec
+            )));
+        }
+    }
+    Ok(resolved)
+}
+
+/// SPEC section 5's validation of the fallback chain, each entry resolved.
+pub(crate) fn resolve_chain(
+    primary: &ModelSpec,
+    entries: &[String],
+    providers: &BTreeMap<String, ProviderConfig>,
+    env: Env,
+) -> Result<Vec<ResolvedModel>, SetupError> {
+    let mut chain: Vec<ResolvedModel> = Vec::new();
+    for (i, text) in entries.iter().enumerate() {
+        if i >= MAX_FALLBACKS {
+            return Err(SetupError(format!(
+                "fallback model '{text}': the fallback chain takes at most {MAX_FALLBACKS} models"
+            )));
+        }
+        let spec =
+            ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
+        let resolved = resolve(spec, providers, env, "fallback model")?;
+        let spec = &resolved.spec;
+        if spec == primary {
+            return Err(SetupError(format!(
+                "fallback model '{spec}': it is the primary model"
+            )));
+        }
+        if chain.iter().any(|m| &m.spec == spec) {
+            return Err(SetupError(format!(
+                "fallback model '{spec}': listed more than once"
+            )));
+        }
+        chain.push(resolved);
+    }
+    Ok(chain)
+}
+
+/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and the
+/// port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+fn ollama_host(value: &str) -> String {
+    let value = value.trim_end_matches('/');
+    let (scheme, rest) = value.split_once("://").unwrap_or(("http", value));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let has_port = match authority.rfind(']') {
+        Some(close) => authority[close..].contains(':'),
+        None => authority.contains(':'),
+    };
+    if has_port || scheme != "http" {
+        format!("{scheme}://{authority}{path}")
+    } else {
+        format!("{scheme}://{authority}:11434{path}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::setup::fixed_env as env;
+
+    fn spec(text: &str) -> ModelSpec {
+        ModelSpec::parse(text).unwrap()
+    }
+
+    #[test]
+    fn scheme_and_port_default_like_ollama() {
+        assert_eq!(ollama_host("gpu-box"), "http://gpu-box:11434");
+        assert_eq!(ollama_host("0.0.0.0:8080"), "http://0.0.0.0:8080");
+        assert_eq!(
+            ollama_host("http://127.0.0.1:11434/"),
+            "http://127.0.0.1:11434"
+        );
+        assert_eq!(ollama_host("http://gpu-box"), "http://gpu-box:11434");
+        assert_eq!(
+            ollama_host("https://ollama.example.com"),
+            "https://ollama.example.com"
+        );
+        assert_eq!(ollama_host("[::1]"), "http://[::1]:11434");
+        assert_eq!(
+            ollama_host("http://[::1]:9000/proxy"),
+            "http://[::1]:9000/proxy"
+        );
+    }
+
+    #[test]
+    fn health_keys_name_the_endpoint() {
+        let e = env(&[
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/"),
+        ]);
+        let none = BTreeMap::new();
+        let key = resolve(spec("openai/gpt-5"), &none, &e, "model")
+            .unwrap()
+            .health_key();
+        assert_eq!(key.model, "openai/gpt-5");
+        assert_eq!(key.endpoint, "http://127.0.0.1:8080/v1");
+        let script = resolve(spec("script/rel.yaml"), &none, &e, "model")
+            .unwrap()
+            .health_key();
+        assert!(Path::new(&script.endpoint).is_absolute(), "{script:?}");
+    }
+
+    #[test]
+    fn named_providers_bring_headers_prices_and_limits() {
+        let config: crate::config::Config = serde_yaml::from_str(
+            "providers:\n  local:\n    api: anthropic\n    endpoint: http://127.0.0.1:9/\n    api_key_env: LOCAL_KEY\n    headers: {X-Team: a}\n    models:\n      m: {input_price: 2, context_window: 1000, max_output_tokens: 64}\n",
+        )
+        .unwrap();
+        let e = env(&[("LOCAL_KEY", "secret")]);
+        let r = resolve(spec("local/m"), &config.providers, &e, "model").unwrap();
+        assert_eq!(r.api, WireApi::Anthropic);
+        assert_eq!(r.endpoint, "http://127.0.0.1:9");
+        assert_eq!(r.api_key.as_deref(), Some("secret"));
+        assert_eq!(r.headers["X-Team"], "a");
+        assert_eq!(
+            r.pricing,
+            Some(Pricing {
+                input: 2.0,
+                output: 0.0,
+                cached_input: 2.0
+            })
+        );
+        assert_eq!(
+            (r.context_window, r.max_output_tokens),
+            (Some(1000), Some(64))
+        );
+        let e = resolve(spec("local/m"), &config.providers, &env(&[]), "model").unwrap_err();
+        assert_eq!(
+            e.0,
+            "model 'local/m': the API key variable LOCAL_KEY is not set"
+        );
+    }
+}

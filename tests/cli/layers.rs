@@ -1,0 +1,218 @@
+//! The layering of `src/`: the dependency graph between top-level modules
+//! (`src/*.rs` and `src/*/`), read from their `crate::` paths, has no
+//! cycle, and the few edges CONTRIBUTING forbids are absent. Reads the
+//! source, runs nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Modules everyone may import that import nothing of ours.
+const LEAVES: &[&str] = &["conversation", "policy", "setup"];
+
+/// Edges that must not exist, even without a cycle.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("model", "agent"),
+    ("model", "tools"),
+    ("model", "settings"),
+    ("model", "config"),
+    ("tools", "model"),
+    ("events", "model"),
+    ("health", "model"),
+    ("health", "settings"),
+];
+
+/// The wire adapters and their transport, which must not reach the chain,
+/// the registry or the retry loop.
+const ADAPTERS: &[&str] = &[
+    "model/openai",
+    "model/anthropic",
+    "model/responses",
+    "model/ollama.rs",
+    "model/http.rs",
+    "model/sse.rs",
+];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The file's code without comment lines.
+fn code(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first path segments after each `crate::` (and inside `crate::{...}`).
+fn crate_refs(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut refs = BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            refs.extend(group.split(',').map(|p| ident(p.trim())));
+        } else {
+            refs.insert(ident(rest));
+        }
+    }
+    refs.retain(|r| !r.is_empty());
+    refs
+}
+
+/// The top-level module a file belongs to (`None` for the crate root).
+fn top_level(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    (!matches!(name.as_str(), "lib" | "main")).then_some(name)
+}
+
+/// module -> the modules it reaches, with one file that does it.
+fn graph() -> BTreeMap<String, BTreeMap<String, PathBuf>> {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| top_level(f.strip_prefix(&root).unwrap()))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
+    for file in &files {
+        let rel = file.strip_prefix(&root).unwrap().to_path_buf();
+        let Some(from) = top_level(&rel) else {
+            continue;
+        };
+        let edges = graph.entry(from.clone()).or_default();
+        for to in crate_refs(&code(file)) {
+            assert!(
+                modules.contains(&to),
+                "{}: `crate::{to}` reaches an item of the crate root; only lib.rs wires, nothing imports from it",
+                rel.display()
+            );
+            if to != from {
+                edges.entry(to).or_insert_with(|| rel.clone());
+            }
+        }
+    }
+    graph
+}
+
+/// A cycle through `start`, if any, as the list of modules on it.
+fn cycle_from(
+    graph: &BTreeMap<String, BTreeMap<String, PathBuf>>,
+    start: &str,
+) -> Option<Vec<String>> {
+    let mut stack = vec![(start.to_string(), vec![start.to_string()])];
+    let mut seen = BTreeSet::new();
+    while let Some((at, path)) = stack.pop() {
+        for next in graph.get(&at).into_iter().flat_map(|e| e.keys()) {
+            if next == start {
+                let mut cycle = path.clone();
+                cycle.push(start.to_string());
+                return Some(cycle);
+            }
+            if seen.insert(next.clone()) {
+                let mut longer = path.clone();
+                longer.push(next.clone());
+                stack.push((next.clone(), longer));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let graph = graph();
+    let listing: Vec<String> = graph
+        .iter()
+        .map(|(from, to)| {
+            let to: Vec<&str> = to.keys().map(String::as_str).collect();
+            format!("{from} -> {}", to.join(", "))
+        })
+        .collect();
+    let listing = listing.join("\n");
+    // `cargo test --test cli layers:: -- --nocapture` shows the graph.
+    println!("{listing}");
+    for module in graph.keys() {
+        if let Some(cycle) = cycle_from(&graph, module) {
+            let hops: Vec<String> = cycle
+                .windows(2)
+                .map(|w| format!("{} -> {} ({})", w[0], w[1], graph[&w[0]][&w[1]].display()))
+                .collect();
+            panic!(
+                "import cycle between top-level modules:\n  {}\n\nthe graph:\n{listing}",
+                hops.join("\n  ")
+            );
+        }
+    }
+    for (from, to) in FORBIDDEN {
+        if let Some(file) = graph.get(*from).and_then(|e| e.get(*to)) {
+            panic!("{from} must not import {to} ({})", file.display());
+        }
+    }
+    for leaf in LEAVES {
+        let edges = graph.get(*leaf).map(|e| e.len()).unwrap_or(0);
+        assert_eq!(
+            edges, 0,
+            "{leaf} is a leaf: it imports nothing of ours\n{listing}"
+        );
+    }
+}
+
+#[test]
+fn adapters_do_not_reach_the_chain() {
+    let root = src();
+    for adapter in ADAPTERS {
+        let path = root.join(adapter);
+        let mut files = Vec::new();
+        if path.is_dir() {
+            rust_files(&path, &mut files);
+        } else {
+            files.push(path);
+        }
+        for file in files {
+            let code = code(&file);
+            for layer in ["chain", "registry", "retry"] {
+                for prefix in ["super::", "crate::model::", "super::super::"] {
+                    let path = format!("{prefix}{layer}");
+                    assert!(
+                        !code.contains(&path),
+                        "{} reaches {path}: adapters know nothing of the layers above them",
+                        file.display()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_reader_finds_grouped_and_plain_paths() {
+    let refs =
+        crate_refs("use crate::a::B;\nuse crate::{c::D, e};\nx = crate::f::g();\nmy_crate::h;");
+    let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+    assert_eq!(refs, ["a", "c", "e", "f"]);
+}
