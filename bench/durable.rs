@@ -59,6 +59,7 @@ fn run_started() -> Event {
         fallback_models: vec!["openai/gpt-5".into()],
         resumed_from: None,
         worktree: None,
+        instructions: Vec::new(),
     }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fleet drill for the shared provider health record (SPEC section 13):
 # RUNS runs started together, the primary failing with 503 forever, the
-# fallback healthy, default retry settings (6 attempts, 1s backoff doubling,
+# fallback healthy, default retry settings (6 attempts, 500ms backoff doubling,
 # jitter 0.5). Reports the requests the dead primary received in total and
 # the median time from each run's start to its first answer, with the shared
 # record (fresh, and already knowing the outage) and with `health_db: off`.

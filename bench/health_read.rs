@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use tinyagent::health::{Health, HealthKey, HealthPolicy, HealthStore, SqliteStore};
-use tinyagent::model::chain::Cooldown;
+use tinyagent::health::{Health, HealthKey, HealthStore, SqliteStore};
+use tinyagent::policy::{Cooldown, FallbackPolicy};
 
 fn key(i: usize) -> HealthKey {
     HealthKey {
@@ -73,11 +73,10 @@ fn main() {
             .collect(),
     );
 
-    // Through the run's view, as the retry loop's gate asks before each attempt.
+    // Through the run's view, as the chain asks before each attempt.
     let health = Health::new(
         Box::new(SqliteStore::open(&path).expect("open")),
-        vec![key(0), key(5)],
-        HealthPolicy {
+        FallbackPolicy {
             switch_after: 6,
             cooldown: Cooldown::For(Duration::from_secs(300)),
         },
@@ -88,7 +87,7 @@ fn main() {
         (0..rounds)
             .map(|_| {
                 per_call(n, |_| {
-                    std::hint::black_box(health.cooling_by_others(1));
+                    std::hint::black_box(health.elsewhere(&key(5)));
                 })
             })
             .collect(),
@@ -97,7 +96,7 @@ fn main() {
         (0..rounds)
             .map(|_| {
                 per_call(n, |_| {
-                    std::hint::black_box(health.eligible(0, true));
+                    std::hint::black_box(health.elsewhere(&key(0)));
                 })
             })
             .collect(),

@@ -11,10 +11,7 @@ use clap::Parser;
 /// directory, and ends with an answer and an exit code.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
-#[command(
-    after_help = "Exit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
-3 step/cost/time limit, 130 interrupted."
-)]
+#[command(after_help = crate::help::after_help())]
 pub struct Cli {
     /// The task; `-` (or no TASK with piped stdin) reads it from stdin, a piped stdin given with a TASK is added to it, and no TASK on a terminal starts an interactive session
     #[arg(value_name = "TASK")]
@@ -74,6 +71,9 @@ pub struct Cli {
     /// Do not keep this run in the run store (config `save_runs`)
     #[arg(long)]
     pub no_save: bool,
+    /// Project instructions to use instead of the AGENTS.md files found (config `instructions`)
+    #[arg(long, value_name = "FILE")]
+    pub instructions: Option<PathBuf>,
 
     /// Stop after N model steps (config `step_limit`)
     #[arg(long, value_name = "N")]
@@ -111,7 +111,27 @@ pub struct Cli {
     )]
     pub sandbox_allow_domain: Vec<String>,
 
+    /// Print shell completions or the man page and exit
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub generate: Option<crate::help::Generate>,
+
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// Prints a flag-parsing error the way tinyagent's own usage errors start
+/// (`tinyagent: error: ...`), or the help or version text clap was asked
+/// for, and returns the exit code (2 for a usage error).
+pub fn exit_on_parse_error(e: clap::Error) -> std::process::ExitCode {
+    use clap::error::ErrorKind;
+    let code = u8::try_from(e.exit_code()).unwrap_or(2);
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return std::process::ExitCode::from(code);
+    }
+    let text = e.render().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    eprint!("tinyagent: error: {text}");
+    std::process::ExitCode::from(code)
 }

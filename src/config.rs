@@ -55,6 +55,30 @@ pub struct Config {
     pub save_runs: Option<bool>,
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// `instructions:` true (the default), false, or a file (SPEC 14).
+    pub instructions: Option<InstructionsConfig>,
+    /// `tools: {allow, deny}`: which tools are offered (SPEC 11).
+    #[serde(default)]
+    pub tools: ToolsConfig,
+}
+
+/// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Only these (when given); `submit` is always offered.
+    pub allow: Option<Vec<String>>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+/// `instructions:` read the `AGENTS.md` files (true), none (false), or
+/// this file instead.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum InstructionsConfig {
+    Enabled(bool),
+    File(PathBuf),
 }
 
 /// A named provider.
@@ -196,16 +220,35 @@ pub fn check(value: &Value) -> Result<Config, String> {
     serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        let inner = inner
-            .split_once(", expected")
-            .map(|(head, _)| head.to_string())
-            .unwrap_or(inner);
+        let inner = match inner.split_once(", expected") {
+            Some((head, expected)) => format!("{head}{}", did_you_mean(head, expected)),
+            None => inner,
+        };
         if path == "." || path.is_empty() {
             inner
         } else {
             format!("{path}: {inner}")
         }
     })
+}
+
+/// ` (did you mean `model`?)` for serde's "unknown field `modle`" and its
+/// list of expected fields, or nothing when none is close.
+fn did_you_mean(head: &str, expected: &str) -> String {
+    let quoted = |text: &str| -> Vec<String> {
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let (Some(field), true) = (quoted(head).pop(), head.starts_with("unknown field")) else {
+        return String::new();
+    };
+    let valid = quoted(expected);
+    crate::suggest::closest(&field, valid.iter().map(String::as_str))
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default()
 }
 
 /// Lays `top` over `base` key by key: mappings merge recursively, anything
@@ -261,7 +304,14 @@ mod tests {
         assert!(err.contains("retry"), "{err}");
         assert!(err.contains("unknown field `tries`"), "{err}");
         let err = check(&yaml("modle: x")).unwrap_err();
-        assert!(err.contains("`modle`"), "{err}");
+        assert_eq!(err, "modle: unknown field `modle` (did you mean `model`?)");
+        let err = check(&yaml("retry: {atempts: 2}")).unwrap_err();
+        assert!(
+            err.ends_with("unknown field `atempts` (did you mean `attempts`?)"),
+            "{err}"
+        );
+        let err = check(&yaml("zzzzz: 1")).unwrap_err();
+        assert_eq!(err, "zzzzz: unknown field `zzzzz`");
     }
 
     #[test]

@@ -3,28 +3,30 @@
 //! `run` is the one place that wires settings, models, tools and sinks
 //! together; see CONTRIBUTING.md for the map of the code.
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod cli;
-pub mod config;
-pub mod conversation;
-pub mod duration;
+pub(crate) mod config;
+pub(crate) mod conversation;
+pub(crate) mod duration;
 pub mod events;
 pub mod exit;
 pub mod health;
-pub mod interactive;
-pub mod mcp;
+pub(crate) mod help;
+pub(crate) mod interactive;
+pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
-pub mod resume;
+pub(crate) mod resume;
 pub mod runs;
 pub mod sandbox;
-pub mod settings;
-pub mod setup;
-pub mod stop;
-pub mod task_input;
-pub mod tools;
+pub(crate) mod settings;
+pub(crate) mod setup;
+pub(crate) mod stop;
+pub(crate) mod suggest;
+pub(crate) mod task_input;
+pub(crate) mod tools;
 pub mod trajectory;
-pub mod worktree;
+pub(crate) mod worktree;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -33,6 +35,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use agent::instructions::{self, Instructions};
 use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
@@ -44,21 +47,25 @@ use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
 use interactive::{Ended, Start};
 use mcp::McpServers;
-use model::chain::{ChainModel, Member};
+use model::chain::ChainModel;
 use model::registry::{build_member, RegistryError};
 use model::spec::ResolvedModel;
-use policy::RetryPolicy;
 use sandbox::Sandbox;
 use settings::{process_env, Settings, SetupError};
 use stop::Stop;
 use tools::bash::{BashTool, CommandBuilder, PlainBash};
 use tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
+use tools::filter::ToolFilter;
+use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
 use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
+    if let Some(kind) = cli.generate {
+        return help::generate(kind, <Cli as clap::CommandFactory>::command());
+    }
     match interactive::wanted(&cli) {
         Ok(true) => interactive::session(cli, run_one),
         Ok(false) => run_one(&cli, Start::default()).code,
@@ -70,7 +77,7 @@ pub fn run(cli: Cli) -> i32 {
 }
 
 /// Prepares and runs one run on its own runtime.
-pub fn run_one(cli: &Cli, start: Start) -> Ended {
+fn run_one(cli: &Cli, start: Start) -> Ended {
     let not_started = |code| Ended {
         code,
         doc: None,
@@ -100,7 +107,8 @@ pub fn run_one(cli: &Cli, start: Start) -> Ended {
 /// A run resolved and ready for its first request.
 struct Prepared {
     settings: Settings,
-    members: Vec<Member>,
+    /// The run's chain; the health record joins it once the run has an emitter.
+    chain: ChainModel,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
     /// A resumed FILE written back when no `-o` is given (`--resume`).
@@ -110,6 +118,8 @@ struct Prepared {
     /// Warnings found before the run started (skipped store entries).
     warnings: Vec<String>,
     jobs: JobOptions,
+    instructions: Instructions,
+    tool_filter: ToolFilter,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -155,26 +165,36 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         store,
         cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
     });
-    let members = build_members(settings.chain(), &settings.retry)?;
+    let chain = build_chain(settings.chain(), &settings)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
-            let members = build_members(
+            let chain = build_chain(
                 std::iter::once(&sub.primary).chain(&sub.fallbacks),
-                &settings.retry,
+                &settings,
             )
             .map_err(|e| SetupError(format!("config subagents: {e}")))?;
-            let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
             let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
             Some(Subagent::new(chain, fallback_models, sub.step_limit))
         }
     };
-    let jobs = job_options(
+    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
+        .map_err(SetupError)?;
+    // A denied `delegate` means no subagent.
+    let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
+    let mut jobs = job_options(
         cli.output_schema.as_deref(),
         &settings.compaction,
         &settings.hooks,
         subagent,
     )?;
+    let source = instructions::Source::resolve(
+        cli.instructions.as_deref(),
+        settings.instructions.as_ref(),
+        &settings.cwd,
+    );
+    let instructions = instructions::load(&source, &settings.cwd)?;
+    jobs.system_note = instructions.prompt_section();
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -183,13 +203,15 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     };
     Ok(Prepared {
         settings,
-        members,
+        chain,
         log_db,
         resume,
         write_back,
         keep,
         warnings,
         jobs,
+        instructions,
+        tool_filter,
     })
 }
 
@@ -209,44 +231,49 @@ fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
     Ok(dir.canonicalize().unwrap_or(dir))
 }
 
-/// The chain members for `models`, primary first.
-fn build_members<'a>(
+/// A chain of `models` (primary first) under the run's retry and fallback
+/// settings: the run's own and the subagents' are built here alike.
+fn build_chain<'a>(
     models: impl Iterator<Item = &'a ResolvedModel>,
-    retry: &RetryPolicy,
-) -> Result<Vec<Member>, RegistryError> {
-    models
-        .map(|model| build_member(model, retry.stream_timeouts()))
-        .collect()
+    settings: &Settings,
+) -> Result<ChainModel, RegistryError> {
+    let members = models
+        .map(|model| build_member(model, settings.retry.stream_timeouts()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ChainModel::new(
+        members,
+        settings.retry.clone(),
+        settings.fallback.clone(),
+    ))
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
-    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(SwitchNotices)];
+    // The human view prints the switch lines itself, above its spinner.
     if settings.json {
-        sinks.push(Box::new(JsonlSink::stdout()));
+        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
     } else {
-        sinks.push(Box::new(HumanSink::new(settings.quiet)));
+        vec![Box::new(HumanSink::new(settings.quiet))]
     }
-    sinks
 }
 
 /// Warnings due before the first request: unpriced models under a cost
 /// limit, and fallbacks dearer than the primary.
-fn price_warnings(members: &[Member], cost_limit: Option<f64>, emitter: &Emitter) {
+fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
     if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in members.iter().filter(|m| m.pricing.is_none()) {
+        for m in models.iter().filter(|m| m.pricing.is_none()) {
             emitter.warn(format!(
                 "model {} has no known price: its responses count as $0 toward the cost limit",
                 m.spec
             ));
         }
     }
-    if let Some(primary) = members[0].pricing {
-        for m in &members[1..] {
+    if let Some(primary) = models[0].pricing {
+        for m in &models[1..] {
             if let Some(p) = m.pricing {
                 if p.input > primary.input || p.output > primary.output {
                     emitter.warn(format!(
                         "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, members[0].spec, p.input, p.output, primary.input, primary.output
+                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
                     ));
                 }
             }
@@ -271,6 +298,7 @@ fn watch_signals(token: CancellationToken) {
             }
             count += 1;
             if count > 1 {
+                events::human::clear_terminal_line();
                 std::process::exit(Status::Interrupted.exit_code());
             }
             token.cancel();
@@ -317,13 +345,15 @@ async fn start_isolation(
 async fn run_agent(prepared: Prepared) -> Ended {
     let Prepared {
         mut settings,
-        members,
+        chain,
         log_db,
         resume,
         write_back,
         keep,
         warnings,
         jobs,
+        instructions,
+        tool_filter,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -389,11 +419,16 @@ async fn run_agent(prepared: Prepared) -> Ended {
         fallback_models: fallback_models.clone(),
         resumed_from: doc.resumed_from.clone(),
         worktree: doc.worktree.clone(),
+        instructions: instructions.paths(),
     });
     for warning in &warnings {
         emitter.warn(warning.clone());
     }
-    price_warnings(&members, settings.cost_limit, &emitter);
+    for warning in &instructions.warnings {
+        emitter.warn(warning.clone());
+    }
+    let models: Vec<&ResolvedModel> = settings.chain().collect();
+    price_warnings(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
@@ -431,9 +466,14 @@ async fn run_agent(prepared: Prepared) -> Ended {
         None => None,
     };
 
+    // The store's own copy is continued with --continue, not named in a hint.
+    let resumable = checkpoint
+        .as_ref()
+        .and(output_path.clone())
+        .filter(|_| !volatile);
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
-    let mut tools = ToolRegistry::default();
+    let mut tools = ToolRegistry::with_filter(tool_filter);
     let bash: Box<dyn CommandBuilder> = match &sandbox {
         Some(sandbox) => Box::new(sandbox.bash()),
         None => Box::new(PlainBash),
@@ -443,19 +483,14 @@ async fn run_agent(prepared: Prepared) -> Ended {
     tools.add(Box::new(WriteFile));
     tools.add(Box::new(EditFile));
     tools.add(Box::new(ListFiles));
+    tools.add(Box::new(GrepTool));
     tools.add(Box::new(PlanTool { plan: plan.clone() }));
     for tool in mcp.tools(&emitter) {
         tools.add(tool);
     }
 
-    let health = health::for_run(
-        settings.health_db.as_deref(),
-        settings.chain().map(ResolvedModel::health_key).collect(),
-        &settings.fallback,
-        &emitter,
-    );
-    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_health(health);
+    let health = health::for_run(settings.health_db.as_deref(), &settings.fallback, &emitter);
+    let chain = chain.with_health(health);
     let agent = Agent {
         chain,
         tools,
@@ -495,6 +530,10 @@ async fn run_agent(prepared: Prepared) -> Ended {
     drop(sandbox);
     if !settings.json {
         print_answer(&outcome.output, json_answer);
+        let hint = resumable.and_then(|path| events::human::resume_hint(outcome.status, &path));
+        if let Some(hint) = hint.filter(|_| !settings.quiet) {
+            eprintln!("{hint}");
+        }
     }
     Ended {
         code: outcome.status.exit_code(),

@@ -14,7 +14,10 @@ fn main() -> ExitCode {
         let code = tinyagent::sandbox::forward::main(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let cli = tinyagent::cli::Cli::parse();
+    let cli = match tinyagent::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return tinyagent::cli::exit_on_parse_error(e),
+    };
     let code = tinyagent::run(cli);
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

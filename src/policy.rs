@@ -20,7 +20,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 6,
-            backoff: Duration::from_secs(1),
+            backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(60),
             jitter: 0.5,
             stream_first_event_timeout: Duration::from_secs(30),
@@ -61,22 +61,4 @@ pub struct FallbackPolicy {
     /// Transient failures on a member before moving on (at most `retry.attempts`).
     pub switch_after: u32,
     pub cooldown: Cooldown,
-}
-
-/// Consulted by the retry loop around each attempt; the shared health
-/// record (`health::MemberGate`) plugs in here. It lives in this leaf so the
-/// health record need not import the model layer that consults it.
-pub trait AttemptHook: Sync {
-    /// Before each request, and after a failure before scheduling a retry:
-    /// `true` ends the loop with `Failure::Cooling`.
-    fn skip(&self) -> bool {
-        false
-    }
-    /// After each transient failure (with its reason): `true` ends the loop
-    /// at once with that failure, as if the budget were spent.
-    fn failed(&self, _reason: &str) -> bool {
-        false
-    }
-    /// After a successful request.
-    fn succeeded(&self) {}
 }

@@ -34,12 +34,8 @@ pub struct Checkpointed {
     pub started: Vec<StartedCall>,
 }
 
-/// Loads FILE and its journal, refusing what cannot be resumed.
-pub fn load(path: &Path) -> Result<Checkpointed, SetupError> {
-    load_for(path, false)
-}
-
-/// `load`, where a finished run is continued when a follow-up TASK is given.
+/// Loads FILE and its journal, refusing what cannot be resumed: a finished
+/// run is continued only when a follow-up TASK is given.
 pub fn load_for(path: &Path, has_task: bool) -> Result<Checkpointed, SetupError> {
     let cp = read(path)?;
     check_status(&cp, has_task)?;

@@ -6,6 +6,7 @@
 mod answer;
 pub mod compact;
 pub mod hooks;
+pub mod instructions;
 mod prompt;
 pub mod schema;
 mod setup;
@@ -109,14 +110,9 @@ enum StepEnd {
 }
 
 impl Agent {
-    /// Runs the loop to its end and returns the outcome; `run.finished` has
+    /// Runs the loop to its end and returns the outcome with the finished
+    /// document (an interactive follow-up continues it); `run.finished` has
     /// been emitted and the trajectory finished when this returns.
-    pub async fn run(mut self, new_messages: Vec<Message>) -> Outcome {
-        self.run_mut(new_messages).await
-    }
-
-    /// `run`, handing back the finished document too (an interactive
-    /// follow-up continues it).
     pub async fn run_keeping_doc(mut self, new_messages: Vec<Message>) -> (Outcome, Trajectory) {
         let outcome = self.run_mut(new_messages).await;
         (outcome, self.doc)

@@ -69,6 +69,7 @@ impl Agent {
             fallback_models: fallback_models.clone(),
             resumed_from: None,
             worktree: None,
+            instructions: Vec::new(),
         });
         let remaining_cost = self
             .limits

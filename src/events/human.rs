@@ -1,12 +1,27 @@
-//! The human terminal view on stderr: a spinner and one line per tool call
-//! on a TTY, plain lines otherwise, and the closing summary line.
+//! The human terminal view on stderr: a spinner saying what runs and one
+//! line per tool call on a TTY, plain lines otherwise, and the closing
+//! summary line. The text of each line is built in `lines`.
 
+pub mod lines;
+
+use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
+use serde_json::Value;
 
 use super::{Event, EventRecord, Sink};
+pub use lines::resume_hint;
+use lines::{cut, plan_items, tool_subject, Summary};
+
+/// Line width when stderr is not a terminal and `COLUMNS` is not set.
+const PIPE_WIDTH: usize = 120;
+
+/// When the retry being waited for starts, shared with the spinner's
+/// countdown.
+type WaitUntil = Arc<Mutex<Option<Instant>>>;
 
 /// Renders progress for a person. The final answer is not printed here (it
 /// goes to stdout from `main`); everything this sink writes goes to stderr.
@@ -19,6 +34,13 @@ pub struct HumanSink {
     streamed: bool,
     /// Set while rendering a subagent's event: its lines are indented.
     indent: bool,
+    /// Characters a line may take.
+    width: usize,
+    /// Tool calls started and not yet finished: call id -> arguments.
+    calls: HashMap<String, Value>,
+    /// Cost per model that answered, in the order they first answered.
+    costs: Vec<(String, f64)>,
+    wait_until: WaitUntil,
 }
 
 impl HumanSink {
@@ -26,24 +48,63 @@ impl HumanSink {
         let tty = io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         let live = tty && !quiet;
+        let width = if tty {
+            console::Term::stderr()
+                .size_checked()
+                .map(|(_, w)| w as usize)
+        } else {
+            None
+        }
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        .filter(|w| *w >= 20)
+        .unwrap_or(PIPE_WIDTH);
+        let wait_until = WaitUntil::default();
         HumanSink {
             quiet,
             color,
             live,
-            spinner: live.then(new_spinner),
+            spinner: live.then(|| new_spinner(&wait_until)),
             streamed: false,
             indent: false,
+            width,
+            calls: HashMap::new(),
+            costs: Vec::new(),
+            wait_until,
         }
     }
 
-    /// Shows the spinner again (after streamed text) with `message`.
-    fn spin(&mut self, message: String) {
+    /// Shows the spinner (again, after streamed text) saying `message`.
+    fn spin(&mut self, message: &str) {
         if !self.live {
             return;
         }
+        let message = cut(message, self.width.saturating_sub(12));
+        let wait = &self.wait_until;
         self.spinner
-            .get_or_insert_with(new_spinner)
+            .get_or_insert_with(|| new_spinner(wait))
             .set_message(message);
+    }
+
+    fn set_wait(&self, until: Option<Instant>) {
+        *self.wait_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
+    fn clear_spinner(&mut self) {
+        if let Some(bar) = self.spinner.take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// The width left for a line's text (subagent lines are indented).
+    fn line_width(&self) -> usize {
+        self.width - if self.indent { 2 } else { 0 }
+    }
+
+    fn line_unindented(&self, text: &str) {
+        match &self.spinner {
+            Some(bar) => bar.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
     }
 
     fn line(&self, text: &str) {
@@ -63,6 +124,9 @@ impl HumanSink {
     /// A subagent's run: its start and end as one line each, the rest as usual.
     fn handle_subagent(&mut self, record: &EventRecord) {
         match &record.event {
+            Event::ModelResponse {
+                model, cost_usd, ..
+            } => self.add_cost(model, *cost_usd),
             _ if self.quiet => {}
             Event::RunStarted { task, model, .. } => {
                 let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
@@ -79,6 +143,13 @@ impl HumanSink {
         }
     }
 
+    fn add_cost(&mut self, model: &str, cost: f64) {
+        match self.costs.iter_mut().find(|(m, _)| m == model) {
+            Some((_, total)) => *total += cost,
+            None => self.costs.push((model.to_string(), cost)),
+        }
+    }
+
     fn paint(&self, code: &str, text: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{text}\x1b[0m")
@@ -86,10 +157,68 @@ impl HumanSink {
             text.to_string()
         }
     }
+
+    /// `✓ bash cargo test (1.2s)`, cut to the line's width; a failed call
+    /// (or one with nothing to show) adds the first line of its output.
+    fn tool_finished(&self, tool: &str, args: &Value, ok: bool, output: &str, duration_ms: u64) {
+        let mark = if ok {
+            self.paint("32", "✓")
+        } else {
+            self.paint("31", "✗")
+        };
+        let took = format!("({})", lines::duration(duration_ms));
+        if tool == "plan" && ok {
+            let (items, done, total) = plan_items(args);
+            self.line(&format!(
+                "{mark} plan ({done}/{total} done) {}",
+                self.paint("2", &took)
+            ));
+            for item in items {
+                self.line(&format!(
+                    "    {}",
+                    cut(&item, self.line_width().saturating_sub(4))
+                ));
+            }
+            return;
+        }
+        let subject = tool_subject(tool, args);
+        // "✓ " + tool + " " + subject + " " + took
+        let room = self
+            .line_width()
+            .saturating_sub(tool.chars().count() + took.chars().count() + 4);
+        let mut line = format!("{mark} {tool}");
+        if !subject.is_empty() {
+            line.push(' ');
+            line.push_str(&cut(&subject, room.max(10)));
+        }
+        line.push(' ');
+        line.push_str(&self.paint("2", &took));
+        self.line(&line);
+        let note = if ok && subject.is_empty() {
+            output
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string()
+        } else if !ok {
+            lines::failure_note(output)
+        } else {
+            String::new()
+        };
+        if !note.is_empty() {
+            let note = cut(note.trim_end(), self.line_width().saturating_sub(4));
+            self.line(&format!("    {}", self.paint("2", &note)));
+        }
+    }
 }
 
 impl Sink for HumanSink {
     fn handle(&mut self, record: &EventRecord) {
+        // The fallback and restore lines are printed in every mode (SPEC 5),
+        // above the spinner so no frame is left behind.
+        if let Some(line) = super::switch_line(&record.event) {
+            self.line_unindented(&line);
+        }
         if record.parent_run_id.is_some() {
             self.handle_subagent(record);
         } else {
@@ -102,51 +231,69 @@ impl Sink for HumanSink {
         if !self.live {
             return;
         }
-        if let Some(bar) = self.spinner.take() {
-            bar.finish_and_clear();
-        }
+        self.clear_spinner();
         self.streamed = true;
         eprint!("{text}");
         let _ = io::stderr().flush();
     }
 
     fn finish(&mut self) {
-        if let Some(bar) = self.spinner.take() {
-            bar.finish_and_clear();
-        }
+        self.clear_spinner();
+    }
+}
+
+impl Drop for HumanSink {
+    fn drop(&mut self) {
+        self.clear_spinner();
     }
 }
 
 impl HumanSink {
     fn handle_event(&mut self, record: &EventRecord) {
-        if let Event::RunFinished { .. } = record.event {
-            if let Some(bar) = self.spinner.take() {
-                bar.finish_and_clear();
-            }
-        }
         match &record.event {
-            Event::RunFinished { error, .. } => {
+            Event::RunFinished { status, error, .. } => {
+                self.clear_spinner();
+                self.set_wait(None);
                 if let Some(error) = error {
                     eprintln!("{} {error}", self.paint("31", "error:"));
                 }
-                if !self.quiet {
-                    eprintln!("{}", summary_line(&record.event));
+                // Quiet keeps the summary of a run that ended without an
+                // answer: the only word on why it stopped.
+                let answered = matches!(status.as_str(), "submitted" | "completed");
+                if !self.quiet || !answered {
+                    eprintln!("{}", summary_with_costs(&record.event, &self.costs));
                 }
             }
+            Event::ModelResponse {
+                model, cost_usd, ..
+            } => {
+                self.add_cost(model, *cost_usd);
+                self.set_wait(None);
+            }
             _ if self.quiet => {}
-            Event::StepStarted { step, model } => self.spin(format!("step {step} · {model}")),
+            Event::StepStarted { step, model } => {
+                self.set_wait(None);
+                self.spin(&format!("thinking · step {step} · {model}"));
+            }
             Event::ProviderRetry {
                 model,
                 next_attempt,
                 wait_seconds,
                 reason,
                 ..
-            } => self.line(&self.paint(
-                "33",
-                &format!(
-                    "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
-                ),
-            )),
+            } => {
+                self.line(&self.paint(
+                    "33",
+                    &format!(
+                        "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
+                    ),
+                ));
+                let wait = Duration::try_from_secs_f64(*wait_seconds).unwrap_or_default();
+                self.set_wait(Some(Instant::now() + wait));
+                self.spin(&format!(
+                    "retrying {model} (attempt {next_attempt}, {reason})"
+                ));
+            }
             Event::AttemptReset { model, .. } => {
                 if std::mem::take(&mut self.streamed) {
                     eprintln!();
@@ -162,29 +309,39 @@ impl HumanSink {
                 if self.streamed {
                     self.streamed = false;
                     eprintln!();
-                    self.spin("working".into());
+                    self.spin("working");
                 } else if !text.is_empty() && !tool_calls.is_empty() {
                     self.line(&self.paint("2", text.trim()));
                 }
             }
+            Event::ToolStarted {
+                call_id,
+                tool,
+                arguments,
+                ..
+            } => {
+                let subject = tool_subject(tool, arguments);
+                self.calls.insert(call_id.clone(), arguments.clone());
+                if tool == "submit" {
+                    self.spin("finishing");
+                } else {
+                    self.spin(&format!("running {tool} {subject}"));
+                }
+            }
             Event::ToolFinished {
+                call_id,
                 tool,
                 ok,
                 output,
                 duration_ms,
                 ..
             } => {
-                let mark = if *ok {
-                    self.paint("32", "✓")
-                } else {
-                    self.paint("31", "✗")
-                };
-                let first = output.lines().next().unwrap_or("");
-                let first: String = first.chars().take(80).collect();
-                self.line(&format!(
-                    "{mark} {tool} ({duration_ms}ms) {}",
-                    self.paint("2", &first)
-                ));
+                let args = self.calls.remove(call_id).unwrap_or(Value::Null);
+                // `submit` is the summary line's business.
+                if tool != "submit" || !*ok {
+                    self.tool_finished(tool, &args, *ok, output, *duration_ms);
+                }
+                self.spin("working");
             }
             Event::ContextCompacted {
                 tokens_before,
@@ -196,27 +353,43 @@ impl HumanSink {
             Event::Warning { message } => {
                 self.line(&format!("{} {message}", self.paint("33", "warning:")))
             }
-            Event::RunStarted { .. }
-            | Event::ModelResponse { .. }
-            | Event::ToolStarted { .. }
-            | Event::ModelFallback { .. }
-            | Event::ModelRestore { .. } => {}
+            Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
+                self.set_wait(None);
+                self.spin(&format!("asking {to}"));
+            }
+            Event::RunStarted { .. } => {}
         }
     }
 }
 
-fn new_spinner() -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
+/// A spinner whose last frame is cleared when it is dropped, with the time
+/// left of a retry wait counting down after its message.
+fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
+    let wait = wait_until.clone();
+    let style = ProgressStyle::with_template("{spinner} {msg}{wait}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key(
+            "wait",
+            move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let until = *wait.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(left) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
+                    let _ = write!(w, " in {:.1}s", left.as_secs_f64());
+                }
+            },
+        );
+    let bar = ProgressBar::new_spinner().with_finish(ProgressFinish::AndClear);
+    bar.set_style(style);
     bar.enable_steady_tick(Duration::from_millis(100));
     bar
 }
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`
 pub fn summary_line(event: &Event) -> String {
+    summary_with_costs(event, &[])
+}
+
+/// The summary line, with the cost of each model when more than one answered.
+pub fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> String {
     let Event::RunFinished {
         status,
         steps,
@@ -231,65 +404,25 @@ pub fn summary_line(event: &Event) -> String {
     else {
         return String::new();
     };
-    let mut line = format!(
-        "{status} after {steps} step{} · {} tokens · ${cost_usd:.4} · {}",
-        if *steps == 1 { "" } else { "s" },
-        tokens(input_tokens + output_tokens),
-        duration(*duration_ms),
-    );
-    if *model_fallbacks > 0 {
-        line.push_str(&format!(
-            " · {model_fallbacks} model fallback{} (now {active_model})",
-            if *model_fallbacks == 1 { "" } else { "s" }
-        ));
-    }
-    line
+    lines::summary(
+        &Summary {
+            status,
+            steps: *steps,
+            tokens: input_tokens + output_tokens,
+            cost_usd: *cost_usd,
+            duration_ms: *duration_ms,
+            model_fallbacks: *model_fallbacks,
+            active_model,
+        },
+        costs,
+    )
 }
 
-fn tokens(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-fn duration(ms: u64) -> String {
-    if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    } else {
-        let s = ms / 1000;
-        if s < 3600 {
-            format!("{}m{:02}s", s / 60, s % 60)
-        } else {
-            format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    #[test]
-    fn summary_matches_spec_example() {
-        let event = Event::RunFinished {
-            status: "submitted".into(),
-            exit_code: 0,
-            steps: 12,
-            input_tokens: 48_000,
-            output_tokens: 200,
-            cost_usd: 0.1831,
-            duration_ms: 72_000,
-            model_fallbacks: 1,
-            active_model: "openai/gpt-5".into(),
-            output: Value::Null,
-            error: None,
-        };
-        assert_eq!(
-            summary_line(&event),
-            "submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)"
-        );
+/// Clears the spinner's line on a terminal, for an exit that skips the
+/// sink's own cleanup (a second Ctrl-C).
+pub fn clear_terminal_line() {
+    if io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+        let _ = io::stderr().flush();
     }
 }

@@ -5,8 +5,8 @@
 //! `--json` stream, the log database and the stderr fallback lines all read
 //! the same `EventRecord`.
 
-pub mod human;
-pub mod jsonl;
+pub(crate) mod human;
+pub(crate) mod jsonl;
 pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +40,9 @@ pub enum Event {
         /// The worktree created by `--worktree` (an addition to SPEC's fields).
         #[serde(skip_serializing_if = "Option::is_none")]
         worktree: Option<String>,
+        /// The project instruction files used (SPEC 14).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        instructions: Vec<String>,
     },
     #[serde(rename = "step.started")]
     StepStarted { step: u32, model: String },
@@ -225,11 +228,6 @@ impl Emitter {
 
     pub fn run_id(&self) -> &str {
         &self.run_id
-    }
-
-    /// Adds a sink; events already emitted are not replayed.
-    pub fn add_sink(&self, sink: Box<dyn Sink>) {
-        self.lock().sinks.push(sink);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, EmitterInner> {

@@ -417,6 +417,7 @@ mod tests {
             fallback_models: vec![],
             resumed_from: None,
             worktree: None,
+            instructions: Vec::new(),
         });
         emitter.emit(Event::ToolStarted {
             step: 1,

@@ -4,10 +4,11 @@
 //!
 //! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
 //! a networked store for a fleet of machines would be another implementation
-//! of this trait, chosen in `open`) → `Health` (one run's view: strikes,
-//! cooling, ownership, the retry-loop gate) → `model::chain`, which asks
-//! `Health` at fixed points. Keys come resolved (`ResolvedModel::health_key`);
-//! this module reads no settings.
+//! of this trait, chosen in `open`) → `Health` (one run's view: records
+//! strikes, successes and departures, reports what the record says) →
+//! `model::chain`, which decides: skip, switch, probe. Keys come resolved
+//! (`ResolvedModel::health_key`) and travel on each chain member; this
+//! module reads no settings.
 
 mod memory;
 mod sqlite;
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
-pub use tracker::{Health, HealthPolicy, MemberGate};
+pub use tracker::{Elsewhere, Health, Strike};
 
 use crate::events::Emitter;
 use crate::policy::FallbackPolicy;
@@ -106,16 +107,11 @@ pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
-/// The shared record at `path` for a chain whose members have `keys`
-/// (primary first): off without a path (`health_db: off`, or no home
+/// The shared record at `path` for a run with the fallback settings
+/// `fallback`: off without a path (`health_db: off`, or no home
 /// directory); an unusable file costs one `warning` and the run goes on
 /// without it.
-pub fn for_run(
-    path: Option<&Path>,
-    keys: Vec<HealthKey>,
-    fallback: &FallbackPolicy,
-    emitter: &Emitter,
-) -> Health {
+pub fn for_run(path: Option<&Path>, fallback: &FallbackPolicy, emitter: &Emitter) -> Health {
     let Some(path) = path else {
         return Health::off();
     };
@@ -129,15 +125,10 @@ pub fn for_run(
             return Health::off();
         }
     };
-    let policy = HealthPolicy {
-        switch_after: fallback.switch_after,
-        cooldown: fallback.cooldown,
-    };
     let warner = emitter.clone();
     Health::new(
         store,
-        keys,
-        policy,
+        fallback.clone(),
         path.display().to_string(),
         move |message| warner.warn(message),
     )

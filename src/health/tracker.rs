@@ -1,16 +1,19 @@
-//! One run's view of the shared health record: records strikes, successes
-//! and departures, and answers the chain's two questions ("may this member
-//! be asked?" and, through `MemberGate`, "skip it before this attempt?").
+//! One run's view of the shared health record. It records what happened
+//! (strikes, successes, departures) and reports what the record says (a
+//! member cooling down because of other runs, a success since a time, a
+//! failure that renewed another run's record); `model::chain` alone decides
+//! what to do with those facts.
 //!
 //! Ownership keeps a single run exactly on SPEC section 5: a cooling record
 //! this run wrote itself (by leaving the model, or by strikes that were all
-//! its own) is left to the chain's own cooldown; only records other runs
-//! wrote (or renewed) make this run skip a model.
+//! its own) is not reported as "cooling elsewhere"; only records other runs
+//! wrote (or renewed) are.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{HealthKey, HealthStore, Millis, Record, StoreError};
-use crate::policy::{AttemptHook, Cooldown};
+use super::{HealthKey, HealthStore, Millis, StoreError};
+use crate::policy::{Cooldown, FallbackPolicy};
 
 /// The longest a cooling record lasts (`cooldown: never` records this).
 const MAX_COOLING: Millis = 3_600_000;
@@ -19,53 +22,63 @@ const MIN_WINDOW: Millis = 60_000;
 /// A record whose cooldown ended less than this ago still awaits its probe.
 const HALF_OPEN_FOR: Millis = 3_600_000;
 
-/// The writing run's settings: `fallback.switch_after` and `fallback.cooldown`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HealthPolicy {
-    pub switch_after: u32,
-    pub cooldown: Cooldown,
-}
-
-impl HealthPolicy {
-    /// How long a cooling record lasts: the cooldown, at most an hour.
-    pub fn cooling_ms(&self) -> Millis {
-        match self.cooldown {
-            Cooldown::Never => MAX_COOLING,
-            Cooldown::For(d) => (d.as_millis() as Millis).min(MAX_COOLING),
-        }
-    }
-
-    /// How far back strikes count: the cooldown, at least a minute.
-    pub fn window_ms(&self) -> Millis {
-        self.cooling_ms().max(MIN_WINDOW)
+/// How long a cooling record written under `policy` lasts: the cooldown, at
+/// most an hour.
+pub fn cooling_ms(policy: &FallbackPolicy) -> Millis {
+    match policy.cooldown {
+        Cooldown::Never => MAX_COOLING,
+        Cooldown::For(d) => (d.as_millis() as Millis).min(MAX_COOLING),
     }
 }
 
-/// What this run knows about one chain member.
-#[derive(Debug)]
-struct MemberState {
-    key: HealthKey,
+/// How far back strikes count under `policy`: the cooldown, at least a minute.
+pub fn window_ms(policy: &FallbackPolicy) -> Millis {
+    cooling_ms(policy).max(MIN_WINDOW)
+}
+
+/// What the shared record says about a model, as seen by this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Another run recorded (or renewed) the model as cooling down, and that
+    /// cooldown has not ended.
+    pub cooling: bool,
+    /// The last successful request any run made to the model.
+    pub last_success_at: Option<Millis>,
+}
+
+/// What recording a strike found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strike {
+    /// Counted; the record says nothing more.
+    Counted,
+    /// The failure was the first request after another run's cooling record
+    /// ended (its probe): the record is renewed for everyone.
+    RenewedElsewhere,
+}
+
+/// The cooling records this run wrote for one model.
+#[derive(Debug, Default)]
+struct Owned {
     /// The cooling end this run last wrote and still owns.
-    own_until: Option<Millis>,
-    /// When this run last left the member.
-    own_left_at: Option<Millis>,
-    /// This run's strikes since its last success on the member.
-    own_strikes: Vec<Millis>,
+    until: Option<Millis>,
+    /// This run's strikes since its last success on the model.
+    strikes: Vec<Millis>,
 }
 
 struct Inner {
     /// `None` once the store failed (after one warning).
     store: Option<Box<dyn HealthStore>>,
-    members: Vec<MemberState>,
+    owned: HashMap<HealthKey, Owned>,
 }
 
 type Clock = Box<dyn Fn() -> Millis + Send + Sync>;
 type Warn = Box<dyn Fn(String) + Send + Sync>;
 
-/// One run's access to the shared record; off when `health_db: off`.
+/// One run's access to the shared record; off when `health_db: off`. Its
+/// clock is also the chain's clock for its own cooldowns.
 pub struct Health {
     inner: Option<Mutex<Inner>>,
-    policy: HealthPolicy,
+    policy: FallbackPolicy,
     clock: Clock,
     warn: Warn,
     label: String,
@@ -76,7 +89,7 @@ impl Health {
     pub fn off() -> Health {
         Health {
             inner: None,
-            policy: HealthPolicy {
+            policy: FallbackPolicy {
                 switch_after: 1,
                 cooldown: Cooldown::Never,
             },
@@ -86,28 +99,18 @@ impl Health {
         }
     }
 
-    /// A view of `store` for the chain members `keys` (primary first).
+    /// A view of `store` for a run with the fallback settings `policy`.
     /// `label` names the store in the warning, `warn` emits it.
     pub fn new(
         store: Box<dyn HealthStore>,
-        keys: Vec<HealthKey>,
-        policy: HealthPolicy,
+        policy: FallbackPolicy,
         label: impl Into<String>,
         warn: impl Fn(String) + Send + Sync + 'static,
     ) -> Health {
-        let members = keys
-            .into_iter()
-            .map(|key| MemberState {
-                key,
-                own_until: None,
-                own_left_at: None,
-                own_strikes: Vec::new(),
-            })
-            .collect();
         Health {
             inner: Some(Mutex::new(Inner {
                 store: Some(store),
-                members,
+                owned: HashMap::new(),
             })),
             policy,
             clock: Box::new(super::now_millis),
@@ -122,25 +125,34 @@ impl Health {
         self
     }
 
-    /// Runs `f` on the store and member `index`; a store error warns once
-    /// and turns the record off for the rest of the run.
+    /// The current time on this run's clock.
+    pub fn now(&self) -> Millis {
+        (self.clock)()
+    }
+
+    /// Runs `f` on the store and what this run owns of `key`; a store error
+    /// warns once and turns the record off for the rest of the run.
     fn with<R>(
         &self,
-        index: usize,
-        f: impl FnOnce(&mut dyn HealthStore, &mut MemberState, Millis) -> Result<R, StoreError>,
+        key: &HealthKey,
+        f: impl FnOnce(&mut dyn HealthStore, &mut Owned, Millis) -> Result<R, StoreError>,
     ) -> Option<R> {
         let mut inner = self
             .inner
             .as_ref()?
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let Inner { store, members } = &mut *inner;
-        let member = members.get_mut(index)?;
-        let result = f(store.as_deref_mut()?, member, (self.clock)());
+        let Inner { store, owned } = &mut *inner;
+        let store = store.as_deref_mut()?;
+        let mine = match owned.get_mut(key) {
+            Some(mine) => mine,
+            None => owned.entry(key.clone()).or_default(),
+        };
+        let result = f(store, mine, self.now());
         match result {
             Ok(value) => Some(value),
             Err(e) => {
-                *store = None;
+                inner.store = None;
                 (self.warn)(format!(
                     "health record {}: {e}; this run goes on without the shared provider health",
                     self.label
@@ -150,137 +162,78 @@ impl Health {
         }
     }
 
-    fn read(&self, index: usize) -> Option<(Record, Millis, Option<Millis>, Option<Millis>)> {
-        self.with(index, |store, m, now| {
-            Ok((store.read(&m.key)?, now, m.own_until, m.own_left_at))
+    /// What the record says about `key` (nothing when off or broken).
+    pub fn elsewhere(&self, key: &HealthKey) -> Elsewhere {
+        self.with(key, |store, mine, now| {
+            let record = store.read(key)?;
+            Ok(Elsewhere {
+                cooling: record
+                    .cooling_until
+                    .is_some_and(|until| until > now && Some(until) != mine.until),
+                last_success_at: record.last_success_at,
+            })
         })
+        .unwrap_or_default()
     }
 
-    /// Whether another run recorded member `index` as cooling down now.
-    pub fn cooling_by_others(&self, index: usize) -> bool {
-        self.read(index).is_some_and(|(record, now, own_until, _)| {
-            record
-                .cooling_until
-                .is_some_and(|until| until > now && Some(until) != own_until)
-        })
-    }
-
-    /// Whether member `index` may be asked, given whether the run's own
-    /// cooldown for it has passed: not while another run's record says it
-    /// is cooling; and at once if a success cleared the record after this
-    /// run left it.
-    pub fn eligible(&self, index: usize, locally_expired: bool) -> bool {
-        let Some((record, now, own_until, own_left_at)) = self.read(index) else {
-            return locally_expired;
-        };
-        let others_cooling = record
-            .cooling_until
-            .is_some_and(|until| until > now && Some(until) != own_until);
-        let recovered = match (own_left_at, record.last_success_at) {
-            (Some(left), Some(success)) => success > left,
-            _ => false,
-        };
-        (locally_expired || recovered) && !others_cooling
-    }
-
-    /// This run left member `index` (any switch but a skip): it cools down
-    /// for everyone until now + the cooldown.
-    pub fn left(&self, index: usize, reason: &str) {
-        let cooling = self.policy.cooling_ms();
-        self.with(index, |store, m, now| {
-            m.own_left_at = Some(now);
+    /// This run left the model (any switch but a skip): it cools down for
+    /// everyone until now + the cooldown (nothing with a zero cooldown).
+    pub fn left(&self, key: &HealthKey, reason: &str) {
+        let cooling = cooling_ms(&self.policy);
+        self.with(key, |store, mine, now| {
             if cooling > 0 {
-                store.mark_cooling(&m.key, now + cooling, reason, now)?;
-                m.own_until = Some(now + cooling);
+                store.mark_cooling(key, now + cooling, reason, now)?;
+                mine.until = Some(now + cooling);
             }
             Ok(())
         });
     }
 
-    /// Records a transient failure of member `index`. Returns whether the
-    /// run should move on at once: the failure was the probe of a record
-    /// another run wrote, and `can_move_on`.
-    pub fn strike(&self, index: usize, reason: &str, can_move_on: bool) -> bool {
-        let policy = self.policy;
-        self.with(index, |store, m, now| {
-            let before = store.read(&m.key)?.cooling_until;
-            let window = policy.window_ms();
-            let strikes = store.record_strike(&m.key, reason, now, window)?;
-            m.own_strikes.retain(|&t| t > now - window);
-            m.own_strikes.push(now);
-            let cooling = policy.cooling_ms();
+    /// Records a transient failure of the model. Strikes of all runs that
+    /// reach `switch_after`, or the failure of a probe after a cooling
+    /// record ended, (re)write the cooling record.
+    pub fn strike(&self, key: &HealthKey, reason: &str) -> Strike {
+        let policy = &self.policy;
+        self.with(key, |store, mine, now| {
+            let before = store.read(key)?.cooling_until;
+            let window = window_ms(policy);
+            let strikes = store.record_strike(key, reason, now, window)?;
+            mine.strikes.retain(|&t| t > now - window);
+            mine.strikes.push(now);
+            let cooling = cooling_ms(policy);
             if cooling == 0 {
-                return Ok(false);
+                return Ok(Strike::Counted);
             }
             let probe = before.is_some_and(|until| until <= now && now - until < HALF_OPEN_FOR);
             if !probe && strikes < policy.switch_after {
-                return Ok(false);
+                return Ok(Strike::Counted);
             }
             let until = now + cooling;
-            store.mark_cooling(&m.key, until, reason, now)?;
+            store.mark_cooling(key, until, reason, now)?;
             let ours = if probe {
-                before == m.own_until
+                before == mine.until
             } else {
-                strikes as usize <= m.own_strikes.len()
+                strikes as usize <= mine.strikes.len()
             };
             if ours {
-                m.own_until = Some(until);
+                mine.until = Some(until);
             }
-            Ok(probe && !ours && can_move_on)
+            Ok(if probe && !ours {
+                Strike::RenewedElsewhere
+            } else {
+                Strike::Counted
+            })
         })
-        .unwrap_or(false)
+        .unwrap_or(Strike::Counted)
     }
 
-    /// Member `index` answered: its strikes and cooling record are cleared
-    /// for everyone.
-    pub fn success(&self, index: usize) {
-        self.with(index, |store, m, now| {
-            m.own_strikes.clear();
-            m.own_until = None;
-            m.own_left_at = None;
-            store.record_success(&m.key, now)
+    /// The model answered: its strikes and cooling record are cleared for
+    /// everyone.
+    pub fn success(&self, key: &HealthKey) {
+        self.with(key, |store, mine, now| {
+            *mine = Owned::default();
+            store.record_success(key, now)
         });
-    }
-
-    /// The retry-loop hook for member `index`. `later` lists the members
-    /// after it with whether the run's own cooldown for each has passed;
-    /// without `gating` (probes, runs without a chain) nothing is skipped.
-    pub fn gate(&self, index: usize, later: Vec<(usize, bool)>, gating: bool) -> MemberGate<'_> {
-        MemberGate {
-            health: self,
-            index,
-            later,
-            gating,
-        }
-    }
-}
-
-/// Plugs the record into `retry::request_with_retries_gated` for one member.
-pub struct MemberGate<'a> {
-    health: &'a Health,
-    index: usize,
-    later: Vec<(usize, bool)>,
-    gating: bool,
-}
-
-impl AttemptHook for MemberGate<'_> {
-    fn skip(&self) -> bool {
-        self.gating
-            && !self.later.is_empty()
-            && self.health.cooling_by_others(self.index)
-            && self
-                .later
-                .iter()
-                .any(|&(j, expired)| self.health.eligible(j, expired))
-    }
-
-    fn failed(&self, reason: &str) -> bool {
-        self.health
-            .strike(self.index, reason, self.gating && !self.later.is_empty())
-    }
-
-    fn succeeded(&self) {
-        self.health.success(self.index);
     }
 }
 

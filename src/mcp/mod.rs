@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use server::{CallError, McpServer};
+pub use server::McpServer;
 
 use crate::config::McpServerConfig;
 use crate::events::Emitter;

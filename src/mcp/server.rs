@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::setup::Env;
-use crate::tools::process::{isolate, ProcessGroup};
+use crate::tools::process::ProcessGroup;
 
 /// Longest stretch of a server's stderr kept for error messages.
 const STDERR_TAIL: usize = 2000;
@@ -97,12 +97,12 @@ impl McpServer {
         for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
             command.env(var, value);
         }
-        isolate(&mut command);
+        let mut group = ProcessGroup::prepare(&mut command);
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-        let group = ProcessGroup::watch(transport.id());
+        group.started(transport.id());
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));

@@ -1,14 +1,25 @@
 //! The fallback chain: the primary and its fallbacks behind one `complete`
-//! call. The only place that decides which model a step goes to, when to
-//! switch, and when to probe a model that was left (SPEC section 5).
-
-use std::time::Instant;
+//! call. This file alone decides which member a step goes to, when a
+//! member's retry loop gives up, when a member is skipped, switched away
+//! from, probed or restored (SPEC sections 5 and 13):
+//!
+//! - `Rules` (the retry loop's `Referee`) decides after each failure whether
+//!   to retry, give up (switch after N, a failed probe, a Retry-After too
+//!   long to wait, another run's record renewed) or skip (cooling down
+//!   elsewhere), and before each request whether to skip.
+//! - `ChainModel::complete` probes members that cooled down, then walks the
+//!   chain from the active member; `eligible` and `next_after` say who may
+//!   be asked and who is next.
+//!
+//! The retry loop (`retry.rs`) and the health record (`health::Health`) only
+//! report facts: a failure and its reason, a wait too long, a record saying
+//! another run saw the member fail.
 
 use super::price::Pricing;
-use super::retry::{request_with_retries_gated, Budget, Failure, RequestCtx};
+use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Verdict};
 use super::{ErrorClass, Model, ModelError, Request, Response};
 use crate::events::Event;
-use crate::health::Health;
+use crate::health::{Health, HealthKey, Millis, Strike};
 pub use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
@@ -24,11 +35,16 @@ pub struct Member {
     pub model: Box<dyn Model>,
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
-    /// When the run last moved away from this member.
-    left_at: Option<Instant>,
+    /// Where the shared health record keeps this member.
+    health_key: HealthKey,
+    /// The member's one eligibility state: when the run last left it (on
+    /// the health record's clock), `None` if it never did or since answered.
+    left_at: Option<Millis>,
 }
 
 impl Member {
+    /// A member whose health key is its spec with no endpoint, until
+    /// `with_health_key` names the resolved one.
     pub fn new(
         spec: String,
         model: Box<dyn Model>,
@@ -36,14 +52,31 @@ impl Member {
         context_window: Option<u64>,
     ) -> Self {
         let provider = spec.split('/').next().unwrap_or_default().to_string();
+        let health_key = HealthKey {
+            model: spec.clone(),
+            endpoint: String::new(),
+        };
         Member {
             spec,
             provider,
             model,
             pricing,
             context_window,
+            health_key,
             left_at: None,
         }
+    }
+
+    /// Sets the key of this member's shared health record
+    /// (`health::key_for`).
+    pub fn with_health_key(mut self, key: HealthKey) -> Self {
+        self.health_key = key;
+        self
+    }
+
+    /// The key of this member's shared health record.
+    pub fn health_key(&self) -> &HealthKey {
+        &self.health_key
     }
 }
 
@@ -122,8 +155,101 @@ pub struct ChainModel {
     retry: RetryPolicy,
     fallback: FallbackPolicy,
     switches: Vec<Switch>,
-    /// The shared health record (off unless `with_health`).
+    /// The shared health record (off unless `with_health`); its clock is
+    /// the chain's clock.
     health: Health,
+}
+
+/// How one member's retry loop ended, in the chain's terms.
+enum Turn {
+    Answered(Answer),
+    /// A transient or quota failure: the chain moves on (or is exhausted).
+    Failed {
+        error: ModelError,
+        attempts: u32,
+    },
+    /// Skipped for another run's cooling record after `attempts` requests.
+    Skipped {
+        attempts: u32,
+    },
+    /// The step ends here: a stop, a fatal error or a context overflow.
+    End(ChainError),
+}
+
+/// The rules one member's retry loop runs under: the chain's answers to
+/// "retry, give up or skip?".
+struct Rules<'c> {
+    chain: &'c ChainModel,
+    index: usize,
+    /// Requests before giving up on the member.
+    max_attempts: u32,
+    /// A later member exists and this is not a probe: the loop may end
+    /// early (long Retry-After, renewed record, skip) for the chain to move on.
+    may_move_on: bool,
+}
+
+impl<'c> Rules<'c> {
+    /// A normal turn: `switch_after` requests when a later member exists,
+    /// else the whole `retry.attempts`.
+    fn turn(chain: &'c ChainModel, index: usize) -> Self {
+        let attempts = chain.retry.attempts.max(1);
+        let has_next = index + 1 < chain.members.len();
+        Rules {
+            chain,
+            index,
+            max_attempts: if has_next {
+                chain.fallback.switch_after.clamp(1, attempts)
+            } else {
+                attempts
+            },
+            may_move_on: has_next,
+        }
+    }
+
+    /// A probe after a cooldown: one request, never skipped.
+    fn probe(chain: &'c ChainModel, index: usize) -> Self {
+        Rules {
+            chain,
+            index,
+            max_attempts: 1,
+            may_move_on: false,
+        }
+    }
+
+    fn key(&self) -> &HealthKey {
+        &self.chain.members[self.index].health_key
+    }
+}
+
+impl Referee for Rules<'_> {
+    /// Skip a member another run recorded as cooling down, as long as a
+    /// later member may be asked (the last member is always asked; a run
+    /// without a chain never skips).
+    fn skip(&self) -> bool {
+        self.may_move_on && self.chain.cooling_elsewhere_with_a_way_on(self.index)
+    }
+
+    fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
+        let strike = self.chain.health.strike(self.key(), failed.reason);
+        if failed.attempt >= self.max_attempts {
+            // Switch after N (or, without a chain, the retry budget is spent).
+            return Verdict::GiveUp;
+        }
+        if self.may_move_on && (failed.wait_too_long || strike == Strike::RenewedElsewhere) {
+            // Not waited out with a chain: a Retry-After beyond
+            // `max_backoff`, or this failure was the probe of another run's
+            // record. Without a chain the loop waits `max_backoff` instead.
+            return Verdict::GiveUp;
+        }
+        if self.skip() {
+            return Verdict::Skip;
+        }
+        Verdict::Retry
+    }
+
+    fn succeeded(&self) {
+        self.chain.health.success(self.key());
+    }
 }
 
 impl ChainModel {
@@ -162,37 +288,57 @@ impl ChainModel {
         &self.switches
     }
 
-    fn expired(&self, index: usize, now: Instant) -> bool {
-        match (self.members[index].left_at, self.fallback.cooldown) {
+    /// Whether member `index` may be asked at `now`: its own cooldown has
+    /// passed (or it was never left, or a success of any run since cleared
+    /// it), and no other run's record says it is cooling down.
+    fn eligible(&self, index: usize, now: Millis) -> bool {
+        let member = &self.members[index];
+        let record = self.health.elsewhere(&member.health_key);
+        let cooled = match (member.left_at, self.fallback.cooldown) {
             (None, _) => true,
             (Some(_), Cooldown::Never) => false,
-            (Some(left), Cooldown::For(cooldown)) => now.duration_since(left) >= cooldown,
+            (Some(left), Cooldown::For(cooldown)) => {
+                now.saturating_sub(left) >= cooldown.as_millis() as Millis
+            }
+        };
+        let cleared = match (member.left_at, record.last_success_at) {
+            (Some(left), Some(success)) => success > left,
+            _ => false,
+        };
+        (cooled || cleared) && !record.cooling
+    }
+
+    /// Whether another run recorded member `index` as cooling down while a
+    /// later member may be asked.
+    fn cooling_elsewhere_with_a_way_on(&self, index: usize) -> bool {
+        let now = self.health.now();
+        self.health
+            .elsewhere(&self.members[index].health_key)
+            .cooling
+            && (index + 1..self.members.len()).any(|j| self.eligible(j, now))
+    }
+
+    /// The member a switch away from `from` goes to: the first later one
+    /// that may be asked, else the last (a run never ends without asking
+    /// it). `None` when `from` is the last.
+    fn next_after(&self, from: usize) -> Option<usize> {
+        let last = self.members.len() - 1;
+        if from >= last {
+            return None;
         }
+        let now = self.health.now();
+        (from + 1..=last)
+            .find(|&i| self.eligible(i, now))
+            .or(Some(last))
     }
 
-    /// Whether member `index` may be asked: its own cooldown passed (or a
-    /// success of another run cleared it), and no other run recorded it as
-    /// cooling down.
-    fn eligible(&self, index: usize, now: Instant) -> bool {
-        self.health.eligible(index, self.expired(index, now))
-    }
-
-    /// The members after `index`, each with whether its own cooldown passed.
-    fn later(&self, index: usize, now: Instant) -> Vec<(usize, bool)> {
-        (index + 1..self.members.len())
-            .map(|j| (j, self.expired(j, now)))
-            .collect()
-    }
-
-    fn request_for<'a>(&self, index: usize, request: &Request<'a>) -> Request<'a>
-    where
-        Self: 'a,
-    {
+    fn request_for<'a>(&'a self, index: usize, request: &Request<'a>) -> Request<'a> {
         let member = &self.members[index];
         let same_provider = member.provider == self.members[0].provider;
         Request {
             max_output_tokens: request.max_output_tokens.filter(|_| same_provider),
             reasoning_effort: request.reasoning_effort.filter(|_| same_provider),
+            spec: &member.spec,
             ..*request
         }
     }
@@ -212,33 +358,53 @@ impl ChainModel {
         }
     }
 
-    /// Moves the run from `from` to `to`: restarts `from`'s cooldown and
-    /// makes the switch visible.
-    fn switch(&mut self, ctx: RequestCtx<'_>, from: usize, to: usize, reason: &str, attempts: u32) {
-        self.record_switch(ctx, from, to, reason, attempts);
-        self.active = to;
+    /// Runs member `index`'s retry loop under `rules` (a normal turn or a
+    /// probe: the one helper both use) and sorts out how it ended.
+    async fn turn(&self, rules: Rules<'_>, request: &Request<'_>, ctx: RequestCtx<'_>) -> Turn {
+        let index = rules.index;
+        let member = &self.members[index];
+        let request = self.request_for(index, request);
+        let result = request_with_retries(&*member.model, &request, ctx, &self.retry, &rules).await;
+        let (error, attempts) = match result {
+            Ok(response) => return Turn::Answered(self.answer(index, response)),
+            Err(Failure::Stopped(cause)) => return Turn::End(ChainError::Stopped(cause)),
+            Err(Failure::Skipped { attempts }) => return Turn::Skipped { attempts },
+            Err(Failure::Model { error, attempts }) => (error, attempts),
+        };
+        let spec = member.spec.clone();
+        match error.class() {
+            ErrorClass::Transient(_) | ErrorClass::Quota => Turn::Failed { error, attempts },
+            ErrorClass::ContextOverflow => Turn::End(ChainError::ContextOverflow { spec, error }),
+            ErrorClass::Fatal => Turn::End(ChainError::Fatal { spec, error }),
+        }
     }
 
-    /// Restarts `from`'s cooldown and emits and records a switch to `to`.
-    fn record_switch(
+    /// Records a move away from `from` to `to` (the stderr line, the event,
+    /// `model_switches`) unless a stop is pending: then nothing is switched
+    /// and the step ends. A `cooldown` skip leaves the member to the shared
+    /// record alone; any other reason starts its cooldown, here and in the
+    /// record.
+    fn leave(
         &mut self,
         ctx: RequestCtx<'_>,
         from: usize,
         to: usize,
         reason: &str,
         attempts: u32,
-    ) {
+    ) -> Result<(), ChainError> {
+        if let Some(cause) = ctx.stop.pending() {
+            return Err(ChainError::Stopped(cause));
+        }
+        let member = &mut self.members[from];
         if reason == COOLDOWN_REASON {
-            // A skip does not renew the record; the shared record alone
-            // decides when this member may be asked again.
-            self.members[from].left_at = None;
+            member.left_at = None;
         } else {
-            self.members[from].left_at = Some(Instant::now());
-            self.health.left(from, reason);
+            member.left_at = Some(self.health.now());
+            self.health.left(&member.health_key, reason);
         }
         let switch = Switch {
             step: ctx.step,
-            from: self.members[from].spec.clone(),
+            from: member.spec.clone(),
             to: self.members[to].spec.clone(),
             reason: reason.to_string(),
             attempts,
@@ -251,161 +417,98 @@ impl ChainModel {
             attempts,
         });
         self.switches.push(switch);
+        Ok(())
     }
 
-    /// The member to move to after `from`: the next one not cooling down,
-    /// else the last one (a run never ends without asking it).
-    fn next_after(&self, from: usize, now: Instant) -> Option<usize> {
-        let last = self.members.len() - 1;
-        if from >= last {
-            return None;
-        }
-        (from + 1..=last)
-            .find(|&i| self.eligible(i, now) || i == self.active)
-            .or(Some(last))
-    }
-
-    /// Sends one step's request. At a step boundary, members earlier than the
-    /// active one whose cooldown has passed are probed with one request each;
-    /// then the active member runs its retry loop, and transient or quota
-    /// failures walk down the chain.
+    /// Sends one step's request: first the probes of members that cooled
+    /// down, then the active member's turn; transient, quota and cooldown
+    /// failures walk down the chain until a member answers or the last one
+    /// fails (`Exhausted`, naming every model tried with its reason).
     pub async fn complete(
         &mut self,
         request: &Request<'_>,
         ctx: RequestCtx<'_>,
     ) -> Result<Answer, ChainError> {
         let mut tried: Vec<(String, String)> = Vec::new();
-        let now = Instant::now();
-        // Half-open probes of members that were left and have cooled down.
-        let candidates: Vec<usize> = (0..self.active)
+        if let Some(answer) = self.probe_cooled(request, ctx, &mut tried).await? {
+            return Ok(answer);
+        }
+        loop {
+            let index = self.active;
+            let (reason, attempts, error) =
+                match self.turn(Rules::turn(self, index), request, ctx).await {
+                    Turn::Answered(answer) => {
+                        self.members[index].left_at = None;
+                        return Ok(answer);
+                    }
+                    Turn::Failed { error, attempts } => (error.reason(), attempts, Some(error)),
+                    Turn::Skipped { attempts } => (COOLDOWN_REASON.to_string(), attempts, None),
+                    Turn::End(end) => return Err(end),
+                };
+            tried.push((self.members[index].spec.clone(), reason.clone()));
+            match (self.next_after(index), error) {
+                (Some(to), _) => {
+                    self.leave(ctx, index, to, &reason, attempts)?;
+                    self.active = to;
+                }
+                (None, Some(last_error)) => {
+                    return Err(ChainError::Exhausted {
+                        tried,
+                        attempts,
+                        last_error,
+                    })
+                }
+                // Only a member with a later one is skipped (`Rules::skip`);
+                // were the last one skipped, it would be asked after all.
+                (None, None) => {
+                    tried.pop();
+                }
+            }
+        }
+    }
+
+    /// At a step boundary, probes the members earlier than the active one
+    /// whose cooldown has passed, in chain order, with one request each: a
+    /// success makes that member active again (`model.restore`); a transient
+    /// or quota failure is a switch (attempts 1) to the next probe, or back
+    /// to the active member, and restarts the member's cooldown.
+    async fn probe_cooled(
+        &mut self,
+        request: &Request<'_>,
+        ctx: RequestCtx<'_>,
+        tried: &mut Vec<(String, String)>,
+    ) -> Result<Option<Answer>, ChainError> {
+        let now = self.health.now();
+        let probes: Vec<usize> = (0..self.active)
             .filter(|&i| self.eligible(i, now))
             .collect();
-        for (k, &index) in candidates.iter().enumerate() {
-            let probe = Request {
-                spec: &self.members[index].spec,
-                ..self.request_for(index, request)
-            };
-            let budget = Budget {
-                max_attempts: 1,
-                can_switch: true,
-            };
-            let gate = self.health.gate(index, Vec::new(), false);
-            let model = &*self.members[index].model;
-            let result =
-                request_with_retries_gated(model, &probe, ctx, &self.retry, budget, &gate).await;
-            drop(gate);
-            let (error, attempts) = match result {
-                Ok(response) => {
+        for (k, &index) in probes.iter().enumerate() {
+            match self.turn(Rules::probe(self, index), request, ctx).await {
+                Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.clone();
                     self.members[index].left_at = None;
                     self.active = index;
                     ctx.emitter.emit(Event::ModelRestore {
                         step: ctx.step,
                         from,
-                        to: self.members[index].spec.clone(),
+                        to: answer.spec.clone(),
                     });
-                    return Ok(self.answer(index, response));
+                    return Ok(Some(answer));
                 }
-                Err(Failure::Stopped(cause)) => return Err(ChainError::Stopped(cause)),
-                Err(Failure::Model { error, attempts }) => (error, attempts),
-                // Probes are not gated; nothing to move on from.
-                Err(Failure::Cooling { .. }) => continue,
-            };
-            let spec = self.members[index].spec.clone();
-            match error.class() {
-                ErrorClass::Transient(_) | ErrorClass::Quota => {
+                Turn::Failed { error, attempts } => {
                     let reason = error.reason();
-                    tried.push((spec, reason.clone()));
-                    // Move on at once: to the next cooled-down member (probed
-                    // in turn), else back to the active one.
-                    let to = candidates.get(k + 1).copied().unwrap_or(self.active);
-                    self.record_switch(ctx, index, to, &reason, attempts);
+                    tried.push((self.members[index].spec.clone(), reason.clone()));
+                    let to = probes.get(k + 1).copied().unwrap_or(self.active);
+                    self.leave(ctx, index, to, &reason, attempts)?;
                 }
-                ErrorClass::ContextOverflow => {
-                    return Err(ChainError::ContextOverflow { spec, error })
-                }
-                ErrorClass::Fatal => return Err(ChainError::Fatal { spec, error }),
+                // Probes are never skipped.
+                Turn::Skipped { .. } => {}
+                Turn::End(end) => return Err(end),
             }
         }
-
-        loop {
-            let index = self.active;
-            let now = Instant::now();
-            let next = self.next_after(index, now);
-            let budget = match next {
-                Some(_) => Budget {
-                    max_attempts: self
-                        .fallback
-                        .switch_after
-                        .clamp(1, self.retry.attempts.max(1)),
-                    can_switch: true,
-                },
-                None => Budget {
-                    max_attempts: self.retry.attempts.max(1),
-                    can_switch: false,
-                },
-            };
-            let member_request = Request {
-                spec: &self.members[index].spec,
-                ..self.request_for(index, request)
-            };
-            let gate = self
-                .health
-                .gate(index, self.later(index, now), next.is_some());
-            let model = &*self.members[index].model;
-            let result =
-                request_with_retries_gated(model, &member_request, ctx, &self.retry, budget, &gate)
-                    .await;
-            drop(gate);
-            let (error, attempts) = match result {
-                Ok(response) => return Ok(self.answer(index, response)),
-                Err(Failure::Stopped(cause)) => return Err(ChainError::Stopped(cause)),
-                Err(Failure::Model { error, attempts }) => (error, attempts),
-                Err(Failure::Cooling { attempts }) => {
-                    // Another run recorded this member as cooling down.
-                    if let Some(cause) = ctx.stop.pending() {
-                        return Err(ChainError::Stopped(cause));
-                    }
-                    let now = Instant::now();
-                    let last = self.members.len() - 1;
-                    let to = (index + 1..=last)
-                        .find(|&j| self.eligible(j, now))
-                        .or(next)
-                        .unwrap_or(last);
-                    tried.push((
-                        self.members[index].spec.clone(),
-                        COOLDOWN_REASON.to_string(),
-                    ));
-                    self.switch(ctx, index, to, COOLDOWN_REASON, attempts);
-                    continue;
-                }
-            };
-            let spec = self.members[index].spec.clone();
-            match error.class() {
-                ErrorClass::Transient(_) | ErrorClass::Quota => {
-                    let reason = error.reason();
-                    tried.push((spec, reason.clone()));
-                    match next {
-                        Some(next) => {
-                            if let Some(cause) = ctx.stop.pending() {
-                                return Err(ChainError::Stopped(cause));
-                            }
-                            self.switch(ctx, index, next, &reason, attempts);
-                        }
-                        None => {
-                            return Err(ChainError::Exhausted {
-                                tried,
-                                attempts,
-                                last_error: error,
-                            })
-                        }
-                    }
-                }
-                ErrorClass::ContextOverflow => {
-                    return Err(ChainError::ContextOverflow { spec, error })
-                }
-                ErrorClass::Fatal => return Err(ChainError::Fatal { spec, error }),
-            }
-        }
+        Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -23,15 +23,22 @@ pub enum ModelError {
     /// The prompt does not fit the model's context window.
     #[error("context overflow{}", short(message))]
     ContextOverflow { message: String },
-    /// Connection refused, reset, or dropped before or during a reply.
+    /// Connection refused, reset, or dropped before the server answered.
     #[error("network error{}", short(message))]
     Network { message: String },
+    /// The connection dropped after the server had answered 200 (mid-reply).
+    #[error("network error{}", short(message))]
+    Dropped { message: String },
     /// No first event in time, or silence past the idle limit.
     #[error("timeout{}", short(message))]
     Timeout { message: String },
     /// The stream ended without its finish marker.
     #[error("stream ended without its finish marker")]
     StreamIncomplete,
+    /// A finished reply with no text and no tool calls (the retry loop
+    /// decides this from the reply; scripts can also ask for it).
+    #[error("empty reply: no text and no tool calls")]
+    EmptyResponse,
     /// A request we could not even build or send (bad local setup); never retried.
     #[error("{message}")]
     Invalid { message: String },
@@ -77,9 +84,12 @@ impl ModelError {
             ModelError::Status { .. } => ErrorClass::Fatal,
             ModelError::Quota { .. } => ErrorClass::Quota,
             ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
-            ModelError::Network { .. } => ErrorClass::Transient("network".into()),
+            ModelError::Network { .. } | ModelError::Dropped { .. } => {
+                ErrorClass::Transient("network".into())
+            }
             ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
             ModelError::StreamIncomplete => ErrorClass::Transient("stream_incomplete".into()),
+            ModelError::EmptyResponse => ErrorClass::Transient("empty_response".into()),
             ModelError::Invalid { .. } => ErrorClass::Fatal,
         }
     }
@@ -96,6 +106,17 @@ impl ModelError {
                 _ => "error".into(),
             },
         }
+    }
+
+    /// Whether the server had already answered 200 when this failed (a
+    /// drop mid-reply, a stream without its finish marker, an empty reply):
+    /// a glitch, not overload, so the retry loop retries it once at once
+    /// (SPEC 4 "Waits").
+    pub fn after_ok(&self) -> bool {
+        matches!(
+            self,
+            ModelError::Dropped { .. } | ModelError::StreamIncomplete | ModelError::EmptyResponse
+        )
     }
 
     /// The server's requested wait, if it sent one.
@@ -233,5 +254,17 @@ mod tests {
             "timeout"
         );
         assert_eq!(ModelError::StreamIncomplete.reason(), "stream_incomplete");
+        let dropped = ModelError::Dropped {
+            message: "connection dropped during the reply".into(),
+        };
+        assert_eq!(dropped.reason(), "network");
+        assert!(dropped.after_ok() && ModelError::StreamIncomplete.after_ok());
+        assert!(!status(503).after_ok());
+        assert_eq!(ModelError::EmptyResponse.reason(), "empty_response");
+        assert!(ModelError::EmptyResponse.after_ok());
+        assert!(!ModelError::Network {
+            message: String::new()
+        }
+        .after_ok());
     }
 }

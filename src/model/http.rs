@@ -124,7 +124,7 @@ impl HttpTransport {
                     message: "no response headers within the first-event timeout".into(),
                 })
             }
-            Ok(Err(e)) => return Err(network_error(&e)),
+            Ok(Err(e)) => return Err(with_url(network_error(&e), &self.url(path))),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -140,7 +140,42 @@ impl HttpTransport {
             Ok(Ok(bytes)) => bytes,
             _ => Default::default(),
         };
-        Err(error_from_body(status.as_u16(), &body, header_wait))
+        let error = error_from_body(status.as_u16(), &body, header_wait);
+        Err(if status == reqwest::StatusCode::NOT_FOUND {
+            with_url(error, &self.url(path))
+        } else {
+            error
+        })
+    }
+}
+
+/// Adds the endpoint URL asked to a network or 404 error's message.
+fn with_url(mut error: ModelError, url: &str) -> ModelError {
+    if let ModelError::Network { message } | ModelError::Status { message, .. } = &mut error {
+        let at = format!("at {}", display_url(url));
+        *message = if message.is_empty() {
+            at
+        } else {
+            format!("{message} {at}")
+        };
+    }
+    error
+}
+
+/// A URL as it may be shown: scheme, host, port and path; never a user,
+/// password, query or fragment (where keys hide).
+pub fn display_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!(
+                "{}://{}{port}{}",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.path()
+            )
+        }
+        Err(_) => "an invalid URL".into(),
     }
 }
 
@@ -157,6 +192,14 @@ pub fn network_error(e: &reqwest::Error) -> ModelError {
     };
     ModelError::Network {
         message: kind.to_string(),
+    }
+}
+
+/// A connection that failed while reading a reply the server had answered
+/// 200 to: a glitch (`ModelError::after_ok`), not overload.
+pub fn dropped_error(_e: &reqwest::Error) -> ModelError {
+    ModelError::Dropped {
+        message: "connection dropped during the reply".into(),
     }
 }
 
@@ -260,7 +303,7 @@ impl SseReader {
                     })
                 }
                 Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
                 Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
             }
         }
@@ -331,7 +374,7 @@ impl NdjsonReader {
                     })
                 }
                 Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(network_error(&e)),
+                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
                 Ok(Some(Ok(chunk))) => {
                     self.seen_any = true;
                     // Drop consumed lines once they are half the buffer:
@@ -351,6 +394,28 @@ impl NdjsonReader {
 mod tests {
     use super::*;
     use crate::model::ErrorClass;
+
+    #[test]
+    fn urls_are_shown_without_secrets() {
+        assert_eq!(
+            display_url("https://user:pw@gw.example:8443/v1/chat/completions?key=sk-1#x"),
+            "https://gw.example:8443/v1/chat/completions"
+        );
+        assert_eq!(
+            display_url("http://127.0.0.1:11434/api/chat"),
+            "http://127.0.0.1:11434/api/chat"
+        );
+        let e = with_url(
+            ModelError::Network {
+                message: "connection failed".into(),
+            },
+            "http://h:1/v1/x",
+        );
+        assert_eq!(
+            e.to_string(),
+            "network error: connection failed at http://h:1/v1/x"
+        );
+    }
 
     #[test]
     fn retry_after_seconds_and_http_date() {

@@ -1,24 +1,26 @@
-//! The model abstraction: one `Model` trait that every wire adapter, the retry
-//! loop's callers and the fallback chain speak, plus the provider-neutral
-//! request and response types.
+//! The model layer: the `Model` trait every wire adapter implements (one
+//! request per call), the provider-neutral request and response types, and
+//! the layers above the adapters.
 //!
-//! Layers (outermost first): `chain::ChainModel` (switching between members) →
-//! `retry::request_with_retries` (one retry loop per member) → a wire adapter
-//! (`script::ScriptModel`, the HTTP adapters). The agent loop only sees
-//! `ChainModel::complete`.
+//! Layers (outermost first): `chain::ChainModel` (not itself a `Model`: it
+//! owns the members and decides which one a step goes to) →
+//! `retry::request_with_retries_gated` (one retry loop per member and step) →
+//! a wire adapter (`script::ScriptModel`, the HTTP adapters), built from a
+//! `spec::ResolvedModel` by `registry::build_member`. The agent loop only
+//! sees `ChainModel::complete`.
 
-pub mod anthropic;
+pub(crate) mod anthropic;
 pub mod chain;
-pub mod error;
+pub(crate) mod error;
 pub mod http;
 pub mod ollama;
 pub mod openai;
-pub mod price;
-pub mod registry;
-pub mod responses;
-pub mod retry;
-pub mod script;
-pub mod spec;
+pub(crate) mod price;
+pub(crate) mod registry;
+pub(crate) mod responses;
+pub(crate) mod retry;
+pub(crate) mod script;
+pub(crate) mod spec;
 pub mod sse;
 
 use async_trait::async_trait;

@@ -76,7 +76,8 @@ pub fn build_member(
         model,
         resolved.pricing,
         resolved.context_window,
-    ))
+    )
+    .with_health_key(resolved.health_key()))
 }
 
 /// The HTTP transport of `resolved`, sending its key as `auth` says.

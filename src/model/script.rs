@@ -87,14 +87,25 @@ impl ScriptModel {
         Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
     }
 
-    fn parse(text: &str) -> Result<ScriptModel, String> {
+    /// Whether some reply states its own `cost:` (then the model is priced).
+    pub fn states_costs(&self) -> bool {
+        self.replies.iter().any(|r| r.cost.is_some())
+    }
+
+    /// Reads a script from its YAML text.
+    pub(crate) fn parse(text: &str) -> Result<ScriptModel, String> {
         let raw: Vec<ScriptReply> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         let mut replies = Vec::new();
         for (i, reply) in raw.into_iter().enumerate() {
             if let Some(kind) = reply.error.as_ref().and_then(|e| e.kind.as_deref()) {
                 if !matches!(
                     kind,
-                    "quota" | "network" | "timeout" | "context_overflow" | "stream_incomplete"
+                    "quota"
+                        | "network"
+                        | "timeout"
+                        | "context_overflow"
+                        | "stream_incomplete"
+                        | "empty_response"
                 ) {
                     return Err(format!("reply {}: unknown error kind '{kind}'", i + 1));
                 }
@@ -140,6 +151,7 @@ fn scripted_error(error: &ScriptError) -> ModelError {
         Some("timeout") => ModelError::Timeout { message },
         Some("context_overflow") => ModelError::ContextOverflow { message },
         Some("stream_incomplete") => ModelError::StreamIncomplete,
+        Some("empty_response") => ModelError::EmptyResponse,
         _ => classify_status(error.status.unwrap_or(500), None, &message, retry_after),
     }
 }

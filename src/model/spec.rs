@@ -26,7 +26,7 @@ pub enum WireApi {
 
 impl WireApi {
     /// Parses a config `api:` value (the scripted model is not one).
-    pub fn from_config(name: &str) -> Option<WireApi> {
+    fn from_config(name: &str) -> Option<WireApi> {
         match name {
             "openai" => Some(WireApi::OpenAi),
             "responses" => Some(WireApi::Responses),
@@ -43,8 +43,12 @@ impl<'de> serde::Deserialize<'de> for WireApi {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
+            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let hint = crate::suggest::closest(&name, apis)
+                .map(|s| format!("did you mean '{s}'? "))
+                .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' (expected openai, responses, anthropic or ollama)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
             ))
         })
     }

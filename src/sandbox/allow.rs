@@ -32,10 +32,6 @@ impl Allowlist {
         Ok(Allowlist { entries: clean })
     }
 
-    pub fn entries(&self) -> &[String] {
-        &self.entries
-    }
-
     /// Whether `host` (as written in a request, brackets allowed) may be reached.
     pub fn allows(&self, host: &str) -> bool {
         let host = normalize(host);

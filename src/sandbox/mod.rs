@@ -5,7 +5,7 @@
 //! forwarder on the sandbox's loopback (`forward.rs`). If any of that cannot
 //! be set up, the run is refused (exit 2): it never runs unsandboxed.
 
-pub mod allow;
+pub(crate) mod allow;
 pub mod forward;
 mod proxy;
 

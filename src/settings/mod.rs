@@ -12,7 +12,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::Cli;
-use crate::config::{self, CompactionConfig, Config, DurationText, HooksConfig, McpServerConfig};
+use crate::config::{
+    self, CompactionConfig, Config, DurationText, HooksConfig, InstructionsConfig, McpServerConfig,
+    ToolsConfig,
+};
 use crate::duration;
 use crate::health;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel};
@@ -22,7 +25,6 @@ use crate::sandbox::Allowlist;
 pub use crate::setup::{process_env, Env, SetupError};
 use crate::task_input;
 use crate::worktree;
-pub use models::MAX_FALLBACKS;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
@@ -58,6 +60,10 @@ pub struct Settings {
     pub sandbox: Option<Allowlist>,
     /// Keep the run in the run store: neither `--no-save` nor `save_runs: false`.
     pub save_runs: bool,
+    /// `instructions:`, read by `agent::instructions` with `--instructions`.
+    pub instructions: Option<InstructionsConfig>,
+    /// `tools: {allow, deny}`, checked by `tools::filter`.
+    pub tools: ToolsConfig,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -119,10 +125,12 @@ impl Settings {
                 .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
         };
         if !cwd.is_dir() {
-            return Err(SetupError(format!(
-                "--cwd {}: not a directory",
-                cwd.display()
-            )));
+            let why = if cwd.exists() {
+                "not a directory"
+            } else {
+                "the directory does not exist"
+            };
+            return Err(SetupError(format!("--cwd {}: {why}", cwd.display())));
         }
         let cwd = cwd.canonicalize().unwrap_or(cwd);
 
@@ -164,12 +172,23 @@ impl Settings {
         };
         let cost_limit = cli.cost_limit.or(config.cost_limit);
         if let Some(c) = cost_limit {
-            if c.is_nan() || c < 0.0 {
+            if c.is_nan() || c <= 0.0 {
                 return Err(SetupError(format!(
-                    "cost limit must be a non-negative number, got {c}"
+                    "{}: the cost limit must be a positive number of USD, got {c} (leave it out for no limit)",
+                    if cli.cost_limit.is_some() { "--cost-limit" } else { "config cost_limit" }
                 )));
             }
         }
+        check_not_zero(
+            time_limit.map(|t| t.is_zero()),
+            cli.time_limit.is_some(),
+            "time-limit",
+        )?;
+        check_not_zero(
+            cli.step_limit.or(config.step_limit).map(|s| s == 0),
+            cli.step_limit.is_some(),
+            "step-limit",
+        )?;
         let reasoning_effort = cli
             .reasoning_effort
             .clone()
@@ -274,6 +293,8 @@ impl Settings {
             worktree,
             sandbox,
             save_runs,
+            instructions: config.instructions,
+            tools: config.tools,
         })
     }
 }
@@ -366,6 +387,21 @@ fn non_empty(text: String) -> Result<String, SetupError> {
     }
 }
 
+/// A limit of 0 is a usage error (SPEC 1): it could only stop the run at once.
+fn check_not_zero(is_zero: Option<bool>, from_flag: bool, flag: &str) -> Result<(), SetupError> {
+    if is_zero != Some(true) {
+        return Ok(());
+    }
+    let name = if from_flag {
+        format!("--{flag}")
+    } else {
+        format!("config {}", flag.replace('-', "_"))
+    };
+    Err(SetupError(format!(
+        "{name}: a limit of 0 would stop the run before it starts (leave it out for no limit)"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +467,38 @@ mod tests {
             e.0.contains("OPENAI_API_KEY") && e.0.contains("openai/gpt-5"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn limits_of_zero_and_unknown_providers_are_explained() {
+        for (args, expect) in [
+            (&["--step-limit", "0"][..], "--step-limit: a limit of 0"),
+            (
+                &["--cost-limit", "0"][..],
+                "--cost-limit: the cost limit must be a positive",
+            ),
+            (&["--time-limit", "0"][..], "--time-limit: a limit of 0"),
+            (&["--time-limit", "0s"][..], "--time-limit: a limit of 0"),
+        ] {
+            let mut all = vec!["-m", "script/a"];
+            all.extend_from_slice(args);
+            let e = resolve(&all, &[]).unwrap_err();
+            assert!(e.0.starts_with(expect), "{e}");
+        }
+        let e = resolve(&["-m", "opneai/gpt-5"], &[]).unwrap_err();
+        assert!(
+            e.0.ends_with("unknown provider 'opneai' (did you mean 'openai'?)"),
+            "{e}"
+        );
+        let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
+        assert!(e.0.ends_with("unknown provider 'zzz'"), "{e}");
+        let cli = Cli::parse_from(["tinyagent", "-m", "script/a"]);
+        let config = Config {
+            step_limit: Some(0),
+            ..Config::default()
+        };
+        let e = Settings::from_parts(&cli, config, "t".into(), &|_| None, None).unwrap_err();
+        assert!(e.0.starts_with("config step_limit: a limit of 0"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::config::ProviderConfig;
 use crate::model::price::{builtin_price, Pricing};
+use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi};
 use crate::setup::{Env, SetupError};
 
@@ -36,7 +37,7 @@ pub(crate) fn resolve(
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: b.key_env.and_then(env),
             headers: BTreeMap::new(),
-            pricing: builtin_price(&spec.provider, &spec.model),
+            pricing: builtin_price(&spec.provider, &spec.model).or_else(|| script_pricing(&spec)),
             context_window: None,
             max_output_tokens: None,
             spec,
@@ -67,8 +68,15 @@ pub(crate) fn resolve(
         };
         (p.api_key_env.clone(), resolved)
     } else {
+        let known = crate::model::spec::BUILTIN_PROVIDERS
+            .iter()
+            .map(|b| b.name)
+            .chain(providers.keys().map(String::as_str));
+        let hint = crate::suggest::closest(&spec.provider, known)
+            .map(|s| format!(" (did you mean '{s}'?)"))
+            .unwrap_or_default();
         return Err(SetupError(format!(
-            "{what} '{spec}': unknown provider '{}'",
+            "{what} '{spec}': unknown provider '{}'{hint}",
             spec.provider
         )));
     };
@@ -81,6 +89,21 @@ pub(crate) fn resolve(
         }
     }
     Ok(resolved)
+}
+
+/// A script whose replies state their `cost:` is priced (at $0 for any
+/// reply that states none), not unpriced. An unreadable script is left to
+/// the registry, which reports it.
+fn script_pricing(spec: &ModelSpec) -> Option<Pricing> {
+    if builtin(&spec.provider).is_none_or(|b| b.api != WireApi::Script) {
+        return None;
+    }
+    let script = ScriptModel::load(std::path::Path::new(&spec.model)).ok()?;
+    script.states_costs().then_some(Pricing {
+        input: 0.0,
+        output: 0.0,
+        cached_input: 0.0,
+    })
 }
 
 /// SPEC section 5's validation of the fallback chain, each entry resolved.

@@ -5,6 +5,7 @@
 use serde_json::json;
 
 use super::files::{ListFiles, ReadFile};
+use super::grep::GrepTool;
 use super::ToolRegistry;
 use crate::conversation::ToolSpec;
 
@@ -37,6 +38,7 @@ pub fn subagent_tools() -> ToolRegistry {
     let mut tools = ToolRegistry::default();
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(ListFiles));
+    tools.add(Box::new(GrepTool));
     tools
 }
 
@@ -48,7 +50,7 @@ mod tests {
     fn subagents_get_only_read_only_tools() {
         let tools = subagent_tools();
         let names: Vec<&str> = tools.specs().iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["read_file", "list_files"]);
+        assert_eq!(names, ["read_file", "list_files", "grep"]);
         assert_eq!(delegate_spec().parameters["required"][0], "task");
     }
 }

@@ -5,6 +5,8 @@
 pub mod bash;
 pub mod delegate;
 pub mod files;
+pub mod filter;
+pub mod grep;
 pub mod plan;
 pub mod process;
 
@@ -74,20 +76,26 @@ pub trait Tool: Send + Sync {
 pub struct ToolRegistry {
     tools: Vec<Box<dyn Tool>>,
     specs: Vec<ToolSpec>,
+    /// Config `tools: {allow, deny}`.
+    filter: filter::ToolFilter,
 }
 
 impl ToolRegistry {
+    /// A registry offering only what `filter` allows.
+    pub fn with_filter(filter: filter::ToolFilter) -> Self {
+        ToolRegistry {
+            filter,
+            ..ToolRegistry::default()
+        }
+    }
+
     pub fn add(&mut self, tool: Box<dyn Tool>) {
         self.specs.push(tool.spec());
         self.tools.push(tool);
     }
 
-    /// Removes every tool whose name matches `pred` (e.g. a dead MCP server's).
-    pub fn remove_where(&mut self, pred: impl Fn(&str) -> bool) {
-        self.tools.retain(|t| !pred(&t.spec().name));
-        self.specs.retain(|s| !pred(&s.name));
-    }
-
+    /// Every tool's spec, offered now or not.
+    #[cfg(test)]
     pub fn specs(&self) -> &[ToolSpec] {
         &self.specs
     }
@@ -97,12 +105,16 @@ impl ToolRegistry {
         self.specs
             .iter()
             .zip(&self.tools)
-            .filter(|(_, t)| t.available())
+            .filter(|(s, t)| t.available() && self.filter.allows(&s.name))
             .map(|(s, _)| s.clone())
             .collect()
     }
 
+    /// The tool `name`, when it is offered by config `tools:`.
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        if !self.filter.allows(name) {
+            return None;
+        }
         self.specs
             .iter()
             .position(|s| s.name == name)

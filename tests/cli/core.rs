@@ -197,11 +197,28 @@ fn cost_limit_leaves_tool_calls_unrun() {
         1,
         "the second reply's call must not run"
     );
-    // The unpriced warning comes before the first request.
+    // A script whose replies state their cost is priced (SPEC 1).
+    assert!(of_type(&ev, "warning").is_empty(), "{ev:?}");
+}
+
+#[test]
+fn an_unpriced_model_under_a_cost_limit_is_named_before_the_first_request() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", SUBMIT);
+    let out = env
+        .cmd()
+        .args(["-m", &model, "--json", "--cost-limit", "1", "t"])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
     let warn = ev.iter().position(|e| e["type"] == "warning").unwrap();
     let step = ev.iter().position(|e| e["type"] == "step.started").unwrap();
     assert!(warn < step);
-    assert!(ev[warn]["message"].as_str().unwrap().contains(&model));
+    let message = ev[warn]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&model) && message.contains("no known price"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -305,6 +322,27 @@ fn config_unknown_key_exits_two_naming_key_and_file() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("modle").and(predicate::str::contains("config.yaml")));
+}
+
+#[test]
+fn a_dearer_fallback_is_warned_about_before_the_first_request() {
+    let env = TestEnv::new();
+    env.user_config(
+        "providers:\n  cheap:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models: {m: {input_price: 1, output_price: 2}}\n  dear:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models: {m: {input_price: 3, output_price: 2}}\nretry: {attempts: 1}\n",
+    );
+    let out = env
+        .cmd()
+        .args(["-m", "cheap/m", "--fallback-model", "dear/m", "--json", "t"])
+        .output()
+        .unwrap();
+    let ev = events(&out.stdout);
+    let warn = ev.iter().position(|e| e["type"] == "warning").unwrap();
+    let step = ev.iter().position(|e| e["type"] == "step.started").unwrap();
+    assert!(warn < step);
+    assert_eq!(
+        ev[warn]["message"],
+        "fallback model dear/m costs more than the primary cheap/m ($3/$2 vs $1/$2 per million input/output tokens)"
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod stream;
 
 use async_trait::async_trait;
 
-pub use request::{request_body, thinking_budget, DEFAULT_MAX_TOKENS};
+pub use request::request_body;
 pub(crate) use stream::tool_call;
 pub use stream::{Assembly, Progress};
 

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -18,6 +18,8 @@ pub struct Captured {
     /// Header names lowercased.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When the whole request had arrived.
+    pub at: Instant,
 }
 
 impl Captured {
@@ -182,6 +184,15 @@ impl Stub {
     pub fn count(&self) -> usize {
         self.captured.lock().unwrap().len()
     }
+
+    /// The time between each request and the one before it.
+    pub fn gaps(&self) -> Vec<Duration> {
+        let requests = self.captured.lock().unwrap();
+        requests
+            .windows(2)
+            .map(|pair| pair[1].at.duration_since(pair[0].at))
+            .collect()
+    }
 }
 
 fn serve(stream: TcpStream, responder: &Responder, seen: &Mutex<Vec<Captured>>) {
@@ -242,6 +253,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Captured> {
         path,
         headers,
         body,
+        at: Instant::now(),
     })
 }
 

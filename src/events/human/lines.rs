@@ -1,0 +1,308 @@
+//! The text of the terminal view's lines, as pure functions: what a tool
+//! call shows, plan items, the summary line with its cost per model, and
+//! the hint to resume.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::exit::Status;
+
+/// What a tool call is about, from its arguments: the command for `bash`,
+/// the path for file tools, the pattern for `grep`, the task for
+/// `delegate`. Empty when there is nothing short to say.
+pub fn tool_subject(tool: &str, args: &Value) -> String {
+    let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("");
+    match tool {
+        "bash" => first_line(text("command")),
+        "read_file" | "write_file" | "edit_file" => text("path").to_string(),
+        "list_files" => {
+            let path = args.get("path").and_then(Value::as_str).unwrap_or(".");
+            match args.get("pattern").and_then(Value::as_str) {
+                Some(p) => format!("{path} {p}"),
+                None => path.to_string(),
+            }
+        }
+        "grep" => {
+            let mut s = format!("/{}/", text("pattern"));
+            if let Some(p) = args.get("path").and_then(Value::as_str) {
+                s.push_str(&format!(" in {p}"));
+            }
+            if let Some(g) = args.get("glob").and_then(Value::as_str) {
+                s.push_str(&format!(" ({g})"));
+            }
+            s
+        }
+        "delegate" => first_line(text("task")),
+        _ => String::new(),
+    }
+}
+
+/// The first line of a text, with `…` when more follows.
+fn first_line(text: &str) -> String {
+    let text = text.trim();
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("").trim_end();
+    if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first.to_string()
+    }
+}
+
+/// What a failed tool call's output says last: its last non-empty line,
+/// after bash's `[exit code: N]` when that is the last (so a cut keeps it).
+pub fn failure_note(output: &str) -> String {
+    let mut lines = output
+        .lines()
+        .rev()
+        .map(str::trim)
+        .filter(|l| !l.is_empty());
+    match (lines.next(), lines.next()) {
+        (Some(last), Some(before)) if last.starts_with("[exit code") => {
+            format!("{last} {before}")
+        }
+        (Some(last), _) => last.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `text` cut to `width` characters, ending in `…` when cut.
+pub fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let keep = width.saturating_sub(1);
+    let mut out: String = text.chars().take(keep).collect();
+    out.push('…');
+    out
+}
+
+/// The plan's items as lines, `[x] done`, `[~] in progress`, `[ ] pending`,
+/// and the `done/total` count, from the `plan` tool's arguments.
+pub fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
+    let items = args
+        .get("items")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut done = 0;
+    let lines = items
+        .iter()
+        .map(|item| {
+            let status = item.get("status").and_then(Value::as_str).unwrap_or("");
+            let mark = match status {
+                "done" => {
+                    done += 1;
+                    "[x]"
+                }
+                "in_progress" => "[~]",
+                _ => "[ ]",
+            };
+            let text = item.get("text").and_then(Value::as_str).unwrap_or("");
+            format!("{mark} {}", first_line(text))
+        })
+        .collect();
+    (lines, done, items.len())
+}
+
+/// Milliseconds as `120ms`, `1.2s`, `1m12s`, `1h02m`.
+pub fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        let s = ms / 1000;
+        if s < 3600 {
+            format!("{}m{:02}s", s / 60, s % 60)
+        } else {
+            format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+        }
+    }
+}
+
+/// Token counts as `950`, `48.2k`, `1.2M`.
+pub fn tokens(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// The facts of a `run.finished` the summary line shows.
+pub struct Summary<'a> {
+    pub status: &'a str,
+    pub steps: u32,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub duration_ms: u64,
+    pub model_fallbacks: u32,
+    pub active_model: &'a str,
+}
+
+/// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`,
+/// with `(a $x, b $y)` after the cost when more than one model answered.
+pub fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> String {
+    let mut cost = format!("${:.4}", s.cost_usd);
+    if cost_per_model.len() > 1 {
+        let parts: Vec<String> = cost_per_model
+            .iter()
+            .map(|(model, c)| format!("{model} ${c:.4}"))
+            .collect();
+        cost.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    let mut line = format!(
+        "{} after {} step{} · {} tokens · {cost} · {}",
+        s.status,
+        s.steps,
+        if s.steps == 1 { "" } else { "s" },
+        tokens(s.tokens),
+        summary_duration(s.duration_ms),
+    );
+    if s.model_fallbacks > 0 {
+        line.push_str(&format!(
+            " · {} model fallback{} (now {})",
+            s.model_fallbacks,
+            if s.model_fallbacks == 1 { "" } else { "s" },
+            s.active_model
+        ));
+    }
+    line
+}
+
+/// The summary's duration: seconds with one decimal below a minute.
+fn summary_duration(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        duration(ms)
+    }
+}
+
+/// How to go on with a run stopped by an interruption or a limit that has
+/// a checkpoint at `checkpoint`; `None` for other ends.
+pub fn resume_hint(status: Status, checkpoint: &Path) -> Option<String> {
+    let flag = match status {
+        Status::Interrupted => "",
+        Status::StepLimit => " --step-limit N",
+        Status::CostLimit => " --cost-limit USD",
+        Status::TimeLimit => " --time-limit DURATION",
+        _ => return None,
+    };
+    let path = shell_word(&checkpoint.display().to_string());
+    let higher = if flag.is_empty() {
+        ""
+    } else {
+        " (with a higher limit: limits count the whole run)"
+    };
+    Some(format!(
+        "to resume: tinyagent --resume {path}{flag}{higher}"
+    ))
+}
+
+/// A path quoted for a POSIX shell when it needs it.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn subjects() {
+        assert_eq!(
+            tool_subject("bash", &json!({"command": "cargo test\n"})),
+            "cargo test"
+        );
+        assert_eq!(
+            tool_subject("bash", &json!({"command": "cat <<EOF\nx\nEOF"})),
+            "cat <<EOF …"
+        );
+        assert_eq!(
+            tool_subject("edit_file", &json!({"path": "src/a.rs"})),
+            "src/a.rs"
+        );
+        assert_eq!(
+            tool_subject("grep", &json!({"pattern": "fn main", "path": "src"})),
+            "/fn main/ in src"
+        );
+        assert_eq!(
+            tool_subject("list_files", &json!({"pattern": "**/*.rs"})),
+            ". **/*.rs"
+        );
+        assert_eq!(tool_subject("mcp__x__y", &json!({"a": 1})), "");
+    }
+
+    #[test]
+    fn failure_notes() {
+        assert_eq!(
+            failure_note("out\nls: nope\n\n[exit code: 2]"),
+            "[exit code: 2] ls: nope"
+        );
+        assert_eq!(failure_note("cannot read x: gone"), "cannot read x: gone");
+        assert_eq!(failure_note(""), "");
+    }
+
+    #[test]
+    fn cutting_counts_characters() {
+        assert_eq!(cut("abcdef", 10), "abcdef");
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("éééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn plan_lines() {
+        let (lines, done, total) = plan_items(&json!({"items": [
+            {"text": "read", "status": "done"},
+            {"text": "fix", "status": "in_progress"},
+            {"text": "test", "status": "pending"}
+        ]}));
+        assert_eq!(lines, ["[x] read", "[~] fix", "[ ] test"]);
+        assert_eq!((done, total), (1, 3));
+    }
+
+    #[test]
+    fn summary_matches_spec_example_and_adds_cost_per_model() {
+        let s = Summary {
+            status: "submitted",
+            steps: 12,
+            tokens: 48_200,
+            cost_usd: 0.1831,
+            duration_ms: 72_000,
+            model_fallbacks: 1,
+            active_model: "openai/gpt-5",
+        };
+        assert_eq!(
+            summary(&s, &[("openai/gpt-5".into(), 0.1831)]),
+            "submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)"
+        );
+        let two = [("a/x".to_string(), 0.1), ("b/y".to_string(), 0.0831)];
+        assert!(summary(&s, &two).contains("$0.1831 (a/x $0.1000, b/y $0.0831) · 1m12s"));
+    }
+
+    #[test]
+    fn hints() {
+        let p = Path::new("/tmp/run one.json");
+        assert_eq!(
+            resume_hint(Status::Interrupted, p).unwrap(),
+            "to resume: tinyagent --resume '/tmp/run one.json'"
+        );
+        assert!(resume_hint(Status::StepLimit, Path::new("t.json"))
+            .unwrap()
+            .starts_with("to resume: tinyagent --resume t.json --step-limit N"));
+        assert!(resume_hint(Status::Submitted, p).is_none());
+        assert!(resume_hint(Status::Error, p).is_none());
+    }
+}

@@ -1,0 +1,86 @@
+//! What `--help` says after the flags (built-in providers, key variables,
+//! the config path, exit codes), and `--generate`: shell completions and
+//! the man page, from the same clap definition.
+
+use std::io::Write;
+
+use clap::ValueEnum;
+
+use crate::model::spec::BUILTIN_PROVIDERS;
+
+/// What `--generate` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Generate {
+    CompleteBash,
+    CompleteZsh,
+    CompleteFish,
+    Man,
+}
+
+/// The text after the flags in `--help`.
+pub fn after_help() -> String {
+    let mut text = String::from("Built-in providers (-m <provider>/<model>):\n");
+    for p in BUILTIN_PROVIDERS {
+        let key = match (p.name, p.key_env) {
+            ("script", _) => "offline: the model is a script file (script/<file.yaml>)".to_string(),
+            (_, Some(key)) => format!("key {key}"),
+            (_, None) => "no key".to_string(),
+        };
+        let endpoint = match p.endpoint_env {
+            Some(var) => format!(", endpoint {var}"),
+            None => String::new(),
+        };
+        text.push_str(&format!("  {:<11} {key}{endpoint}\n", p.name));
+    }
+    text.push_str(
+        "\nConfig: $TINYAGENT_CONFIG, else $XDG_CONFIG_HOME/tinyagent/config.yaml, else \
+~/.config/tinyagent/config.yaml; each -c FILE is laid over it.\n\
+\nExit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
+3 step/cost/time limit, 75 every model failed on an outage, 130 interrupted.",
+    );
+    text
+}
+
+/// Prints what `kind` asks for about `command` (the CLI's clap command) on
+/// stdout; returns the exit code. Built in memory first: a closed pipe
+/// (`| head`) is not an error.
+pub fn generate(kind: Generate, command: clap::Command) -> i32 {
+    let bytes = render(kind, command);
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&bytes).and_then(|()| out.flush());
+    0
+}
+
+/// The completion script or man page for `kind`.
+pub fn render(kind: Generate, mut command: clap::Command) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let shell = match kind {
+        Generate::CompleteBash => clap_complete::Shell::Bash,
+        Generate::CompleteZsh => clap_complete::Shell::Zsh,
+        Generate::CompleteFish => clap_complete::Shell::Fish,
+        Generate::Man => {
+            // Writing to a Vec cannot fail.
+            let _ = clap_mangen::Man::new(command).render(&mut buf);
+            return buf;
+        }
+    };
+    clap_complete::generate(shell, &mut command, "tinyagent", &mut buf);
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_help_names_every_provider_and_key() {
+        let text = after_help();
+        for p in BUILTIN_PROVIDERS {
+            assert!(text.contains(&format!("  {} ", p.name)), "{}", p.name);
+            if let Some(key) = p.key_env {
+                assert!(text.contains(key));
+            }
+        }
+        assert!(text.contains("~/.config/tinyagent/config.yaml"));
+    }
+}

@@ -1,0 +1,170 @@
+//! Config `tools: {allow, deny}` (SPEC 3, 11): which tools are offered.
+//! Entries are tool names or globs (`mcp__docs__*`); `submit` is always
+//! offered. A name that matches no tool is a config error with the closest
+//! valid name ("did you mean"), caught before any request.
+
+use globset::{Glob, GlobMatcher};
+
+use crate::config::ToolsConfig;
+use crate::suggest::closest;
+
+/// The built-in tools, `delegate` and `submit` included.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+    "plan",
+    "delegate",
+    "submit",
+];
+
+/// The tool that ends a run, always offered.
+const SUBMIT: &str = "submit";
+
+/// Which tools a run offers.
+#[derive(Debug, Clone, Default)]
+pub struct ToolFilter {
+    /// `None`: every tool; else only those matching one entry.
+    allow: Option<Vec<GlobMatcher>>,
+    deny: Vec<GlobMatcher>,
+}
+
+impl ToolFilter {
+    /// Checks and compiles `tools:` against the built-in tools and the
+    /// configured MCP servers.
+    pub fn from_config<'a>(
+        config: &ToolsConfig,
+        mcp_servers: impl IntoIterator<Item = &'a String> + Clone,
+    ) -> Result<ToolFilter, String> {
+        let compile = |key: &str, entries: &[String]| -> Result<Vec<GlobMatcher>, String> {
+            entries
+                .iter()
+                .map(|entry| {
+                    check_entry(entry, mcp_servers.clone())
+                        .map_err(|e| format!("config tools.{key}: {e}"))?;
+                    Glob::new(entry)
+                        .map(|g| g.compile_matcher())
+                        .map_err(|e| format!("config tools.{key}: '{entry}': {e}"))
+                })
+                .collect()
+        };
+        if config.deny.iter().any(|d| d == SUBMIT) {
+            return Err(
+                "config tools.deny: 'submit' is always offered and cannot be denied".into(),
+            );
+        }
+        Ok(ToolFilter {
+            allow: config
+                .allow
+                .as_deref()
+                .map(|a| compile("allow", a))
+                .transpose()?,
+            deny: compile("deny", &config.deny)?,
+        })
+    }
+
+    /// Whether the tool `name` is offered.
+    pub fn allows(&self, name: &str) -> bool {
+        if name == SUBMIT {
+            return true;
+        }
+        let allowed = self
+            .allow
+            .as_ref()
+            .is_none_or(|a| a.iter().any(|g| g.is_match(name)));
+        allowed && !self.deny.iter().any(|g| g.is_match(name))
+    }
+}
+
+fn is_glob(entry: &str) -> bool {
+    entry.contains(['*', '?', '[', '{'])
+}
+
+/// An entry must name a built-in tool or an MCP server of the config.
+fn check_entry<'a>(
+    entry: &str,
+    mcp_servers: impl IntoIterator<Item = &'a String>,
+) -> Result<(), String> {
+    if let Some(rest) = entry.strip_prefix("mcp__") {
+        let server = rest.split("__").next().unwrap_or("");
+        let servers: Vec<&String> = mcp_servers.into_iter().collect();
+        if is_glob(server) || servers.iter().any(|s| *s == server) {
+            return Ok(());
+        }
+        let hint = closest(server, servers.iter().map(|s| s.as_str()))
+            .map(|s| format!(" (did you mean mcp__{s}__...?)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "'{entry}': no MCP server '{server}' is configured{hint}"
+        ));
+    }
+    let matches_builtin = if is_glob(entry) {
+        Glob::new(entry)
+            .map(|g| g.compile_matcher())
+            .is_ok_and(|g| BUILTIN_TOOLS.iter().any(|t| g.is_match(t)))
+    } else {
+        BUILTIN_TOOLS.contains(&entry)
+    };
+    if matches_builtin {
+        return Ok(());
+    }
+    let hint = closest(entry, BUILTIN_TOOLS.iter().copied())
+        .map(|s| format!("did you mean '{s}'? "))
+        .unwrap_or_default();
+    Err(format!(
+        "unknown tool '{entry}' ({hint}tools are {}, and mcp__<server>__<tool>)",
+        BUILTIN_TOOLS.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(allow: Option<&[&str]>, deny: &[&str]) -> Result<ToolFilter, String> {
+        let config = ToolsConfig {
+            allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            deny: deny.iter().map(|s| s.to_string()).collect(),
+        };
+        ToolFilter::from_config(&config, &["docs".to_string()])
+    }
+
+    #[test]
+    fn allow_then_deny_and_submit_always() {
+        let f = filter(
+            Some(&["read_file", "grep", "mcp__docs__*"]),
+            &["mcp__docs__delete"],
+        )
+        .unwrap();
+        assert!(f.allows("read_file") && f.allows("grep") && f.allows("submit"));
+        assert!(!f.allows("bash") && !f.allows("write_file"));
+        assert!(f.allows("mcp__docs__search"));
+        assert!(!f.allows("mcp__docs__delete"));
+        let f = filter(None, &["bash", "*_file"]).unwrap();
+        assert!(!f.allows("bash") && !f.allows("write_file") && f.allows("grep"));
+        assert!(ToolFilter::default().allows("anything"));
+    }
+
+    #[test]
+    fn unknown_names_say_did_you_mean() {
+        let e = filter(None, &["write_fiel"]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "config tools.deny: unknown tool 'write_fiel' (did you mean 'write_file'?"
+            ),
+            "{e}"
+        );
+        let e = filter(Some(&["mcp__dcs__*"]), &[]).unwrap_err();
+        assert!(
+            e.contains("no MCP server 'dcs'") && e.contains("did you mean mcp__docs__"),
+            "{e}"
+        );
+        let e = filter(None, &["zzz*"]).unwrap_err();
+        assert!(e.contains("unknown tool 'zzz*'"), "{e}");
+        let e = filter(None, &["submit"]).unwrap_err();
+        assert!(e.contains("always offered"), "{e}");
+    }
+}

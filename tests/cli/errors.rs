@@ -1,0 +1,162 @@
+//! Errors that help (SPEC 1): one way to start, did-you-mean, the endpoint
+//! in network and 404 errors, limits of 0, a missing `-C` directory.
+
+use serde_json::Value;
+
+use crate::support::stub::{Reply, Stub};
+use crate::support::{events, finished, TestEnv};
+
+fn stderr_of(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let out = env.cmd().args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn flag_parser_errors_and_ours_start_alike() {
+    let env = TestEnv::new();
+    let (code, stderr) = stderr_of(&env, &["--no-such-flag", "t"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("tinyagent: error: unexpected argument '--no-such-flag'"),
+        "{stderr}"
+    );
+    let (code, stderr) = stderr_of(&env, &["--step-limit", "many", "t"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("tinyagent: error: invalid value 'many'"),
+        "{stderr}"
+    );
+    let (code, stderr) = stderr_of(&env, &["t"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.starts_with("tinyagent: error: no model"), "{stderr}");
+}
+
+#[test]
+fn limits_of_zero_are_usage_errors() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", "- text: hi\n");
+    for flag in ["--step-limit", "--cost-limit", "--time-limit"] {
+        let (code, stderr) = stderr_of(&env, &["-m", &model, flag, "0", "t"]);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("tinyagent: error: {flag}: ")),
+            "{stderr}"
+        );
+    }
+    for key in [
+        "step_limit: 0",
+        "cost_limit: 0",
+        "time_limit: 0",
+        "time_limit: 0s",
+    ] {
+        env.user_config(&format!("{key}\n"));
+        let (code, stderr) = stderr_of(&env, &["-m", &model, "t"]);
+        assert_eq!(code, Some(2), "{key}: {stderr}");
+        let name = key.split(':').next().unwrap();
+        assert!(
+            stderr.starts_with(&format!("tinyagent: error: config {name}: ")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn did_you_mean_for_providers_and_config_keys() {
+    let env = TestEnv::new();
+    let (code, stderr) = stderr_of(&env, &["-m", "antropic/claude-sonnet-4-5", "t"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("unknown provider 'antropic' (did you mean 'anthropic'?)"),
+        "{stderr}"
+    );
+    let config = env.user_config("modle: script/x\n");
+    let (code, stderr) = stderr_of(&env, &["t"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.starts_with("tinyagent: error: config "), "{stderr}");
+    assert!(stderr.contains(&config.display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains("unknown field `modle` (did you mean `model`?)"),
+        "{stderr}"
+    );
+    env.user_config("providers:\n  gw: {api: antropic, endpoint: \"http://127.0.0.1:1\"}\n");
+    let (code, stderr) = stderr_of(&env, &["-m", "gw/x", "t"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("providers.gw.api: unknown API 'antropic' (did you mean 'anthropic'?"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_working_directory_is_said_not_to_exist() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", "- text: hi\n");
+    let missing = env.file("nowhere");
+    let (code, stderr) = stderr_of(&env, &["-m", &model, "-C", missing.to_str().unwrap(), "t"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        format!(
+            "tinyagent: error: --cwd {}: the directory does not exist\n",
+            missing.display()
+        )
+    );
+}
+
+fn json_run(env: &TestEnv, base: &str) -> (Option<i32>, Vec<Value>, String) {
+    env.user_config("retry: {attempts: 1, backoff: 1ms, jitter: 0}\n");
+    let out = env
+        .cmd()
+        .env("OPENAI_BASE_URL", base)
+        .env("OPENAI_API_KEY", "sk-test-SECRETSECRET")
+        .args(["-m", "openai/gpt-5", "--json", "t"])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        events(&out.stdout),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn network_errors_name_the_endpoint_without_secrets() {
+    let env = TestEnv::new();
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let base = format!("http://user:hunter2@127.0.0.1:{port}/v1");
+    let (code, ev, stderr) = json_run(&env, &base);
+    assert_ne!(code, Some(0));
+    let error = finished(&ev)["error"].as_str().unwrap().to_string();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    assert!(error.contains(&url), "{error}");
+    let all = format!(
+        "{stderr}{}",
+        ev.iter().map(|e| e.to_string()).collect::<String>()
+    );
+    assert!(
+        !all.contains("hunter2") && !all.contains("SECRETSECRET"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_404_names_the_endpoint() {
+    let env = TestEnv::new();
+    let stub = Stub::sequence(vec![Reply::status(404)]);
+    let (code, ev, _) = json_run(&env, &format!("{}/v1", stub.url()));
+    assert_eq!(code, Some(1));
+    let error = finished(&ev)["error"].as_str().unwrap();
+    assert!(error.contains("404"), "{error}");
+    assert!(
+        error.contains(&format!("{}/v1/chat/completions", stub.url())),
+        "{error}"
+    );
+}
