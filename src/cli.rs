@@ -13,7 +13,7 @@ use clap::Parser;
 #[command(name = "tinyagent", version, about, max_term_width = 100)]
 #[command(after_help = crate::help::after_help())]
 pub struct Cli {
-    /// The task; `-` (or no TASK with piped stdin) reads it from stdin
+    /// The task; `-` (or no TASK with piped stdin) reads it from stdin, a piped stdin given with a TASK is added to it, and no TASK on a terminal starts an interactive session
     #[arg(value_name = "TASK")]
     pub task: Option<String>,
 
@@ -60,6 +60,17 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
+    /// Continue the most recent run of this working directory (TASK, if given, is the follow-up)
+    #[arg(long = "continue", conflicts_with = "resume")]
+    pub continue_run: bool,
+
+    /// After each answer, ask for a follow-up on the terminal and go on in the same conversation
+    #[arg(short = 'i', long, conflicts_with = "json")]
+    pub interactive: bool,
+
+    /// Do not keep this run in the run store (config `save_runs`)
+    #[arg(long)]
+    pub no_save: bool,
     /// Project instructions to use instead of the AGENTS.md files found (config `instructions`)
     #[arg(long, value_name = "FILE")]
     pub instructions: Option<PathBuf>,

@@ -51,6 +51,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub sandbox_allowed_domains: Option<Vec<String>>,
     pub health_db: Option<String>,
+    /// `save_runs: false` keeps runs out of the run store (SPEC section 7).
+    pub save_runs: Option<bool>,
     #[serde(default)]
     pub compaction: CompactionConfig,
     /// `instructions:` true (the default), false, or a file (SPEC 14).

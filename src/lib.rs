@@ -13,19 +13,23 @@ pub mod events;
 pub mod exit;
 pub mod health;
 pub(crate) mod help;
+pub(crate) mod interactive;
 pub(crate) mod mcp;
 pub mod model;
 pub mod policy;
 pub(crate) mod resume;
+pub mod runs;
 pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod stop;
 pub(crate) mod suggest;
+pub(crate) mod task_input;
 pub(crate) mod tools;
 pub mod trajectory;
 pub(crate) mod worktree;
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -43,6 +47,7 @@ use events::otel::{OtelConfig, OtelSink};
 use events::sqlite::SqliteSink;
 use events::{Emitter, Event, Sink, SwitchNotices};
 use exit::Status;
+use interactive::{Ended, Start};
 use mcp::McpServers;
 use model::chain::ChainModel;
 use model::registry::{build_member, RegistryError};
@@ -66,7 +71,24 @@ pub fn run(cli: Cli) -> i32 {
     if let Some(kind) = cli.generate {
         return help::generate(kind, <Cli as clap::CommandFactory>::command());
     }
-    match prepare(&cli) {
+    match interactive::wanted(&cli) {
+        Ok(true) => interactive::session(cli, run_one),
+        Ok(false) => run_one(&cli, Start::default()).code,
+        Err(e) => {
+            eprintln!("tinyagent: error: {e}");
+            exit::USAGE
+        }
+    }
+}
+
+/// Prepares and runs one run on its own runtime.
+fn run_one(cli: &Cli, start: Start) -> Ended {
+    let not_started = |code| Ended {
+        code,
+        doc: None,
+        store_cwd: None,
+    };
+    match prepare(cli, start) {
         Ok(prepared) => {
             let runtime = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -75,14 +97,14 @@ pub fn run(cli: Cli) -> i32 {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("tinyagent: error: cannot start the async runtime: {e}");
-                    return 1;
+                    return not_started(1);
                 }
             };
             runtime.block_on(run_agent(prepared))
         }
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
-            exit::USAGE
+            not_started(exit::USAGE)
         }
     }
 }
@@ -94,6 +116,12 @@ struct Prepared {
     chain: ChainModel,
     log_db: Option<SqliteSink>,
     resume: Option<resume::Checkpointed>,
+    /// A resumed FILE written back when no `-o` is given (`--resume`).
+    write_back: Option<PathBuf>,
+    /// The run store, unless this run is kept out of it.
+    keep: Option<runs::Keep>,
+    /// Warnings found before the run started (skipped store entries).
+    warnings: Vec<String>,
     jobs: JobOptions,
     instructions: Instructions,
     tool_filter: ToolFilter,
@@ -102,9 +130,46 @@ struct Prepared {
 /// Everything that can fail before the first request: the checkpoint to
 /// resume, settings, the run's and the subagents' models, the job options
 /// and the log database.
-fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
-    let resume = cli.resume.as_deref().map(resume::load).transpose()?;
-    let settings = Settings::resolve(cli, &process_env, resume.as_ref())?;
+fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
+    let has_task = start.task.is_some()
+        || worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref())
+            .0
+            .is_some();
+    let store = runs::RunStore::locate(&process_env);
+    let mut warnings = Vec::new();
+    let mut store_cwd = start.store_cwd;
+    let (resume, write_back) = if let Some(doc) = start.previous {
+        let cp = resume::Checkpointed {
+            path: PathBuf::new(),
+            doc,
+            started: Vec::new(),
+        };
+        (Some(cp), None)
+    } else if let Some(path) = &cli.resume {
+        (Some(resume::load_for(path, has_task)?), Some(path.clone()))
+    } else if cli.continue_run {
+        let dir = launch_dir(cli)?;
+        let (cp, skipped) = runs::find_continue(store.as_ref(), &dir, has_task)?;
+        warnings = skipped;
+        store_cwd = store_cwd.or(Some(dir));
+        (Some(cp), None)
+    } else {
+        (None, None)
+    };
+    let settings = match start.task {
+        Some(task) => Settings::from_parts(
+            cli,
+            settings::load_config(&cli.config, &process_env)?,
+            task,
+            &process_env,
+            resume.as_ref(),
+        )?,
+        None => Settings::resolve(cli, &process_env, resume.as_ref())?,
+    };
+    let keep = settings.save_runs.then(|| runs::Keep {
+        store,
+        cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
+    });
     let chain = build_chain(settings.chain(), &settings)?;
     let subagent = match &settings.subagents {
         None => None,
@@ -146,10 +211,29 @@ fn prepare(cli: &Cli) -> Result<Prepared, SetupError> {
         chain,
         log_db,
         resume,
+        write_back,
+        keep,
+        warnings,
         jobs,
         instructions,
         tool_filter,
     })
+}
+
+/// The directory `--continue` looks up: `-C`, else the current one, canonical.
+fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
+    let dir = match &cli.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(SetupError(format!(
+            "--cwd {}: not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir.canonicalize().unwrap_or(dir))
 }
 
 /// A chain of `models` (primary first) under the run's retry and fallback
@@ -214,7 +298,7 @@ fn watch_signals(token: CancellationToken) {
         loop {
             tokio::select! {
                 Some(()) = next_signal(&mut int) => {}
-                Some(()) = next_signal(&mut term) => {}
+                Some(()) = next_signal(&mut term) => stop::mark_terminated(),
                 else => return,
             }
             count += 1;
@@ -263,12 +347,15 @@ async fn start_isolation(
     Ok((sandbox, worktree))
 }
 
-async fn run_agent(prepared: Prepared) -> i32 {
+async fn run_agent(prepared: Prepared) -> Ended {
     let Prepared {
         mut settings,
         chain,
         log_db,
         resume,
+        write_back,
+        keep,
+        warnings,
         jobs,
         instructions,
         tool_filter,
@@ -278,7 +365,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
         Ok(isolation) => isolation,
         Err(e) => {
             eprintln!("tinyagent: error: {e}");
-            return exit::USAGE;
+            return Ended {
+                code: exit::USAGE,
+                doc: None,
+                store_cwd: None,
+            };
         }
     };
     let worktree = worktree.map(|wt| wt.path.display().to_string());
@@ -321,7 +412,7 @@ async fn run_agent(prepared: Prepared) -> i32 {
     let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
         Some(cp) => {
-            output_path = output_path.or_else(|| Some(cp.path.clone()));
+            output_path = output_path.or(write_back);
             let c = resume::continue_run(
                 cp,
                 resume::NewRun {
@@ -358,6 +449,9 @@ async fn run_agent(prepared: Prepared) -> i32 {
     if let Some(warning) = github_warning {
         emitter.warn(warning);
     }
+    for warning in &warnings {
+        emitter.warn(warning.clone());
+    }
     for warning in &instructions.warnings {
         emitter.warn(warning.clone());
     }
@@ -378,8 +472,19 @@ async fn run_agent(prepared: Prepared) -> i32 {
         &stop,
     )
     .await;
+    // The store's own copy (no -o, no resumed FILE) is kept cheap: not synced.
+    let volatile = output_path.is_none();
+    if let Some(keep) = &keep {
+        // The same skipped entries are not reported twice.
+        let warn = |w: String| {
+            if !warnings.contains(&w) {
+                emitter.warn(w)
+            }
+        };
+        output_path = keep.begin(&run_id, output_path, &warn);
+    }
     let checkpoint = match &output_path {
-        Some(path) => match Checkpoint::create(path, &doc) {
+        Some(path) => match create_checkpoint(path, &doc, volatile) {
             Ok(cp) => Some(cp),
             Err(e) => {
                 emitter.warn(format!(
@@ -392,7 +497,11 @@ async fn run_agent(prepared: Prepared) -> i32 {
         None => None,
     };
 
-    let resumable = checkpoint.as_ref().and(output_path.clone());
+    // The store's own copy is continued with --continue, not named in a hint.
+    let resumable = checkpoint
+        .as_ref()
+        .and(output_path.clone())
+        .filter(|_| !volatile);
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::with_filter(tool_filter);
@@ -439,9 +548,15 @@ async fn run_agent(prepared: Prepared) -> i32 {
         meter: Default::default(),
     };
     let json_answer = agent.jobs.output_schema.is_some();
-    let outcome = match answered {
-        Some(output) => agent.finish_now(new_messages, Status::Completed, output),
-        None => agent.run(new_messages).await,
+    let (outcome, doc) = match answered {
+        Some(output) => {
+            let doc = agent.doc.clone();
+            (
+                agent.finish_now(new_messages, Status::Completed, output),
+                doc,
+            )
+        }
+        None => agent.run_keeping_doc(new_messages).await,
     };
     mcp.shutdown().await;
     drop(sandbox);
@@ -452,7 +567,23 @@ async fn run_agent(prepared: Prepared) -> i32 {
             eprintln!("{hint}");
         }
     }
-    outcome.exit_code
+    Ended {
+        code: outcome.exit_code,
+        doc: Some(doc),
+        store_cwd: keep.map(|k| k.cwd),
+    }
+}
+
+fn create_checkpoint(
+    path: &std::path::Path,
+    doc: &Trajectory,
+    volatile: bool,
+) -> std::io::Result<Checkpoint> {
+    if volatile {
+        Checkpoint::create_volatile(path, doc)
+    } else {
+        Checkpoint::create(path, doc)
+    }
 }
 
 /// Limits count the whole run: say so when a resumed run is already past one.

@@ -34,8 +34,28 @@ pub struct Checkpointed {
     pub started: Vec<StartedCall>,
 }
 
-/// Loads FILE and its journal, refusing what cannot be resumed.
-pub fn load(path: &Path) -> Result<Checkpointed, SetupError> {
+/// Loads FILE and its journal, refusing what cannot be resumed: a finished
+/// run is continued only when a follow-up TASK is given.
+pub fn load_for(path: &Path, has_task: bool) -> Result<Checkpointed, SetupError> {
+    let cp = read(path)?;
+    check_status(&cp, has_task)?;
+    Ok(cp)
+}
+
+/// A finished (`submitted`, `completed`) run continues only with a TASK.
+pub fn check_status(cp: &Checkpointed, has_task: bool) -> Result<(), SetupError> {
+    if !has_task && matches!(cp.doc.status, Status::Submitted | Status::Completed) {
+        return Err(SetupError(format!(
+            "cannot resume {}: the run already finished ({}); give a TASK to continue it with a follow-up (only an unfinished run (error, interrupted, running, a limit, output_truncated) resumes without one)",
+            cp.path.display(),
+            cp.doc.status.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// Loads FILE and its journal, whatever the run's status.
+pub fn read(path: &Path) -> Result<Checkpointed, SetupError> {
     let refuse = |why: String| SetupError(format!("cannot resume {}: {why}", path.display()));
     if !path.is_file() {
         return Err(refuse("no such trajectory file".into()));
@@ -46,12 +66,6 @@ pub fn load(path: &Path) -> Result<Checkpointed, SetupError> {
         return Err(refuse(format!(
             "unsupported trajectory schema_version {}",
             doc.schema_version
-        )));
-    }
-    if matches!(doc.status, Status::Submitted | Status::Completed) {
-        return Err(refuse(format!(
-            "the run already finished ({}); only an unfinished run (error, interrupted, running, a limit, output_truncated) can be resumed",
-            doc.status.as_str()
         )));
     }
     Ok(Checkpointed {

@@ -1,9 +1,23 @@
 //! Why a run must stop early: an interrupt (Ctrl-C, SIGTERM) or the
 //! wall-clock time limit. Waits anywhere in the run race against this.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
+
+/// Set once SIGTERM arrived: an interactive session ends after the run.
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
+/// Records that the process was asked to terminate (SIGTERM).
+pub fn mark_terminated() {
+    TERMINATED.store(true, Ordering::SeqCst);
+}
+
+/// Whether the process was asked to terminate (SIGTERM).
+pub fn terminated() -> bool {
+    TERMINATED.load(Ordering::SeqCst)
+}
 
 /// What ended a wait early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -138,6 +138,9 @@ pub struct Checkpoint {
     journal_bytes: u64,
     file_bytes: u64,
     written: u64,
+    /// Whether each rewrite is synced to disk (survives a power loss, not
+    /// only a crash of the process).
+    durable: bool,
 }
 
 /// `FILE.journal` for a trajectory at `path`.
@@ -150,6 +153,17 @@ pub fn journal_path(path: &Path) -> PathBuf {
 impl Checkpoint {
     /// Starts checkpointing to `path` with the document as it is now.
     pub fn create(path: &Path, doc: &Trajectory) -> io::Result<Checkpoint> {
+        Self::start(path, doc, true)
+    }
+
+    /// `create` without syncing to disk: the same atomic replacement and
+    /// journal, so it survives a crash or kill of the process, but not a
+    /// power loss (the run store's copies, which must stay cheap).
+    pub fn create_volatile(path: &Path, doc: &Trajectory) -> io::Result<Checkpoint> {
+        Self::start(path, doc, false)
+    }
+
+    fn start(path: &Path, doc: &Trajectory, durable: bool) -> io::Result<Checkpoint> {
         let mut cp = Checkpoint {
             path: path.to_path_buf(),
             journal_path: journal_path(path),
@@ -157,6 +171,7 @@ impl Checkpoint {
             journal_bytes: 0,
             file_bytes: 0,
             written: 0,
+            durable,
         };
         cp.rewrite(doc)?;
         Ok(cp)
@@ -210,7 +225,9 @@ impl Checkpoint {
             let mut f = File::create(&tmp)?;
             f.write_all(&bytes)?;
             f.write_all(b"\n")?;
-            f.sync_data()?;
+            if self.durable {
+                f.sync_data()?;
+            }
         }
         fs::rename(&tmp, &self.path)?;
         self.file_bytes = bytes.len() as u64;
@@ -224,7 +241,9 @@ impl Checkpoint {
         self.journal_bytes = 0;
         // Last, so the window between the rename and emptying the journal
         // stays as short as it can be.
-        sync_parent(&self.path);
+        if self.durable {
+            sync_parent(&self.path);
+        }
         Ok(())
     }
 

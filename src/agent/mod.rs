@@ -119,10 +119,12 @@ enum StepEnd {
 }
 
 impl Agent {
-    /// Runs the loop to its end and returns the outcome; `run.finished` has
+    /// Runs the loop to its end and returns the outcome with the finished
+    /// document (an interactive follow-up continues it); `run.finished` has
     /// been emitted and the trajectory finished when this returns.
-    pub async fn run(mut self, new_messages: Vec<Message>) -> Outcome {
-        self.run_mut(new_messages).await
+    pub async fn run_keeping_doc(mut self, new_messages: Vec<Message>) -> (Outcome, Trajectory) {
+        let outcome = self.run_mut(new_messages).await;
+        (outcome, self.doc)
     }
 
     /// `run` without consuming the agent (a subagent's chain is reused).

@@ -7,7 +7,7 @@
 mod models;
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
 pub use crate::setup::{process_env, Env, SetupError};
+use crate::task_input;
 use crate::worktree;
 
 /// Everything a run needs, validated.
@@ -57,6 +58,8 @@ pub struct Settings {
     pub worktree: Option<Option<String>>,
     /// `--sandbox`, with the hosts its commands may reach.
     pub sandbox: Option<Allowlist>,
+    /// Keep the run in the run store: neither `--no-save` nor `save_runs: false`.
+    pub save_runs: bool,
     /// `instructions:`, read by `agent::instructions` with `--instructions`.
     pub instructions: Option<InstructionsConfig>,
     /// `tools: {allow, deny}`, checked by `tools::filter`.
@@ -264,6 +267,7 @@ impl Settings {
         };
 
         let health_db = health::location(config.health_db.as_deref(), env);
+        let save_runs = crate::runs::enabled(cli.no_save, &config);
 
         Ok(Settings {
             task,
@@ -288,6 +292,7 @@ impl Settings {
             subagents,
             worktree,
             sandbox,
+            save_runs,
             instructions: config.instructions,
             tools: config.tools,
         })
@@ -349,30 +354,28 @@ pub fn load_config(layers: &[PathBuf], env: Env) -> Result<Config, SetupError> {
     config::check(&merged).map_err(|e| SetupError(format!("config: {e}")))
 }
 
-/// The task from the argument, or stdin for `-` or a piped stdin.
+/// The task from the argument (with a piped stdin appended as context),
+/// or stdin for `-` or a piped stdin.
 pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
     let from_stdin = match arg {
         Some("-") => true,
-        Some(text) => return non_empty(text.to_string()),
+        Some(text) => return non_empty(text.to_string()).and_then(task_input::with_piped_context),
         None => !std::io::stdin().is_terminal(),
     };
     if !from_stdin {
         return Err(SetupError(
-            "no task: give TASK as an argument or pipe it on stdin".into(),
+            "no task: give TASK as an argument or pipe it on stdin (or run on a terminal for an interactive session)".into(),
         ));
     }
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|e| SetupError(format!("cannot read the task from stdin: {e}")))?;
-    non_empty(text)
+    non_empty(task_input::stdin_task()?)
 }
 
 /// With `--resume` the task is optional and stdin is read only for `-`.
 pub fn read_resume_task(arg: Option<&str>) -> Result<Option<String>, SetupError> {
     match arg {
         None => Ok(None),
-        Some(arg) => read_task(Some(arg)).map(Some),
+        Some("-") => read_task(Some("-")).map(Some),
+        Some(text) => non_empty(text.to_string()).map(Some),
     }
 }
 

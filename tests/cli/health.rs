@@ -188,7 +188,12 @@ fn health_db_off_does_not_share() {
         assert_eq!(switch["reason"], "http_503");
         assert_eq!(switch["attempts"], 3);
     }
-    assert!(!env.home().join(".local/state/tinyagent").exists());
+    // No health record (the run store keeps its runs beside it).
+    let state = env.home().join(".local/state/tinyagent");
+    assert!(!state.join("health.db").exists());
+    assert!(std::fs::read_dir(&state)
+        .map(|d| d.flatten().all(|e| e.path().is_dir()))
+        .unwrap_or(true));
 }
 
 #[test]
@@ -291,8 +296,12 @@ fn the_record_holds_no_prompt_output_or_key() {
     }
     let dir = env.home().join(".local/state/tinyagent");
     let mut bytes = Vec::new();
+    // The record's files; the run store's directory beside them is not the record.
     for entry in std::fs::read_dir(&dir).unwrap() {
-        bytes.extend(std::fs::read(entry.unwrap().path()).unwrap());
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            bytes.extend(std::fs::read(path).unwrap());
+        }
     }
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("http_503"), "read the right files");
@@ -417,7 +426,9 @@ fn eight_runs_against_a_dead_http_primary_send_about_one_budget_in_total() {
     // The record names the endpoint with its port, and holds no key or task.
     let bytes = std::fs::read_dir(env.home().join(".local/state/tinyagent"))
         .unwrap()
-        .flat_map(|e| std::fs::read(e.unwrap().path()).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .flat_map(|p| std::fs::read(p).unwrap())
         .collect::<Vec<u8>>();
     let text = String::from_utf8_lossy(&bytes);
     assert!(

@@ -114,9 +114,11 @@ impl TestEnv {
         cmd
     }
 
-    /// A std command for the same binary and environment (for spawning).
+    /// A std command for the same binary and environment (for spawning),
+    /// stdin empty unless the caller sets it (a piped stdin is read).
     pub fn std_cmd(&self) -> std::process::Command {
         let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("tinyagent"));
+        cmd.stdin(std::process::Stdio::null());
         for var in SCRUBBED {
             cmd.env_remove(var);
         }

@@ -1,0 +1,261 @@
+//! Interactive sessions (SPEC section 14): ask for the task on the
+//! terminal, run it, then ask for a follow-up, each one a new run resumed
+//! from the last. Prompts and line editing use the terminal itself
+//! (`/dev/tty`), never stdout, so `tinyagent -i > answers.md` keeps only
+//! the answers.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use rustyline::config::Behavior;
+use rustyline::error::ReadlineError;
+use rustyline::DefaultEditor;
+
+use crate::cli::Cli;
+use crate::exit::{self, Status};
+use crate::runs;
+use crate::settings::{self, process_env, Settings};
+use crate::stop;
+use crate::trajectory::Trajectory;
+use crate::worktree;
+
+/// The prompt for a task or a follow-up.
+pub const PROMPT: &str = "> ";
+/// The prompt after a line ending in `\`.
+pub const MORE: &str = ". ";
+/// Said once when a session starts by asking.
+pub const HINT: &str =
+    "tinyagent: interactive session; an empty line, exit or Ctrl-D ends it, a line ending in \\ continues";
+/// The history file under the state directory.
+const HISTORY: &str = "history";
+
+/// What a run starts from besides its flags (an interactive follow-up).
+#[derive(Default)]
+pub struct Start {
+    /// The task, already read (from the session's prompt): stdin is not read.
+    pub task: Option<String>,
+    /// The finished run this one continues, in memory.
+    pub previous: Option<Trajectory>,
+    /// The directory the run store records the run under.
+    pub store_cwd: Option<PathBuf>,
+}
+
+/// How a run ended.
+pub struct Ended {
+    pub code: i32,
+    /// The run's final document (`None` when it never started).
+    pub doc: Option<Trajectory>,
+    /// The directory the run store recorded the run under.
+    pub store_cwd: Option<PathBuf>,
+}
+
+/// Whether these flags start an interactive session: `-i` (which needs a
+/// terminal on stdin), or no TASK with a terminal on stdin and stderr and
+/// no `--json`, `--resume` or `--continue`.
+pub fn wanted(cli: &Cli) -> Result<bool, String> {
+    let stdin_tty = std::io::stdin().is_terminal();
+    if cli.interactive {
+        if !stdin_tty {
+            return Err(
+                "-i/--interactive needs a terminal on stdin (follow-ups are read from it)".into(),
+            );
+        }
+        return Ok(true);
+    }
+    let no_task = task_arg(cli).is_none();
+    Ok(no_task
+        && cli.resume.is_none()
+        && !cli.continue_run
+        && !cli.json
+        && stdin_tty
+        && std::io::stderr().is_terminal())
+}
+
+fn task_arg(cli: &Cli) -> Option<&str> {
+    worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref()).0
+}
+
+/// What the user answered at the prompt.
+#[derive(Debug, PartialEq)]
+enum Input {
+    Task(String),
+    /// An empty line, `exit` or Ctrl-D.
+    End,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// Runs a session, each run through `run_one`, and returns its exit code:
+/// the last run's (0 when no task was given), 130 for Ctrl-C at the prompt.
+pub fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
+    let resuming = cli.resume.is_some() || cli.continue_run;
+    // A configuration that cannot run is said before asking for a task.
+    let config = match settings::load_config(&cli.config, &process_env) {
+        Ok(config) => config,
+        Err(e) => return usage(e),
+    };
+    let save = runs::enabled(cli.no_save, &config);
+    if !resuming {
+        if let Err(e) = Settings::from_parts(&cli, config, "-".into(), &process_env, None) {
+            return usage(e);
+        }
+    }
+    let history = save
+        .then(|| runs::state_dir(&process_env).map(|d| d.join(HISTORY)))
+        .flatten();
+    let mut lines = Lines::open(history);
+
+    let mut ended = if task_arg(&cli).is_some() {
+        run_one(&cli, Start::default())
+    } else {
+        eprintln!("{HINT}");
+        match lines.ask() {
+            Input::Task(task) => run_one(
+                &cli,
+                Start {
+                    task: Some(task),
+                    ..Start::default()
+                },
+            ),
+            Input::End => return 0,
+            Input::Interrupted => return Status::Interrupted.exit_code(),
+        }
+    };
+    let follow_up = follow_up_cli(&cli);
+    loop {
+        if stop::terminated() {
+            // SIGTERM ends the session, not only the run.
+            return ended.code;
+        }
+        let Some(doc) = ended.doc.take() else {
+            // The run never started (a setup error): asking again would
+            // fail the same way.
+            return ended.code;
+        };
+        let task = match lines.ask() {
+            Input::Task(task) => task,
+            Input::End => return ended.code,
+            Input::Interrupted => return Status::Interrupted.exit_code(),
+        };
+        ended = run_one(
+            &follow_up,
+            Start {
+                task: Some(task),
+                previous: Some(doc),
+                store_cwd: ended.store_cwd.take(),
+            },
+        );
+    }
+}
+
+fn usage(e: impl std::fmt::Display) -> i32 {
+    eprintln!("tinyagent: error: {e}");
+    exit::USAGE
+}
+
+/// The flags of a follow-up: the session's, continuing the last run in its
+/// own directory (a worktree is made once, by the first run).
+fn follow_up_cli(cli: &Cli) -> Cli {
+    let mut cli = cli.clone();
+    cli.task = None;
+    cli.resume = None;
+    cli.continue_run = false;
+    cli.worktree = None;
+    cli.cwd = None;
+    cli
+}
+
+/// Where lines come from: rustyline on the terminal, or plain lines from
+/// stdin (prompts on stderr) on a terminal rustyline does not support.
+enum Lines {
+    Editor {
+        editor: Box<DefaultEditor>,
+        history: Option<PathBuf>,
+    },
+    Plain,
+}
+
+impl Lines {
+    fn open(history: Option<PathBuf>) -> Lines {
+        let config = rustyline::Config::builder()
+            .behavior(Behavior::PreferTerm)
+            .auto_add_history(false)
+            .build();
+        let unsupported = std::env::var("TERM")
+            .is_ok_and(|t| ["dumb", "cons25", "emacs"].contains(&t.to_ascii_lowercase().as_str()));
+        match DefaultEditor::with_config(config) {
+            Ok(mut editor) if !unsupported => {
+                if let Some(path) = &history {
+                    let _ = editor.load_history(path);
+                }
+                Lines::Editor {
+                    editor: Box::new(editor),
+                    history,
+                }
+            }
+            _ => Lines::Plain,
+        }
+    }
+
+    /// Reads one task: lines ending in `\` continue on the next line.
+    fn ask(&mut self) -> Input {
+        let mut text = String::new();
+        let mut prompt = PROMPT;
+        loop {
+            let line = match self.read_line(prompt) {
+                Ok(Some(line)) => line,
+                Ok(None) => return Input::End,
+                Err(ReadlineError::Interrupted) => return Input::Interrupted,
+                Err(ReadlineError::Eof) => return Input::End,
+                Err(e) => {
+                    eprintln!("tinyagent: error: cannot read from the terminal: {e}");
+                    return Input::End;
+                }
+            };
+            match line.strip_suffix('\\') {
+                Some(part) => {
+                    text.push_str(part);
+                    text.push('\n');
+                    prompt = MORE;
+                }
+                None => {
+                    text.push_str(&line);
+                    break;
+                }
+            }
+        }
+        let task = text.trim();
+        if task.is_empty() || task == "exit" {
+            return Input::End;
+        }
+        self.remember(task);
+        Input::Task(task.to_string())
+    }
+
+    fn read_line(&mut self, prompt: &str) -> Result<Option<String>, ReadlineError> {
+        match self {
+            Lines::Editor { editor, .. } => editor.readline(prompt).map(Some),
+            Lines::Plain => {
+                eprint!("{prompt}");
+                let _ = std::io::stderr().flush();
+                let mut line = String::new();
+                match std::io::stdin().lock().read_line(&mut line)? {
+                    0 => Ok(None),
+                    _ => Ok(Some(line.trim_end_matches(['\n', '\r']).to_string())),
+                }
+            }
+        }
+    }
+
+    fn remember(&mut self, task: &str) {
+        if let Lines::Editor { editor, history } = self {
+            let _ = editor.add_history_entry(task);
+            if let Some(path) = history {
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                let _ = editor.append_history(path);
+            }
+        }
+    }
+}

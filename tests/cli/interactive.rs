@@ -1,0 +1,219 @@
+//! Interactive sessions (SPEC section 14), driven from the outside through
+//! a pseudo-terminal the test makes: the prompt, follow-ups as resumed
+//! runs, continued lines, history, Ctrl-C and Ctrl-D, and answers alone on
+//! a redirected stdout.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use nix::sys::wait::WaitStatus;
+use rexpect::session::PtySession;
+use serde_json::Value;
+
+use crate::support::{read_json, TestEnv};
+
+const HINT: &str = "interactive session; an empty line, exit or Ctrl-D ends it";
+const ANSWER: &str = "- text: the answer\n";
+
+/// Starts the binary on a pty (stdin and stderr), stdout into `answers`.
+fn spawn(env: &TestEnv, args: &[&str], answers: &Path) -> PtySession {
+    let mut cmd = env.std_cmd();
+    cmd.args(args)
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::inherit())
+        .stdout(std::fs::File::create(answers).unwrap());
+    rexpect::session::spawn_command(cmd, Some(30_000)).expect("spawn on a pty")
+}
+
+fn exit_code(session: &mut PtySession) -> i32 {
+    match session.process().wait().unwrap() {
+        WaitStatus::Exited(_, code) => code,
+        other => panic!("did not exit: {other:?}"),
+    }
+}
+
+fn runs(env: &TestEnv) -> Vec<Value> {
+    let index = env.home().join(".local/state/tinyagent/runs/index.json");
+    read_json(&index)["runs"].as_array().unwrap().clone()
+}
+
+fn user_messages(doc: &Value) -> Vec<String> {
+    doc["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_session_asks_runs_and_follows_up_in_the_same_conversation() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model], &answers);
+    s.exp_string(HINT).unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("first task").unwrap();
+    s.exp_string("completed after 1 step").unwrap();
+    s.exp_string("> ").unwrap();
+    // A line ending in \ continues on the next.
+    s.send_line("line one\\").unwrap();
+    s.exp_string(". ").unwrap();
+    s.send_line("line two").unwrap();
+    s.exp_string("completed after 2 steps").unwrap();
+    s.exp_string("> ").unwrap();
+    // Up arrow brings the last task back.
+    s.send("\x1b[A").unwrap();
+    s.flush().unwrap();
+    s.exp_string("line two").unwrap();
+    s.send("\r").unwrap();
+    s.flush().unwrap();
+    s.exp_string("completed after 3 steps").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("exit").unwrap();
+    assert_eq!(exit_code(&mut s), 0);
+
+    // Only the answers are on stdout.
+    let text = std::fs::read_to_string(&answers).unwrap();
+    assert_eq!(text, "the answer\nthe answer\nthe answer\n");
+
+    // Each follow-up is a run of its own, resumed from the last.
+    let entries = runs(&env);
+    assert_eq!(entries.len(), 3);
+    let docs: Vec<Value> = entries
+        .iter()
+        .map(|e| read_json(Path::new(e["path"].as_str().unwrap())))
+        .collect();
+    assert!(docs[0].get("resumed_from").is_none());
+    assert_eq!(docs[1]["resumed_from"], docs[0]["run_id"]);
+    assert_eq!(docs[2]["resumed_from"], docs[1]["run_id"]);
+    assert_eq!(
+        user_messages(&docs[2]),
+        ["first task", "line one\nline two", "line one\nline two"]
+    );
+    assert_eq!(docs[2]["steps"], 3);
+    // The history is kept under the state directory.
+    let history =
+        std::fs::read_to_string(env.home().join(".local/state/tinyagent/history")).unwrap();
+    assert!(history.contains("first task"), "{history}");
+}
+
+#[test]
+fn ctrl_c_interrupts_the_run_then_ends_the_session_at_the_prompt() {
+    let env = TestEnv::new();
+    let marker = env.file("started");
+    let model = env.script(
+        "slow.yaml",
+        &format!(
+            "- tool_calls:\n    - {{name: bash, arguments: {{command: 'echo x > {} && sleep 30'}}}}\n",
+            marker.display()
+        ),
+    );
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model, "-i", "a slow task"], &answers);
+    crate::resume::wait_for(&marker);
+    s.send_control('c').unwrap();
+    s.exp_string("interrupted after 1 step").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
+    assert_eq!(exit_code(&mut s), 130);
+    let entries = runs(&env);
+    let doc = read_json(Path::new(entries[0]["path"].as_str().unwrap()));
+    assert_eq!(doc["status"], "interrupted");
+}
+
+#[test]
+fn ctrl_d_ends_with_the_last_runs_exit_code() {
+    let env = TestEnv::new();
+    let model = env.script("f.yaml", "- error: {status: 400}\n");
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model], &answers);
+    s.exp_string("> ").unwrap();
+    s.send_line("fail please").unwrap();
+    s.exp_string("error after").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('d').unwrap();
+    assert_eq!(exit_code(&mut s), 1);
+
+    // No task at all: 0, and nothing is run.
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let mut s = spawn(&env, &["-m", &model], &answers);
+    s.exp_string("> ").unwrap();
+    s.send_line("").unwrap();
+    assert_eq!(exit_code(&mut s), 0);
+    assert!(!env.home().join(".local/state/tinyagent/runs").exists());
+}
+
+#[test]
+fn a_configuration_error_is_said_before_asking() {
+    let env = TestEnv::new();
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &[], &answers);
+    s.exp_string("tinyagent: error: no model").unwrap();
+    assert_eq!(exit_code(&mut s), 2);
+}
+
+#[test]
+fn no_task_on_a_terminal_without_a_session_is_a_usage_error() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let answers = env.file("answers.md");
+    // --json never starts a session.
+    let mut s = spawn(&env, &["-m", &model, "--json"], &answers);
+    s.exp_string("no task").unwrap();
+    assert_eq!(exit_code(&mut s), 2);
+    // A terminal stdin, but stderr is not a terminal.
+    let errors = env.file("stderr.txt");
+    let mut cmd = env.std_cmd();
+    cmd.args(["-m", &model])
+        .stdin(Stdio::inherit())
+        .stderr(std::fs::File::create(&errors).unwrap());
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    assert_eq!(exit_code(&mut s), 2);
+    assert!(std::fs::read_to_string(&errors)
+        .unwrap()
+        .contains("no task"));
+}
+
+#[test]
+fn interactive_needs_a_terminal_and_never_json() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let out = env.cmd().args(["-m", &model, "-i"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("tinyagent: error: -i/--interactive needs a terminal"),
+        "{stderr}"
+    );
+    let out = env
+        .cmd()
+        .args(["-m", &model, "-i", "--json", "task"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigterm_ends_the_session_not_only_the_run() {
+    let env = TestEnv::new();
+    let marker = env.file("started");
+    let model = env.script(
+        "slow.yaml",
+        &format!(
+            "- tool_calls:\n    - {{name: bash, arguments: {{command: 'echo x > {} && sleep 30'}}}}\n",
+            marker.display()
+        ),
+    );
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model, "-i", "a slow task"], &answers);
+    crate::resume::wait_for(&marker);
+    s.process_mut()
+        .signal(nix::sys::signal::Signal::SIGTERM)
+        .unwrap();
+    assert_eq!(exit_code(&mut s), 130);
+}
