@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
-use crate::model::spec::WireApi;
+use crate::model::spec::{ToolChoice, WireApi};
 
 /// A duration as written in the config: a string with a unit, or a bare
 /// number (only `0` is valid; the check is in `settings.rs`).
@@ -92,6 +92,11 @@ pub struct ProviderConfig {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
+    /// `false`: ask for one JSON body instead of a stream (servers that
+    /// cannot stream tool calls, like llama-cpp-python).
+    pub stream: Option<bool>,
+    /// Sent with every request that offers tools.
+    pub tool_choice: Option<ToolChoice>,
 }
 
 /// Per-model metadata of a named provider.
@@ -158,6 +163,8 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
+    /// How long one tool call may wait for its answer (default 10m).
+    pub tool_timeout: Option<DurationText>,
 }
 
 /// `hooks:`

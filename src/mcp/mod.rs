@@ -3,6 +3,7 @@
 //! as `mcp__<server>__<tool>`, all stopped when the run ends. A server that
 //! cannot start costs a `warning`, never the run.
 
+mod bounded;
 mod server;
 mod tool;
 

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::http::{HttpTransport, NdjsonReader};
+use super::spec::{WireApi, WireOptions};
 use super::wire::{
     append, made_up_id, parse_arguments, stream_error, too_large, MAX_ARGUMENTS, MAX_TOOL_CALLS,
     MAX_TOOL_NAME,
@@ -23,6 +24,8 @@ pub struct OllamaChat {
     model: String,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl OllamaChat {
@@ -31,7 +34,14 @@ impl OllamaChat {
             transport,
             model: model.to_string(),
             output_cap,
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -42,7 +52,8 @@ impl Model for OllamaChat {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request.reply_budget(self.output_cap), request);
+        let mut body = request_body(&self.model, request.reply_budget(self.output_cap), request);
+        super::wire::apply_options(&mut body, WireApi::Ollama, self.wire);
         let (response, sent) = self.transport.post("/api/chat", &body).await?;
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
         let mut reply = LineAssembler::default();
