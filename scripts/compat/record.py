@@ -121,7 +121,7 @@ def record_chat(base: str, out: pathlib.Path, model: str, overflow: bool):
         "chat-json-auto-after-tool": chat(model, AFTER_TOOL, False, True, "auto"),
     }
     if overflow:
-        long_turn = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 6000}]
+        long_turn = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 12000}]
         cases["chat-json-overflow"] = chat(model, long_turn, False, True, False)
         cases["chat-stream-overflow"] = chat(model, long_turn, True, True, False)
     for name, body in cases.items():

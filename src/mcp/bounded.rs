@@ -48,16 +48,28 @@ impl<R: AsyncRead + Unpin> AsyncRead for BoundedLines<R> {
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = &poll {
             let fresh = &buf.filled()[before..];
-            // Only the stretch after the last newline counts.
-            this.line = match memchr::memrchr(b'\n', fresh) {
-                Some(at) => fresh.len() - at - 1,
-                None => this.line.saturating_add(fresh.len()),
-            };
-            if this.line > this.max {
+            // Every line in the fresh bytes counts, the one carried over
+            // from earlier reads included; cut before the first too long.
+            let mut start = 0;
+            let mut cut = None;
+            for newline in memchr::memchr_iter(b'\n', fresh) {
+                if this.line.saturating_add(newline - start) > this.max {
+                    cut = Some(start);
+                    break;
+                }
+                this.line = 0;
+                start = newline + 1;
+            }
+            if cut.is_none() {
+                this.line = this.line.saturating_add(fresh.len() - start);
+                if this.line > this.max {
+                    cut = Some(start);
+                }
+            }
+            if let Some(cut) = cut {
                 this.tripped.store(true, Ordering::SeqCst);
-                // The oversized line's bytes are never handed on.
-                let keep = before + fresh.len() - this.line.min(fresh.len());
-                buf.set_filled(keep);
+                // The oversized line's fresh bytes are never handed on.
+                buf.set_filled(before + cut);
             }
         }
         poll
@@ -81,6 +93,14 @@ mod tests {
     async fn lines_within_the_bound_pass_whole() {
         let input = b"{\"a\":1}\n{\"b\":2}\n";
         assert_eq!(read_all(input, 8).await, (input.to_vec(), false));
+    }
+
+    #[tokio::test]
+    async fn a_long_line_between_short_ones_in_one_read_is_caught() {
+        let input = b"ab\nxxxxxxxxxxxxxxxxxxxx\ncd\n";
+        let (out, tripped) = read_all(input, 4).await;
+        assert!(tripped);
+        assert_eq!(out, b"ab\n");
     }
 
     #[tokio::test]
