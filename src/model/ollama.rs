@@ -9,8 +9,8 @@ use serde_json::{json, Map, Value};
 use super::http::{HttpTransport, NdjsonReader};
 use super::spec::{WireApi, WireOptions};
 use super::wire::{
-    append, made_up_id, parse_arguments, stream_error, too_large, MAX_ARGUMENTS, MAX_TOOL_CALLS,
-    MAX_TOOL_NAME,
+    append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use super::{
     FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
@@ -149,6 +149,7 @@ pub struct LineAssembler {
     done_reason: Option<String>,
     usage: Usage,
     usage_reported: bool,
+    model: Option<String>,
 }
 
 impl LineAssembler {
@@ -159,6 +160,7 @@ impl LineAssembler {
             // unless it names another cause.
             return Err(stream_error(error));
         }
+        note_model(&mut self.model, line.get("model").and_then(Value::as_str));
         if let Some(message) = line.get("message") {
             if let Some(text) = message
                 .get("content")
@@ -218,6 +220,7 @@ impl LineAssembler {
             finish,
             extra: None,
             cost_override: None,
+            model: self.model,
         })
     }
 }
@@ -287,6 +290,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(r.text, "Let me look.");
+        assert_eq!(r.model.as_deref(), Some("qwen3"));
         assert_eq!(r.finish, FinishReason::ToolCalls);
         assert_eq!(r.tool_calls[0].name, "bash");
         assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));

@@ -55,6 +55,18 @@ pub(crate) fn apply_options(body: &mut Value, api: WireApi, options: WireOptions
     body.insert("tool_choice".into(), value);
 }
 
+/// The longest model name kept from a reply.
+const MAX_MODEL_NAME: usize = 256;
+
+/// Keeps the first model name a reply names, cut to a bound.
+pub(crate) fn note_model(slot: &mut Option<String>, name: Option<&str>) {
+    if slot.is_none() {
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            *slot = Some(name.chars().take(MAX_MODEL_NAME).collect());
+        }
+    }
+}
+
 /// Whether the stream's finish marker has arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Progress {
