@@ -108,19 +108,19 @@ impl HttpTransport {
         format!("{}{}", self.endpoint, path)
     }
 
-    /// POSTs `body` as JSON and waits for a successful status within the
-    /// first-event timeout. Error statuses become classified errors.
+    /// POSTs `body` (JSON bytes) and waits for a successful status within
+    /// the first-event timeout. Error statuses become classified errors.
     pub async fn post(
         &self,
         path: &str,
-        body: &Value,
+        body: Vec<u8>,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let request = shared_client()
             .post(self.url(path))
             .headers(self.headers.clone())
             .header("content-type", "application/json")
-            .body(serde_json::to_vec(body).unwrap_or_default());
+            .body(body);
         let response = match tokio::time::timeout(self.timeouts.first_event, request.send()).await {
             Err(_) => {
                 return Err(ModelError::Timeout {

@@ -23,9 +23,14 @@ pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
 pub(crate) mod wire;
+pub(crate) mod wire_cache;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod request_bench;
+#[cfg(test)]
+mod request_bytes_tests;
 
 use async_trait::async_trait;
 use serde_json::Value;

@@ -194,7 +194,7 @@ pub(crate) trait Assembly: Default + Send {
 pub(crate) async fn complete<A: Assembly>(
     transport: &HttpTransport,
     path: &str,
-    body: &Value,
+    body: Vec<u8>,
     observer: &dyn StreamObserver,
 ) -> Result<Response, ModelError> {
     let (response, sent) = transport.post(path, body).await?;

@@ -7,10 +7,13 @@ mod stream;
 
 use async_trait::async_trait;
 
-pub use request::request_body;
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// The `anthropic-version` header every request carries.
@@ -24,6 +27,8 @@ pub struct AnthropicModel {
     /// The named model's configured `max_output_tokens`, used when the
     /// request carries none.
     max_output_tokens: Option<u32>,
+    /// Each message's content blocks as bytes.
+    cache: WireCache<request::Blocks>,
 }
 
 impl AnthropicModel {
@@ -33,6 +38,7 @@ impl AnthropicModel {
             transport: transport.with_header("anthropic-version", API_VERSION),
             model: model.to_string(),
             max_output_tokens,
+            cache: WireCache::default(),
         }
     }
 }
@@ -44,8 +50,8 @@ impl Model for AnthropicModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request, self.max_output_tokens);
-        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", &body, observer).await
+        let body = request_bytes(&self.model, request, self.max_output_tokens, &self.cache);
+        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", body, observer).await
     }
 }
 

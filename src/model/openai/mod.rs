@@ -9,9 +9,13 @@ mod stream;
 use async_trait::async_trait;
 
 use super::http::HttpTransport;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
-pub use request::{request_body, Dialect};
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
+pub use request::Dialect;
 pub use stream::ChunkAssembler;
 
 /// One model behind a Chat Completions endpoint.
@@ -22,6 +26,8 @@ pub struct ChatCompletions {
     dialect: Dialect,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// Each message's bytes in Chat Completions form.
+    cache: WireCache,
 }
 
 impl ChatCompletions {
@@ -36,6 +42,7 @@ impl ChatCompletions {
             model: model.to_string(),
             dialect,
             output_cap,
+            cache: WireCache::default(),
         }
     }
 }
@@ -48,11 +55,11 @@ impl Model for ChatCompletions {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
-        let body = request_body(&self.model, self.dialect, budget, request);
+        let body = request_bytes(&self.model, self.dialect, budget, request, &self.cache);
         super::wire::complete::<ChunkAssembler>(
             &self.transport,
             "/chat/completions",
-            &body,
+            body,
             observer,
         )
         .await

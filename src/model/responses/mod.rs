@@ -7,10 +7,13 @@ mod stream;
 
 use async_trait::async_trait;
 
-pub use request::request_body;
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// One Responses model behind one endpoint.
@@ -20,6 +23,8 @@ pub struct ResponsesModel {
     model: String,
     /// The named model's configured `max_output_tokens`.
     max_output_tokens: Option<u32>,
+    /// Each message's bytes as Responses input items.
+    cache: WireCache,
 }
 
 impl ResponsesModel {
@@ -29,6 +34,7 @@ impl ResponsesModel {
             transport,
             model: model.to_string(),
             max_output_tokens,
+            cache: WireCache::default(),
         }
     }
 }
@@ -40,7 +46,7 @@ impl Model for ResponsesModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request, self.max_output_tokens);
-        super::wire::complete::<Assembly>(&self.transport, "/responses", &body, observer).await
+        let body = request_bytes(&self.model, request, self.max_output_tokens, &self.cache);
+        super::wire::complete::<Assembly>(&self.transport, "/responses", body, observer).await
     }
 }
