@@ -22,7 +22,7 @@ use crate::events::{Emitter, Event, ToolCallView};
 use crate::exit::Status;
 use crate::model::chain::{ChainError, ChainModel};
 use crate::model::retry::RequestCtx;
-use crate::model::Request;
+use crate::model::Prompt;
 use crate::stop::{Stop, StopCause};
 use crate::tools::delegate::delegate_spec;
 use crate::tools::plan::SharedPlan;
@@ -194,14 +194,13 @@ impl Agent {
             }
         }
         let (mut answer, chars) = loop {
-            let request = Request {
+            let prompt = Prompt {
                 system,
                 messages: &self.doc.messages,
                 tools: tool_specs,
                 output_schema: self.options.output_schema.as_ref(),
                 max_output_tokens: self.options.max_output_tokens,
                 reasoning_effort: self.options.reasoning_effort.as_deref(),
-                spec: "",
             };
             let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
             let ctx = RequestCtx {
@@ -209,7 +208,7 @@ impl Agent {
                 emitter: &self.emitter,
                 stop: &self.stop,
             };
-            match self.chain.complete(&request, ctx).await {
+            match self.chain.complete(&prompt, ctx).await {
                 Ok(answer) => break (answer, chars),
                 Err(ChainError::Stopped(cause)) => {
                     return StepEnd::Finish(stop_status(cause), Value::Null, None)

@@ -17,7 +17,7 @@
 
 use super::price::Pricing;
 use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Target, Verdict};
-use super::{ErrorClass, Model, ModelError, Request, Response};
+use super::{ErrorClass, Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
 use crate::health::{Health, HealthKey, Millis, Strike};
 pub use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
@@ -359,14 +359,19 @@ impl ChainModel {
             .or(Some(last))
     }
 
-    fn request_for<'a>(&'a self, index: usize, request: &Request<'a>) -> Request<'a> {
+    /// The request member `index` is sent: `prompt` for its spec, without
+    /// the reply budget and effort when it is of another provider.
+    fn request_for<'a>(&'a self, index: usize, prompt: &Prompt<'a>) -> Request<'a> {
         let member = &self.members[index];
         let same_provider = member.provider == self.members[0].provider;
         Request {
-            max_output_tokens: request.max_output_tokens.filter(|_| same_provider),
-            reasoning_effort: request.reasoning_effort.filter(|_| same_provider),
+            system: prompt.system,
+            messages: prompt.messages,
+            tools: prompt.tools,
+            output_schema: prompt.output_schema,
+            max_output_tokens: prompt.max_output_tokens.filter(|_| same_provider),
+            reasoning_effort: prompt.reasoning_effort.filter(|_| same_provider),
             spec: &member.spec,
-            ..*request
         }
     }
 
@@ -387,10 +392,10 @@ impl ChainModel {
 
     /// Runs member `index`'s retry loop under `rules` (a normal turn or a
     /// probe: the one helper both use) and sorts out how it ended.
-    async fn turn(&self, rules: Rules<'_>, request: &Request<'_>, ctx: RequestCtx<'_>) -> Turn {
+    async fn turn(&self, rules: Rules<'_>, prompt: &Prompt<'_>, ctx: RequestCtx<'_>) -> Turn {
         let index = rules.index;
         let member = &self.members[index];
-        let request = self.request_for(index, request);
+        let request = self.request_for(index, prompt);
         let result =
             request_with_retries(member.target(), &request, ctx, &self.retry, &rules).await;
         let (error, attempts) = match result {
@@ -454,17 +459,17 @@ impl ChainModel {
     /// fails (`Exhausted`, naming every model tried with its reason).
     pub async fn complete(
         &mut self,
-        request: &Request<'_>,
+        prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
     ) -> Result<Answer, ChainError> {
         let mut tried: Vec<(String, String)> = Vec::new();
-        if let Some(answer) = self.probe_cooled(request, ctx, &mut tried).await? {
+        if let Some(answer) = self.probe_cooled(prompt, ctx, &mut tried).await? {
             return Ok(answer);
         }
         loop {
             let index = self.active;
             let (reason, attempts, error) =
-                match self.turn(Rules::turn(self, index), request, ctx).await {
+                match self.turn(Rules::turn(self, index), prompt, ctx).await {
                     Turn::Answered(answer) => {
                         self.members[index].left_at = None;
                         return Ok(answer);
@@ -502,7 +507,7 @@ impl ChainModel {
     /// to the active member, and restarts the member's cooldown.
     async fn probe_cooled(
         &mut self,
-        request: &Request<'_>,
+        prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
         tried: &mut Vec<(String, String)>,
     ) -> Result<Option<Answer>, ChainError> {
@@ -511,7 +516,7 @@ impl ChainModel {
             .filter(|&i| self.eligible(i, now))
             .collect();
         for (k, &index) in probes.iter().enumerate() {
-            match self.turn(Rules::probe(self, index), request, ctx).await {
+            match self.turn(Rules::probe(self, index), prompt, ctx).await {
                 Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.clone();
                     self.members[index].left_at = None;

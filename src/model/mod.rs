@@ -56,6 +56,21 @@ pub struct Request<'a> {
     pub spec: &'a str,
 }
 
+/// One step's request as the loop makes it, to whichever chain member
+/// answers: a `Request` but for the spec, which the chain sets per member
+/// (`ChainModel::complete`).
+#[derive(Debug, Clone, Copy)]
+pub struct Prompt<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub output_schema: Option<&'a Value>,
+    /// Reply budget; the chain clears it for members of another provider.
+    pub max_output_tokens: Option<u32>,
+    /// `low` / `medium` / `high`; the chain clears it for members of another provider.
+    pub reasoning_effort: Option<&'a str>,
+}
+
 impl<'a> Request<'a> {
     /// A message's provider-specific state, but only when the model this
     /// request goes to produced it: foreign state never crosses models.
