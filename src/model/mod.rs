@@ -10,7 +10,7 @@
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
-pub mod chain;
+pub(crate) mod chain;
 pub(crate) mod error;
 pub mod http;
 pub mod ollama;
@@ -36,7 +36,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
-pub use error::{ErrorClass, ModelError};
+pub(crate) use error::ErrorClass;
+pub use error::ModelError;
 
 /// Everything one model request carries, borrowed from the agent's history
 /// so re-sending it to another chain member copies nothing. Each adapter
@@ -60,7 +61,7 @@ pub struct Request<'a> {
 /// answers: a `Request` but for the spec, which the chain sets per member
 /// (`ChainModel::complete`).
 #[derive(Debug, Clone, Copy)]
-pub struct Prompt<'a> {
+pub(crate) struct Prompt<'a> {
     pub system: &'a str,
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
@@ -74,7 +75,7 @@ pub struct Prompt<'a> {
 impl<'a> Request<'a> {
     /// A message's provider-specific state, but only when the model this
     /// request goes to produced it: foreign state never crosses models.
-    pub fn extra_of(&self, message: &'a Message) -> Option<&'a Value> {
+    pub(crate) fn extra_of(&self, message: &'a Message) -> Option<&'a Value> {
         match (&message.extra, &message.model) {
             (Some(extra), Some(model)) if model == self.spec => Some(extra),
             _ => None,
@@ -83,7 +84,7 @@ impl<'a> Request<'a> {
 
     /// The reply budget for a model whose config caps replies at `cap`:
     /// the smaller of the two, or whichever is set.
-    pub fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
+    pub(crate) fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
         match (self.max_output_tokens, cap) {
             (Some(asked), Some(cap)) => Some(asked.min(cap)),
             (asked, cap) => asked.or(cap),

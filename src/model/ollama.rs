@@ -176,7 +176,7 @@ fn tool_name<'a>(result: &'a Message, history: &'a [Message]) -> &'a str {
 
 /// The reply as assembled from NDJSON lines so far.
 #[derive(Debug, Default)]
-pub struct LineAssembler {
+pub(crate) struct LineAssembler {
     text: String,
     tool_calls: Vec<ToolCall>,
     done: bool,
@@ -187,7 +187,11 @@ pub struct LineAssembler {
 
 impl LineAssembler {
     /// Takes one NDJSON line. An `error` line fails the attempt.
-    pub fn feed(&mut self, line: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
+    pub(crate) fn feed(
+        &mut self,
+        line: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
         if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
             // A failure after the reply had started: the server's fault,
             // unless it names another cause.
@@ -235,7 +239,7 @@ impl LineAssembler {
     }
 
     /// The whole reply; a stream that never sent `done: true` is incomplete.
-    pub fn finish(self) -> Result<Response, ModelError> {
+    pub(crate) fn finish(self) -> Result<Response, ModelError> {
         if !self.done {
             return Err(ModelError::StreamIncomplete);
         }

@@ -14,11 +14,14 @@ use super::{Message, Request, Role, ToolCall, ToolSpec};
 
 const OWN: &str = "x/own";
 
+type Cached = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
+type Fresh = Box<dyn Fn(&Request<'_>) -> Value>;
+
 /// One adapter's two paths, the cached one with its own cache.
 struct Paths {
     name: &'static str,
-    cached: Box<dyn Fn(&Request<'_>) -> Vec<u8>>,
-    fresh: Box<dyn Fn(&Request<'_>) -> Value>,
+    cached: Cached,
+    fresh: Fresh,
 }
 
 fn adapters() -> Vec<Paths> {
