@@ -6,6 +6,9 @@
 //! to the history, as the loop does. Prints medians of `STEPS` steps per
 //! size and the slope in ms per MB.
 //!
+//! A second benchmark builds the bodies alone, in process, both ways (one
+//! `Value` serialised, as before the cache, and from kept bytes).
+//!
 //! `bench/request.sh`, or
 //! `cargo test --release --lib model::request_bench -- --ignored --nocapture`.
 
@@ -47,6 +50,7 @@ fn sink_server() -> u16 {
 }
 
 fn serve(stream: TcpStream) {
+    stream.set_nodelay(true).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let mut sink = vec![0u8; 1 << 20];
@@ -71,12 +75,11 @@ fn serve(stream: TcpStream) {
             length -= n;
         }
         let body = r#"{"error":{"message":"bench","type":"invalid_request_error"}}"#;
-        let head = format!(
-            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        let reply = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
-        writer.write_all(head.as_bytes()).unwrap();
-        writer.write_all(body.as_bytes()).unwrap();
+        writer.write_all(reply.as_bytes()).unwrap();
     }
 }
 
@@ -221,6 +224,91 @@ fn request_cost_per_step() {
                 "| {name} | {size:.1} | {} | {ms:.2} | {:.2} |",
                 messages.len(),
                 ms / size
+            );
+        }
+    }
+}
+
+// ---------- in process: the body alone ----------
+
+type Build = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
+
+/// Each adapter's body built two ways, no HTTP: the whole body as one
+/// `serde_json::Value` serialised (how every request was built before the
+/// cache) and written from the kept message bytes.
+#[test]
+#[ignore = "benchmark: run with --release --ignored --nocapture"]
+fn request_building_in_process() {
+    use super::wire_cache::WireCache;
+    use super::{anthropic, ollama, openai, responses};
+
+    let bytes = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
+    let chat = WireCache::default();
+    let messages = WireCache::default();
+    let items = WireCache::default();
+    let olla = WireCache::default();
+    let builders: Vec<(&str, &str, Build, Build)> = vec![
+        (
+            "Chat Completions",
+            "openai/gpt-5",
+            Box::new(move |r| bytes(openai::request_body("gpt-5", Dialect::OpenAi, None, r))),
+            Box::new(move |r| openai::request_bytes("gpt-5", Dialect::OpenAi, None, r, &chat)),
+        ),
+        (
+            "Anthropic Messages",
+            "anthropic/claude-sonnet-4-5",
+            Box::new(move |r| bytes(anthropic::request_body("claude-sonnet-4-5", r, None))),
+            Box::new(move |r| anthropic::request_bytes("claude-sonnet-4-5", r, None, &messages)),
+        ),
+        (
+            "Responses",
+            "responses/gpt-5",
+            Box::new(move |r| bytes(responses::request_body("gpt-5", r, None))),
+            Box::new(move |r| responses::request_bytes("gpt-5", r, None, &items)),
+        ),
+        (
+            "Ollama",
+            "ollama/qwen3",
+            Box::new(move |r| bytes(ollama::request_body("qwen3", None, r))),
+            Box::new(move |r| ollama::request_bytes("qwen3", None, r, &olla)),
+        ),
+    ];
+    let tools = tools();
+    println!("\n| API | history (MB) | one `Value`, serialised (ms) | from kept bytes (ms) | kept bytes, ms per MB |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (name, spec, fresh, cached) in &builders {
+        for mb in SIZES_MB {
+            let (mut messages, size) = history(mb, spec);
+            let (mut before, mut after) = (Vec::new(), Vec::new());
+            for i in 0..=STEPS {
+                step(&mut messages, spec);
+                let request = Request {
+                    system: "You are a coding agent.",
+                    messages: &messages,
+                    tools: &tools,
+                    output_schema: None,
+                    max_output_tokens: None,
+                    reasoning_effort: None,
+                    spec,
+                };
+                let started = Instant::now();
+                let a = std::hint::black_box(fresh(&request));
+                let t_fresh = started.elapsed().as_secs_f64() * 1e3;
+                let started = Instant::now();
+                let b = std::hint::black_box(cached(&request));
+                let t_cached = started.elapsed().as_secs_f64() * 1e3;
+                assert_eq!(a, b);
+                if i > 0 {
+                    before.push(t_fresh);
+                    after.push(t_cached);
+                }
+            }
+            let size = size as f64 / (1 << 20) as f64;
+            let after = median(after);
+            println!(
+                "| {name} | {size:.1} | {:.2} | {after:.2} | {:.2} |",
+                median(before),
+                after / size
             );
         }
     }

@@ -73,10 +73,12 @@ impl<M> std::fmt::Debug for WireCache<M> {
 impl<M> WireCache<M> {
     /// Starts one request's body. Requests through one adapter take turns.
     pub(crate) fn fill(&self) -> Fill<'_, M> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let used = Entries::with_capacity_and_hasher(kept.entries.len() + 8, Default::default());
         Fill {
             seed: self.seed,
-            kept: self.kept.lock().unwrap_or_else(PoisonError::into_inner),
-            used: Entries::default(),
+            kept,
+            used,
         }
     }
 }
