@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::http::{HttpTransport, NdjsonReader};
+use super::spec::{WireApi, WireOptions};
 use super::wire::{
-    append, made_up_id, parse_arguments, stream_error, too_large, MAX_ARGUMENTS, MAX_TOOL_CALLS,
-    MAX_TOOL_NAME,
+    append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use super::wire_cache::{push_json, WireCache};
 use super::{
@@ -26,6 +27,8 @@ pub struct OllamaChat {
     output_cap: Option<u32>,
     /// Each message's bytes in `/api/chat` form.
     cache: WireCache,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl OllamaChat {
@@ -35,7 +38,14 @@ impl OllamaChat {
             model: model.to_string(),
             output_cap,
             cache: WireCache::default(),
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -47,7 +57,7 @@ impl Model for OllamaChat {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
-        let body = request_bytes(&self.model, budget, request, &self.cache);
+        let body = request_bytes(&self.model, budget, request, self.wire, &self.cache);
         let (response, sent) = self.transport.post("/api/chat", body).await?;
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
         let mut reply = LineAssembler::default();
@@ -78,14 +88,17 @@ pub(crate) fn request_body(model: &str, budget: Option<u32>, request: &Request<'
     Value::Object(body)
 }
 
-/// The same body as bytes, each message written from its bytes in `cache`.
+/// The same body as bytes, each message written from its bytes in `cache`,
+/// sent as the provider's `wire` options ask.
 pub(crate) fn request_bytes(
     model: &str,
     budget: Option<u32>,
     request: &Request<'_>,
+    wire: WireOptions,
     cache: &WireCache,
 ) -> Vec<u8> {
-    let body = fields(model, budget, request);
+    let mut body = fields(model, budget, request);
+    super::wire::apply_options(&mut body, WireApi::Ollama, wire);
     cache.fill().body(&body, "messages", |fill, array| {
         if let Some(system) = system_message(request) {
             array.push_value(&system);
@@ -183,6 +196,7 @@ pub(crate) struct LineAssembler {
     done_reason: Option<String>,
     usage: Usage,
     usage_reported: bool,
+    model: Option<String>,
 }
 
 impl LineAssembler {
@@ -197,6 +211,7 @@ impl LineAssembler {
             // unless it names another cause.
             return Err(stream_error(error));
         }
+        note_model(&mut self.model, line.get("model").and_then(Value::as_str));
         if let Some(message) = line.get("message") {
             if let Some(text) = message
                 .get("content")
@@ -256,6 +271,7 @@ impl LineAssembler {
             finish,
             extra: None,
             cost_override: None,
+            model: self.model,
         })
     }
 }
@@ -325,6 +341,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(r.text, "Let me look.");
+        assert_eq!(r.model.as_deref(), Some("qwen3"));
         assert_eq!(r.finish, FinishReason::ToolCalls);
         assert_eq!(r.tool_calls[0].name, "bash");
         assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));

@@ -239,6 +239,7 @@ type Build = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
 #[test]
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn request_building_in_process() {
+    use super::spec::WireOptions;
     use super::wire_cache::WireCache;
     use super::{anthropic, ollama, openai, responses};
 
@@ -252,25 +253,46 @@ fn request_building_in_process() {
             "Chat Completions",
             "openai/gpt-5",
             Box::new(move |r| bytes(openai::request_body("gpt-5", Dialect::OpenAi, None, r))),
-            Box::new(move |r| openai::request_bytes("gpt-5", Dialect::OpenAi, None, r, &chat)),
+            Box::new(move |r| {
+                openai::request_bytes(
+                    "gpt-5",
+                    Dialect::OpenAi,
+                    None,
+                    r,
+                    WireOptions::default(),
+                    &chat,
+                )
+            }),
         ),
         (
             "Anthropic Messages",
             "anthropic/claude-sonnet-4-5",
             Box::new(move |r| bytes(anthropic::request_body("claude-sonnet-4-5", r, None))),
-            Box::new(move |r| anthropic::request_bytes("claude-sonnet-4-5", r, None, &messages)),
+            Box::new(move |r| {
+                anthropic::request_bytes(
+                    "claude-sonnet-4-5",
+                    r,
+                    None,
+                    WireOptions::default(),
+                    &messages,
+                )
+            }),
         ),
         (
             "Responses",
             "responses/gpt-5",
             Box::new(move |r| bytes(responses::request_body("gpt-5", r, None))),
-            Box::new(move |r| responses::request_bytes("gpt-5", r, None, &items)),
+            Box::new(move |r| {
+                responses::request_bytes("gpt-5", r, None, WireOptions::default(), &items)
+            }),
         ),
         (
             "Ollama",
             "ollama/qwen3",
             Box::new(move |r| bytes(ollama::request_body("qwen3", None, r))),
-            Box::new(move |r| ollama::request_bytes("qwen3", None, r, &olla)),
+            Box::new(move |r| {
+                ollama::request_bytes("qwen3", None, r, WireOptions::default(), &olla)
+            }),
         ),
     ];
     let tools = tools();

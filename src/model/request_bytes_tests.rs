@@ -1,7 +1,8 @@
 //! Every adapter's cached request path (`request_bytes`, messages written
 //! from kept bytes) against its uncached one (`request_body`, the whole body
 //! serialised as one `Value`): byte for byte the same body, step after step,
-//! for another model's spec, and after the history was compacted or edited.
+//! for another model's spec, after the history was compacted or edited,
+//! and under a provider's `stream` and `tool_choice` options.
 
 use serde_json::{json, Value};
 
@@ -9,6 +10,7 @@ use super::anthropic;
 use super::ollama;
 use super::openai::{self, Dialect};
 use super::responses;
+use super::spec::WireOptions;
 use super::wire_cache::WireCache;
 use super::{Message, Request, Role, ToolCall, ToolSpec};
 
@@ -34,32 +36,56 @@ fn adapters() -> Vec<Paths> {
         Paths {
             name: "chat completions",
             cached: Box::new(move |r| {
-                openai::request_bytes("gpt-5", Dialect::OpenAi, Some(900), r, &chat)
+                openai::request_bytes(
+                    "gpt-5",
+                    Dialect::OpenAi,
+                    Some(900),
+                    r,
+                    WireOptions::default(),
+                    &chat,
+                )
             }),
             fresh: Box::new(|r| openai::request_body("gpt-5", Dialect::OpenAi, Some(900), r)),
         },
         Paths {
             name: "openrouter",
             cached: Box::new(move |r| {
-                openai::request_bytes("x/y", Dialect::OpenRouter, None, r, &router)
+                openai::request_bytes(
+                    "x/y",
+                    Dialect::OpenRouter,
+                    None,
+                    r,
+                    WireOptions::default(),
+                    &router,
+                )
             }),
             fresh: Box::new(|r| openai::request_body("x/y", Dialect::OpenRouter, None, r)),
         },
         Paths {
             name: "anthropic",
             cached: Box::new(move |r| {
-                anthropic::request_bytes("claude-sonnet-4-5", r, None, &messages)
+                anthropic::request_bytes(
+                    "claude-sonnet-4-5",
+                    r,
+                    None,
+                    WireOptions::default(),
+                    &messages,
+                )
             }),
             fresh: Box::new(|r| anthropic::request_body("claude-sonnet-4-5", r, None)),
         },
         Paths {
             name: "responses",
-            cached: Box::new(move |r| responses::request_bytes("gpt-5", r, Some(500), &responses)),
+            cached: Box::new(move |r| {
+                responses::request_bytes("gpt-5", r, Some(500), WireOptions::default(), &responses)
+            }),
             fresh: Box::new(|r| responses::request_body("gpt-5", r, Some(500))),
         },
         Paths {
             name: "ollama",
-            cached: Box::new(move |r| ollama::request_bytes("qwen3", Some(300), r, &ollama)),
+            cached: Box::new(move |r| {
+                ollama::request_bytes("qwen3", Some(300), r, WireOptions::default(), &ollama)
+            }),
             fresh: Box::new(|r| ollama::request_body("qwen3", Some(300), r)),
         },
     ]
@@ -216,4 +242,53 @@ fn an_edited_or_compacted_history_is_never_sent_stale() {
         let r = request(&compacted, &tools, OWN, None);
         assert_same(&paths, &r, "compacted, one step on");
     }
+}
+
+#[test]
+fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
+    use super::spec::{ToolChoice, WireApi};
+    use super::wire::apply_options;
+
+    let options = WireOptions {
+        stream: false,
+        tool_choice: Some(ToolChoice::Required),
+    };
+    let history = history();
+    let tools = tools();
+    let r = request(&history, &tools, OWN, None);
+    let fresh = |mut body: Value, api: WireApi| {
+        apply_options(body.as_object_mut().unwrap(), api, options);
+        serde_json::to_string(&body).unwrap()
+    };
+    let cache = WireCache::default();
+    let cached = openai::request_bytes("gpt-5", Dialect::OpenAi, None, &r, options, &cache);
+    let expected = fresh(
+        openai::request_body("gpt-5", Dialect::OpenAi, None, &r),
+        WireApi::OpenAi,
+    );
+    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+    assert!(
+        expected.contains(r#""stream":false"#) && expected.contains(r#""tool_choice":"required""#)
+    );
+
+    let cache = WireCache::default();
+    let cached = anthropic::request_bytes("claude-sonnet-4-5", &r, None, options, &cache);
+    let expected = fresh(
+        anthropic::request_body("claude-sonnet-4-5", &r, None),
+        WireApi::Anthropic,
+    );
+    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+
+    let cache = WireCache::default();
+    let cached = responses::request_bytes("gpt-5", &r, None, options, &cache);
+    let expected = fresh(
+        responses::request_body("gpt-5", &r, None),
+        WireApi::Responses,
+    );
+    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+
+    let cache = WireCache::default();
+    let cached = ollama::request_bytes("qwen3", None, &r, options, &cache);
+    let expected = fresh(ollama::request_body("qwen3", None, &r), WireApi::Ollama);
+    assert_eq!(String::from_utf8(cached).unwrap(), expected);
 }

@@ -12,6 +12,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, push_json, Entry, Fingerprint, JsonArray, WireCache};
 use crate::model::{Message, Request, Role};
 
@@ -84,11 +86,12 @@ pub(crate) fn request_body(
 }
 
 /// The same body as bytes, each message's blocks written from their bytes
-/// in `cache`.
+/// in `cache`, sent as the provider's `wire` options ask.
 pub(crate) fn request_bytes(
     model: &str,
     request: &Request<'_>,
     configured_max: Option<u32>,
+    wire: WireOptions,
     cache: &WireCache<Blocks>,
 ) -> Vec<u8> {
     let mut fill = cache.fill();
@@ -116,7 +119,8 @@ pub(crate) fn request_bytes(
         assistant: turn[0].blocks.assistant,
         starts_thinking: turn[0].blocks.starts_thinking,
     }));
-    let body = fields(model, request, configured_max, can_think);
+    let mut body = fields(model, request, configured_max, can_think);
+    apply_options(&mut body, WireApi::Anthropic, wire);
     let last = parts.last().map(|p| p.key);
     fill.body(&body, "messages", |fill, array| {
         for turn in turns {

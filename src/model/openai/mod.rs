@@ -9,6 +9,7 @@ mod stream;
 use async_trait::async_trait;
 
 use super::http::HttpTransport;
+use super::spec::WireOptions;
 use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
@@ -28,6 +29,8 @@ pub struct ChatCompletions {
     output_cap: Option<u32>,
     /// Each message's bytes in Chat Completions form.
     cache: WireCache,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl ChatCompletions {
@@ -43,7 +46,14 @@ impl ChatCompletions {
             dialect,
             output_cap,
             cache: WireCache::default(),
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -55,7 +65,14 @@ impl Model for ChatCompletions {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
-        let body = request_bytes(&self.model, self.dialect, budget, request, &self.cache);
+        let body = request_bytes(
+            &self.model,
+            self.dialect,
+            budget,
+            request,
+            self.wire,
+            &self.cache,
+        );
         super::wire::complete::<ChunkAssembler>(
             &self.transport,
             "/chat/completions",

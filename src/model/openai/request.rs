@@ -4,6 +4,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
 use crate::model::wire_cache::{push_json, WireCache};
 use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
 
@@ -46,15 +48,18 @@ pub(crate) fn request_body(
     Value::Object(body)
 }
 
-/// The same body as bytes, each message written from its bytes in `cache`.
+/// The same body as bytes, each message written from its bytes in `cache`,
+/// sent as the provider's `wire` options ask.
 pub(crate) fn request_bytes(
     model: &str,
     dialect: Dialect,
     budget: Option<u32>,
     request: &Request<'_>,
+    wire: WireOptions,
     cache: &WireCache,
 ) -> Vec<u8> {
-    let body = fields(model, dialect, budget, request);
+    let mut body = fields(model, dialect, budget, request);
+    apply_options(&mut body, WireApi::OpenAi, wire);
     cache.fill().body(&body, "messages", |fill, array| {
         if let Some(system) = system_message(request) {
             array.push_value(&system);

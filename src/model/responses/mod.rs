@@ -13,6 +13,7 @@ pub(crate) use request::request_bytes;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
+use super::spec::WireOptions;
 use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
@@ -25,6 +26,8 @@ pub struct ResponsesModel {
     max_output_tokens: Option<u32>,
     /// Each message's bytes as Responses input items.
     cache: WireCache,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl ResponsesModel {
@@ -35,7 +38,14 @@ impl ResponsesModel {
             model: model.to_string(),
             max_output_tokens,
             cache: WireCache::default(),
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -46,7 +56,13 @@ impl Model for ResponsesModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_bytes(&self.model, request, self.max_output_tokens, &self.cache);
+        let body = request_bytes(
+            &self.model,
+            request,
+            self.max_output_tokens,
+            self.wire,
+            &self.cache,
+        );
         super::wire::complete::<Assembly>(&self.transport, "/responses", body, observer).await
     }
 }

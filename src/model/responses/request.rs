@@ -11,6 +11,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, WireCache};
 use crate::model::{Message, Request, Role};
 
@@ -28,14 +30,16 @@ pub(crate) fn request_body(
 }
 
 /// The same body as bytes, each message's items written from their bytes
-/// in `cache`.
+/// in `cache`, sent as the provider's `wire` options ask.
 pub(crate) fn request_bytes(
     model: &str,
     request: &Request<'_>,
     configured_max: Option<u32>,
+    wire: WireOptions,
     cache: &WireCache,
 ) -> Vec<u8> {
-    let body = fields(model, request, configured_max);
+    let mut body = fields(model, request, configured_max);
+    apply_options(&mut body, WireApi::Responses, wire);
     cache.fill().body(&body, "input", |fill, array| {
         for m in request.messages {
             let extra = request.extra_of(m);
