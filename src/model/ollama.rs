@@ -43,7 +43,7 @@ impl OllamaChat {
     }
 
     /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
         self.wire = wire;
         self
     }
