@@ -95,7 +95,7 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::ToolCalls => "tool_calls",

@@ -24,6 +24,7 @@ pub mod runs;
 pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
+pub(crate) mod signals;
 pub(crate) mod stop;
 pub(crate) mod suggest;
 pub(crate) mod task_input;
@@ -63,7 +64,7 @@ use tools::filter::ToolFilter;
 use tools::grep::GrepTool;
 use tools::plan::{PlanTool, SharedPlan};
 use tools::{ToolCtx, ToolRegistry};
-use trajectory::{now_rfc3339, Checkpoint, Totals, Trajectory};
+use trajectory::{now_rfc3339, Checkpoint, Trajectory};
 
 /// Runs tinyagent for parsed flags and returns the process exit code.
 pub fn run(cli: Cli) -> i32 {
@@ -288,39 +289,6 @@ fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &
     }
 }
 
-/// Cancels `token` on Ctrl-C or SIGTERM; a second signal exits at once.
-fn watch_signals(token: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    // Registered now, not when the task first runs: a signal that comes
-    // before the run's first await must still end it cleanly.
-    let mut int = signal(SignalKind::interrupt()).ok();
-    let mut term = signal(SignalKind::terminate()).ok();
-    tokio::spawn(async move {
-        let mut count = 0;
-        loop {
-            tokio::select! {
-                Some(()) = next_signal(&mut int) => {}
-                Some(()) = next_signal(&mut term) => stop::mark_terminated(),
-                else => return,
-            }
-            count += 1;
-            if count > 1 {
-                events::human::clear_terminal_line();
-                std::process::exit(Status::Interrupted.exit_code());
-            }
-            token.cancel();
-        }
-    });
-}
-
-/// The next delivery of a signal, or never when it could not be watched.
-async fn next_signal(signal: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
-    match signal {
-        Some(s) => s.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
 /// before anything is emitted. The sandbox comes first, so a refused run
 /// leaves no worktree behind. Moves the run's cwd into the worktree.
@@ -401,7 +369,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
     }
     let emitter = Emitter::new(&run_id, sinks);
     let cancel = CancellationToken::new();
-    watch_signals(cancel.clone());
+    signals::watch(cancel.clone());
     let deadline = settings.time_limit.map(|t| Instant::now() + t);
     let stop = Stop::new(cancel, deadline);
 
@@ -430,7 +398,13 @@ async fn run_agent(prepared: Prepared) -> Ended {
             (c.doc, c.new_messages, c.answered)
         }
         None => {
-            let doc = fresh_doc(&settings, &run_id, fallback_models.clone(), &cwd);
+            let doc = Trajectory::new(
+                &run_id,
+                &settings.task,
+                &settings.primary.spec.to_string(),
+                fallback_models.clone(),
+                &cwd,
+            );
             let task = Message::new(Role::User, settings.task.clone(), 0);
             (doc, vec![task], None)
         }
@@ -601,37 +575,6 @@ fn resume_limit_warnings(doc: &Trajectory, settings: &Settings, emitter: &Emitte
             "the resumed run has already cost ${:.4}, the cost limit is ${limit}: give a higher --cost-limit to continue",
             doc.totals.cost_usd
         ));
-    }
-}
-
-/// The document of a new run.
-fn fresh_doc(
-    settings: &Settings,
-    run_id: &str,
-    fallback_models: Vec<String>,
-    cwd: &str,
-) -> Trajectory {
-    Trajectory {
-        schema_version: 1,
-        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.to_string(),
-        task: settings.task.clone(),
-        model: settings.primary.spec.to_string(),
-        fallback_models,
-        active_model: settings.primary.spec.to_string(),
-        status: Status::Running,
-        error: None,
-        started_at: now_rfc3339(),
-        finished_at: None,
-        steps: 0,
-        totals: Totals::default(),
-        model_switches: Vec::new(),
-        plan: Vec::new(),
-        messages: Vec::new(),
-        output: Value::Null,
-        resumed_from: None,
-        cwd: Some(cwd.to_string()),
-        worktree: None,
     }
 }
 

@@ -21,30 +21,31 @@ pub fn terminated() -> bool {
 
 /// What ended a wait early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopCause {
+pub(crate) enum StopCause {
     Interrupted,
     TimeLimit,
 }
 
 /// The run's interrupt token and deadline. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct Stop {
+pub(crate) struct Stop {
     cancel: CancellationToken,
     deadline: Option<Instant>,
 }
 
 impl Stop {
-    pub fn new(cancel: CancellationToken, deadline: Option<Instant>) -> Self {
+    pub(crate) fn new(cancel: CancellationToken, deadline: Option<Instant>) -> Self {
         Stop { cancel, deadline }
     }
 
     /// A stop that never fires (tests).
-    pub fn never() -> Self {
+    #[cfg(test)]
+    pub(crate) fn never() -> Self {
         Stop::new(CancellationToken::new(), None)
     }
 
     /// The cause that is already pending, if any (interrupt first).
-    pub fn pending(&self) -> Option<StopCause> {
+    pub(crate) fn pending(&self) -> Option<StopCause> {
         if self.cancel.is_cancelled() {
             Some(StopCause::Interrupted)
         } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -55,7 +56,7 @@ impl Stop {
     }
 
     /// Resolves when the run must stop.
-    pub async fn fired(&self) -> StopCause {
+    pub(crate) async fn fired(&self) -> StopCause {
         match self.deadline {
             Some(deadline) => tokio::select! {
                 _ = self.cancel.cancelled() => StopCause::Interrupted,
@@ -69,7 +70,7 @@ impl Stop {
     }
 
     /// Sleeps for `duration` unless the run must stop first.
-    pub async fn sleep(&self, duration: Duration) -> Result<(), StopCause> {
+    pub(crate) async fn sleep(&self, duration: Duration) -> Result<(), StopCause> {
         tokio::select! {
             cause = self.fired() => Err(cause),
             _ = tokio::time::sleep(duration) => Ok(()),

@@ -87,6 +87,40 @@ pub struct Trajectory {
     pub worktree: Option<String>,
 }
 
+impl Trajectory {
+    /// The document of a new run, started now, with no messages yet.
+    pub(crate) fn new(
+        run_id: &str,
+        task: &str,
+        model: &str,
+        fallback_models: Vec<String>,
+        cwd: &str,
+    ) -> Trajectory {
+        Trajectory {
+            schema_version: 1,
+            tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
+            run_id: run_id.to_string(),
+            task: task.to_string(),
+            model: model.to_string(),
+            fallback_models,
+            active_model: model.to_string(),
+            status: Status::Running,
+            error: None,
+            started_at: now_rfc3339(),
+            finished_at: None,
+            steps: 0,
+            totals: Totals::default(),
+            model_switches: Vec::new(),
+            plan: Vec::new(),
+            messages: Vec::new(),
+            output: Value::Null,
+            resumed_from: None,
+            cwd: Some(cwd.to_string()),
+            worktree: None,
+        }
+    }
+}
+
 /// One journal line. Each is idempotent when replayed over a FILE that
 /// already holds it (messages carry their index).
 #[derive(Debug, Clone, Serialize, Deserialize)]

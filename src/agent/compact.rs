@@ -29,7 +29,7 @@ use crate::events::Event;
 use crate::exit::Status;
 use crate::model::chain::ChainError;
 use crate::model::retry::RequestCtx;
-use crate::model::Request;
+use crate::model::Prompt;
 use crate::tools::shorten;
 use crate::trajectory::JournalOp;
 
@@ -405,22 +405,21 @@ impl Agent {
             format!("{SUMMARY_INSTRUCTIONS}\n\n{text}"),
             step,
         )];
-        let request = Request {
+        let prompt = Prompt {
             system: SUMMARY_SYSTEM,
             messages: &request_messages,
             tools: &[],
             output_schema: None,
             max_output_tokens: self.options.max_output_tokens,
             reasoning_effort: self.options.reasoning_effort.as_deref(),
-            spec: "",
         };
         let ctx = RequestCtx {
             step,
             emitter: &self.emitter,
             stop: &self.stop,
         };
-        let chars = request_chars(request.system, request.messages, request.tools);
-        match self.chain.complete(&request, ctx).await {
+        let chars = request_chars(prompt.system, prompt.messages, prompt.tools);
+        match self.chain.complete(&prompt, ctx).await {
             Ok(mut answer) => {
                 // Counted in the totals, but never a base for the estimates.
                 self.account(&mut answer, chars, false);

@@ -170,7 +170,7 @@ pub enum Event {
 
 impl Event {
     /// The wire `type` of this event.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Event::RunStarted { .. } => "run.started",
             Event::StepStarted { .. } => "step.started",
@@ -193,7 +193,7 @@ impl Event {
     }
 
     /// The step an event belongs to, when it has one.
-    pub fn step(&self) -> Option<u32> {
+    pub(crate) fn step(&self) -> Option<u32> {
         match self {
             Event::StepStarted { step, .. }
             | Event::ProviderRetry { step, .. }
@@ -314,7 +314,7 @@ impl Emitter {
 
     /// An emitter for a subagent run `run_id` delegated from this run: same
     /// sinks, its own sequence, marked with this run as its parent.
-    pub fn child(&self, run_id: &str) -> Emitter {
+    pub(crate) fn child(&self, run_id: &str) -> Emitter {
         Emitter {
             run_id: run_id.into(),
             parent_run_id: Some(self.run_id.clone()),
@@ -323,12 +323,8 @@ impl Emitter {
         }
     }
 
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
     /// Whether this is a subagent's emitter (`child`).
-    pub fn is_child(&self) -> bool {
+    pub(crate) fn is_child(&self) -> bool {
         self.parent_run_id.is_some()
     }
 
@@ -371,7 +367,7 @@ impl Emitter {
     }
 
     /// Shorthand for a `warning` event.
-    pub fn warn(&self, message: impl Into<String>) {
+    pub(crate) fn warn(&self, message: impl Into<String>) {
         self.emit(Event::Warning {
             message: message.into(),
         });
@@ -386,7 +382,7 @@ impl Emitter {
     }
 
     /// Forwards streamed reply text to sinks that display it.
-    pub fn text_delta(&self, step: u32, text: &str) {
+    pub(crate) fn text_delta(&self, step: u32, text: &str) {
         for sink in self.lock().sinks.iter_mut() {
             sink.text_delta(step, text);
         }
@@ -426,7 +422,7 @@ fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str, parent_run_id: Opti
 
 /// Prints the fallback and restore lines SPEC requires on stderr in every
 /// mode (`--json` and `-q` included).
-pub struct SwitchNotices;
+pub(crate) struct SwitchNotices;
 
 impl Sink for SwitchNotices {
     fn handle(&mut self, record: &EventRecord) {
@@ -437,7 +433,7 @@ impl Sink for SwitchNotices {
 }
 
 /// The stderr line for a switch or restore event.
-pub fn switch_line(event: &Event) -> Option<String> {
+pub(crate) fn switch_line(event: &Event) -> Option<String> {
     match event {
         Event::ModelFallback {
             step,

@@ -19,7 +19,7 @@ use rusqlite_migration::{Migrations, M};
 use super::{Event, EventRecord, RequestRecord, Sink};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// How long one statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -102,7 +102,7 @@ fn migrations() -> Migrations<'static> {
 /// WAL mode with a busy timeout. A database from a newer tinyagent is
 /// refused before anything in it is changed. Errors are one line, for
 /// exit 2.
-pub fn open(path: &Path) -> Result<Connection, String> {
+pub(crate) fn open(path: &Path) -> Result<Connection, String> {
     let fail = |e: rusqlite::Error| format!("log database {}: {e}", path.display());
     let mut conn = Connection::open(path).map_err(fail)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
@@ -136,7 +136,7 @@ fn refuse_newer(conn: &Connection) -> Result<(), String> {
 
 /// Upgrades the schema to `SCHEMA_VERSION` in one immediate transaction,
 /// so runs that start together on a new file wait for each other.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), String> {
     refuse_newer(conn)?;
     conn.set_transaction_behavior(TransactionBehavior::Immediate);
     let migrations = migrations();
@@ -193,7 +193,7 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 }
 
 /// What the writer thread is handed.
-pub enum Item {
+pub(crate) enum Item {
     Event(EventRecord),
     /// A `model_requests` row of run `run_id`.
     Request {
@@ -286,7 +286,7 @@ fn write_loop(mut conn: Connection, records: Receiver<Item>, path: PathBuf) {
 }
 
 /// Writes records in one immediate transaction.
-pub fn write_batch(conn: &mut Connection, batch: &[Item]) -> rusqlite::Result<()> {
+pub(crate) fn write_batch(conn: &mut Connection, batch: &[Item]) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     for item in batch {
         match item {

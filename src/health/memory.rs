@@ -13,7 +13,7 @@ struct Entry {
 
 /// A store that lives as long as the value.
 #[derive(Debug, Default, Clone)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     entries: HashMap<HealthKey, Entry>,
 }
 

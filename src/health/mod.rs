@@ -10,6 +10,7 @@
 //! (`ResolvedModel::health_key`) and travel on each chain member; this
 //! module reads no settings.
 
+#[cfg(test)]
 mod memory;
 mod redis;
 mod sqlite;
@@ -19,23 +20,25 @@ mod tracker;
 
 use std::path::{Path, PathBuf};
 
-pub use memory::MemoryStore;
+#[cfg(test)]
+pub(crate) use memory::MemoryStore;
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
-pub use tracker::{Elsewhere, Health, Strike};
+pub(crate) use tracker::Strike;
+pub use tracker::{Elsewhere, Health};
 
 use crate::events::Emitter;
 use crate::policy::FallbackPolicy;
 use crate::setup::Env;
 
 /// Most strike times a store keeps per model.
-pub const MAX_STRIKES: usize = 64;
+pub(crate) const MAX_STRIKES: usize = 64;
 
 /// Wall-clock time in milliseconds since the Unix epoch.
 pub type Millis = i64;
 
 /// The current wall-clock time in milliseconds.
-pub fn now_millis() -> Millis {
+pub(crate) fn now_millis() -> Millis {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as Millis)
@@ -74,7 +77,7 @@ pub struct Lease {
 
 impl Record {
     /// Whether a run other than `holder` holds a live probe lease at `now`.
-    pub fn leased_by_other(&self, holder: u64, now: Millis) -> bool {
+    pub(crate) fn leased_by_other(&self, holder: u64, now: Millis) -> bool {
         self.lease
             .is_some_and(|l| l.holder != holder && l.until > now)
     }
@@ -124,7 +127,7 @@ pub trait HealthStore: Send {
 /// Where the record lives: config `health_db` (`off`, or a path with `~`
 /// expanded), else `$XDG_STATE_HOME/tinyagent/health.db`, else
 /// `~/.local/state/tinyagent/health.db`. `None`: no record for this run.
-pub fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
+pub(crate) fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
     let home = || env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     match setting.map(str::trim) {
         Some("off") => None,
@@ -140,13 +143,13 @@ pub fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
 
 /// Opens the SQLite record at `path` (creating it and its directory), or
 /// explains why it cannot be used.
-pub fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
+pub(crate) fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
 /// Where a run's record lives (config `health_db`).
 #[derive(Clone, PartialEq, Eq)]
-pub enum Location {
+pub(crate) enum Location {
     File(PathBuf),
     /// A `redis://` or `rediss://` URL and the password from
     /// `TINYAGENT_REDIS_PASSWORD`; `Debug` hides both passwords.
@@ -169,7 +172,7 @@ impl std::fmt::Debug for Location {
 
 impl Location {
     /// How warnings name the record: the file, or the URL without its password.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             Location::File(path) => path.display().to_string(),
             Location::Redis { url, .. } => redis::redacted(url),
@@ -188,7 +191,7 @@ impl Location {
 
 /// The record's location for config `health_db`: a Redis URL (its password
 /// may also come from `TINYAGENT_REDIS_PASSWORD`), else `db_path`.
-pub fn location(setting: Option<&str>, env: Env) -> Option<Location> {
+pub(crate) fn location(setting: Option<&str>, env: Env) -> Option<Location> {
     match setting.map(str::trim) {
         Some(url) if url.starts_with("redis://") || url.starts_with("rediss://") => {
             Some(Location::Redis {
@@ -204,7 +207,7 @@ pub fn location(setting: Option<&str>, env: Env) -> Option<Location> {
 /// `fallback`: off without one (`health_db: off`, or no home directory); an
 /// unusable file or an unreachable Redis costs one `warning` and the run
 /// goes on without it.
-pub fn for_run(
+pub(crate) fn for_run(
     location: Option<&Location>,
     fallback: &FallbackPolicy,
     emitter: &Emitter,

@@ -49,8 +49,9 @@ impl SqliteStore {
         Self::init(conn)
     }
 
-    /// A private in-memory database (tests and benchmarks).
-    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+    /// A private in-memory database (tests).
+    #[cfg(test)]
+    pub(crate) fn in_memory() -> Result<SqliteStore, StoreError> {
         Self::init(Connection::open_in_memory().map_err(err("cannot open"))?)
     }
 

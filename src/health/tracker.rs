@@ -62,7 +62,7 @@ pub struct Elsewhere {
 
 /// What recording a strike found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strike {
+pub(crate) enum Strike {
     /// Counted; the record says nothing more.
     Counted,
     /// The failure was the first request after another run's cooling record
@@ -102,7 +102,7 @@ pub struct Health {
 
 impl Health {
     /// No shared record: the chain behaves as SPEC section 5 alone.
-    pub fn off() -> Health {
+    pub(crate) fn off() -> Health {
         Health {
             inner: None,
             policy: FallbackPolicy {
@@ -138,13 +138,17 @@ impl Health {
     }
 
     /// Replaces the wall clock (tests).
-    pub fn with_clock(mut self, clock: impl Fn() -> Millis + Send + Sync + 'static) -> Health {
+    #[cfg(test)]
+    pub(crate) fn with_clock(
+        mut self,
+        clock: impl Fn() -> Millis + Send + Sync + 'static,
+    ) -> Health {
         self.clock = Box::new(clock);
         self
     }
 
     /// The current time on this run's clock.
-    pub fn now(&self) -> Millis {
+    pub(crate) fn now(&self) -> Millis {
         (self.clock)()
     }
 
@@ -202,7 +206,7 @@ impl Health {
     /// run holds it. The lease ends when the outcome is recorded (`strike`,
     /// `success`), or after `LEASE_FOR` if this run dies first. With the
     /// record off or broken there is nobody to share with: `true`.
-    pub fn take_probe_lease(&self, key: &HealthKey) -> bool {
+    pub(crate) fn take_probe_lease(&self, key: &HealthKey) -> bool {
         let token = self.token;
         self.with(key, |store, _, now| {
             store.try_lease(key, token, now, LEASE_FOR)
@@ -212,7 +216,7 @@ impl Health {
 
     /// This run left the model (any switch but a skip): it cools down for
     /// everyone until now + the cooldown (nothing with a zero cooldown).
-    pub fn left(&self, key: &HealthKey, reason: &str) {
+    pub(crate) fn left(&self, key: &HealthKey, reason: &str) {
         let cooling = cooling_ms(&self.policy);
         self.with(key, |store, mine, now| {
             if cooling > 0 {
@@ -226,7 +230,7 @@ impl Health {
     /// Records a transient failure of the model. Strikes of all runs that
     /// reach `switch_after`, or the failure of a probe after a cooling
     /// record ended, (re)write the cooling record.
-    pub fn strike(&self, key: &HealthKey, reason: &str) -> Strike {
+    pub(crate) fn strike(&self, key: &HealthKey, reason: &str) -> Strike {
         let policy = &self.policy;
         self.with(key, |store, mine, now| {
             let before = store.read(key)?.cooling_until;
@@ -263,7 +267,7 @@ impl Health {
 
     /// The model answered: its strikes and cooling record are cleared for
     /// everyone.
-    pub fn success(&self, key: &HealthKey) {
+    pub(crate) fn success(&self, key: &HealthKey) {
         self.with(key, |store, mine, now| {
             *mine = Owned::default();
             store.record_success(key, now)

@@ -17,7 +17,7 @@
 
 use super::price::Pricing;
 use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Target, Verdict};
-use super::{ErrorClass, Model, ModelError, Request, Response};
+use super::{ErrorClass, Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
 use crate::health::{Health, HealthKey, Millis, Strike};
 pub use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
@@ -25,10 +25,10 @@ use crate::stop::StopCause;
 
 /// The switch reason when another run's health record says a member is
 /// cooling down (SPEC section 13).
-pub const COOLDOWN_REASON: &str = "cooldown";
+pub(crate) const COOLDOWN_REASON: &str = "cooldown";
 
 /// One model of the chain with what the run needs to know about it.
-pub struct Member {
+pub(crate) struct Member {
     pub spec: String,
     /// The part of the spec before `/`.
     pub provider: String,
@@ -47,7 +47,7 @@ pub struct Member {
 impl Member {
     /// A member whose health key is its spec with no endpoint, until
     /// `with_health_key` names the resolved one.
-    pub fn new(
+    pub(crate) fn new(
         spec: String,
         model: Box<dyn Model>,
         pricing: Option<Pricing>,
@@ -71,13 +71,13 @@ impl Member {
     }
 
     /// Sets the endpoint shown in per-request records.
-    pub fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
+    pub(crate) fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
         self.endpoint = endpoint;
         self
     }
 
     /// What the retry loop needs to ask this member and record it.
-    pub fn target(&self) -> Target<'_> {
+    pub(crate) fn target(&self) -> Target<'_> {
         Target {
             model: &*self.model,
             pricing: self.pricing,
@@ -87,14 +87,9 @@ impl Member {
 
     /// Sets the key of this member's shared health record
     /// (`health::key_for`).
-    pub fn with_health_key(mut self, key: HealthKey) -> Self {
+    pub(crate) fn with_health_key(mut self, key: HealthKey) -> Self {
         self.health_key = key;
         self
-    }
-
-    /// The key of this member's shared health record.
-    pub fn health_key(&self) -> &HealthKey {
-        &self.health_key
     }
 }
 
@@ -110,7 +105,7 @@ pub struct Switch {
 
 /// A successful reply and who gave it.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub response: Response,
     pub spec: String,
     pub cost_usd: f64,
@@ -118,7 +113,7 @@ pub struct Answer {
 
 /// Why the chain gave up on a step.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChainError {
+pub(crate) enum ChainError {
     /// A cancel or limit fired; no further request was sent.
     Stopped(StopCause),
     /// A non-retryable error from `spec`; the chain goes no further.
@@ -167,7 +162,7 @@ impl std::fmt::Display for ChainError {
 
 /// The primary and its fallbacks. Without fallbacks it is a plain retrying
 /// model and emits nothing of its own.
-pub struct ChainModel {
+pub(crate) struct ChainModel {
     members: Vec<Member>,
     active: usize,
     retry: RetryPolicy,
@@ -275,7 +270,7 @@ impl Referee for Rules<'_> {
 
 impl ChainModel {
     /// `members[0]` is the primary. Panics on an empty list.
-    pub fn new(members: Vec<Member>, retry: RetryPolicy, fallback: FallbackPolicy) -> Self {
+    pub(crate) fn new(members: Vec<Member>, retry: RetryPolicy, fallback: FallbackPolicy) -> Self {
         assert!(!members.is_empty(), "a chain needs a primary model");
         ChainModel {
             members,
@@ -289,23 +284,23 @@ impl ChainModel {
 
     /// Shares what this run learns about its members with other runs, and
     /// learns from theirs (SPEC section 13).
-    pub fn with_health(mut self, health: Health) -> Self {
+    pub(crate) fn with_health(mut self, health: Health) -> Self {
         self.health = health;
         self
     }
 
     /// The spec of the model the next step goes to first.
-    pub fn active_spec(&self) -> &str {
+    pub(crate) fn active_spec(&self) -> &str {
         &self.members[self.active].spec
     }
 
     /// The active member (for its context window and pricing).
-    pub fn active_member(&self) -> &Member {
+    pub(crate) fn active_member(&self) -> &Member {
         &self.members[self.active]
     }
 
     /// The switches made so far in this run.
-    pub fn switches(&self) -> &[Switch] {
+    pub(crate) fn switches(&self) -> &[Switch] {
         &self.switches
     }
 
@@ -359,14 +354,19 @@ impl ChainModel {
             .or(Some(last))
     }
 
-    fn request_for<'a>(&'a self, index: usize, request: &Request<'a>) -> Request<'a> {
+    /// The request member `index` is sent: `prompt` for its spec, without
+    /// the reply budget and effort when it is of another provider.
+    fn request_for<'a>(&'a self, index: usize, prompt: &Prompt<'a>) -> Request<'a> {
         let member = &self.members[index];
         let same_provider = member.provider == self.members[0].provider;
         Request {
-            max_output_tokens: request.max_output_tokens.filter(|_| same_provider),
-            reasoning_effort: request.reasoning_effort.filter(|_| same_provider),
+            system: prompt.system,
+            messages: prompt.messages,
+            tools: prompt.tools,
+            output_schema: prompt.output_schema,
+            max_output_tokens: prompt.max_output_tokens.filter(|_| same_provider),
+            reasoning_effort: prompt.reasoning_effort.filter(|_| same_provider),
             spec: &member.spec,
-            ..*request
         }
     }
 
@@ -387,10 +387,10 @@ impl ChainModel {
 
     /// Runs member `index`'s retry loop under `rules` (a normal turn or a
     /// probe: the one helper both use) and sorts out how it ended.
-    async fn turn(&self, rules: Rules<'_>, request: &Request<'_>, ctx: RequestCtx<'_>) -> Turn {
+    async fn turn(&self, rules: Rules<'_>, prompt: &Prompt<'_>, ctx: RequestCtx<'_>) -> Turn {
         let index = rules.index;
         let member = &self.members[index];
-        let request = self.request_for(index, request);
+        let request = self.request_for(index, prompt);
         let result =
             request_with_retries(member.target(), &request, ctx, &self.retry, &rules).await;
         let (error, attempts) = match result {
@@ -452,19 +452,19 @@ impl ChainModel {
     /// down, then the active member's turn; transient, quota and cooldown
     /// failures walk down the chain until a member answers or the last one
     /// fails (`Exhausted`, naming every model tried with its reason).
-    pub async fn complete(
+    pub(crate) async fn complete(
         &mut self,
-        request: &Request<'_>,
+        prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
     ) -> Result<Answer, ChainError> {
         let mut tried: Vec<(String, String)> = Vec::new();
-        if let Some(answer) = self.probe_cooled(request, ctx, &mut tried).await? {
+        if let Some(answer) = self.probe_cooled(prompt, ctx, &mut tried).await? {
             return Ok(answer);
         }
         loop {
             let index = self.active;
             let (reason, attempts, error) =
-                match self.turn(Rules::turn(self, index), request, ctx).await {
+                match self.turn(Rules::turn(self, index), prompt, ctx).await {
                     Turn::Answered(answer) => {
                         self.members[index].left_at = None;
                         return Ok(answer);
@@ -502,7 +502,7 @@ impl ChainModel {
     /// to the active member, and restarts the member's cooldown.
     async fn probe_cooled(
         &mut self,
-        request: &Request<'_>,
+        prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
         tried: &mut Vec<(String, String)>,
     ) -> Result<Option<Answer>, ChainError> {
@@ -511,7 +511,7 @@ impl ChainModel {
             .filter(|&i| self.eligible(i, now))
             .collect();
         for (k, &index) in probes.iter().enumerate() {
-            match self.turn(Rules::probe(self, index), request, ctx).await {
+            match self.turn(Rules::probe(self, index), prompt, ctx).await {
                 Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.clone();
                     self.members[index].left_at = None;

@@ -71,7 +71,7 @@ fn hint(status: u16) -> &'static str {
 
 /// What to do about a failure. Every `ModelError` maps to exactly one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ErrorClass {
+pub(crate) enum ErrorClass {
     /// Retry with backoff; after the retry budget, the chain may switch.
     /// Carries the failure reason (`http_503`, `network`, ...).
     Transient(String),
@@ -85,7 +85,7 @@ pub enum ErrorClass {
 
 impl ModelError {
     /// The one classification table (SPEC section 4).
-    pub fn class(&self) -> ErrorClass {
+    pub(crate) fn class(&self) -> ErrorClass {
         match self {
             ModelError::Status { status, .. } if *status == 429 || (500..600).contains(status) => {
                 ErrorClass::Transient(format!("http_{status}"))
@@ -124,7 +124,7 @@ impl ModelError {
     /// drop mid-reply, a stream without its finish marker, an empty reply):
     /// a glitch, not overload, so the retry loop retries it once at once
     /// (SPEC 4 "Waits").
-    pub fn after_ok(&self) -> bool {
+    pub(crate) fn after_ok(&self) -> bool {
         matches!(
             self,
             ModelError::Dropped { .. }
@@ -135,7 +135,7 @@ impl ModelError {
     }
 
     /// The server's requested wait, if it sent one.
-    pub fn retry_after(&self) -> Option<Duration> {
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
         match self {
             ModelError::Status { retry_after, .. } => *retry_after,
             _ => None,

@@ -22,7 +22,7 @@ use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
 
 /// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
-pub fn shared_client() -> &'static reqwest::Client {
+pub(crate) fn shared_client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
@@ -95,7 +95,7 @@ impl HttpTransport {
     }
 
     /// Adds a fixed header (e.g. `anthropic-version`).
-    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+    pub(crate) fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
         self.headers.insert(
             HeaderName::from_static(name),
             HeaderValue::from_static(value),
@@ -104,23 +104,23 @@ impl HttpTransport {
     }
 
     /// The full URL for an API path.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.endpoint, path)
     }
 
-    /// POSTs `body` as JSON and waits for a successful status within the
-    /// first-event timeout. Error statuses become classified errors.
-    pub async fn post(
+    /// POSTs `body` (JSON bytes) and waits for a successful status within
+    /// the first-event timeout. Error statuses become classified errors.
+    pub(crate) async fn post(
         &self,
         path: &str,
-        body: &Value,
+        body: Vec<u8>,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let request = shared_client()
             .post(self.url(path))
             .headers(self.headers.clone())
             .header("content-type", "application/json")
-            .body(serde_json::to_vec(body).unwrap_or_default());
+            .body(body);
         let response = match tokio::time::timeout(self.timeouts.first_event, request.send()).await {
             Err(_) => {
                 return Err(ModelError::Timeout {
@@ -170,7 +170,7 @@ fn with_url(mut error: ModelError, url: &str) -> ModelError {
 
 /// A URL as it may be shown: scheme, host, port and path; never a user,
 /// password, query or fragment (where keys hide).
-pub fn display_url(url: &str) -> String {
+pub(crate) fn display_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(u) => {
             let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
@@ -244,7 +244,7 @@ pub(crate) async fn read_reply(
 }
 
 /// A connection-level failure.
-pub fn network_error(e: &reqwest::Error) -> ModelError {
+pub(crate) fn network_error(e: &reqwest::Error) -> ModelError {
     let kind = if e.is_connect() {
         "connection failed"
     } else if e.is_timeout() {
@@ -261,7 +261,7 @@ pub fn network_error(e: &reqwest::Error) -> ModelError {
 
 /// A connection that failed while reading a reply the server had answered
 /// 200 to: a glitch (`ModelError::after_ok`), not overload.
-pub fn dropped_error(_e: &reqwest::Error) -> ModelError {
+pub(crate) fn dropped_error(_e: &reqwest::Error) -> ModelError {
     ModelError::Dropped {
         message: "connection dropped during the reply".into(),
     }
@@ -269,7 +269,11 @@ pub fn dropped_error(_e: &reqwest::Error) -> ModelError {
 
 /// Builds a classified error from an error response body. Only the vendor's
 /// short message is kept, never the body.
-pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) -> ModelError {
+pub(crate) fn error_from_body(
+    status: u16,
+    body: &[u8],
+    header_wait: Option<Duration>,
+) -> ModelError {
     let json: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let error = json.get("error").unwrap_or(&json);
     let message = match error {
@@ -299,7 +303,7 @@ pub fn error_from_body(status: u16, body: &[u8], header_wait: Option<Duration>) 
 
 /// The longest wait a server can ask for; anything longer saturates here
 /// (far beyond any `max_backoff`, so it moves a chain on at once).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A wait in seconds from a server: negative or NaN is none, too long
 /// saturates at `MAX_RETRY_AFTER`.
@@ -311,7 +315,7 @@ pub(crate) fn seconds(secs: f64) -> Option<Duration> {
 }
 
 /// Parses a `Retry-After` value: delay seconds or an HTTP date.
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let value = value.trim();
     if value.len() > 64 {
         // No honest Retry-After is this long; all digits is "very long".
@@ -339,7 +343,9 @@ tokio::task_local! {
 /// Runs one model request and tells when its first stream event arrived
 /// (`None` when none came). The SSE and NDJSON readers (and the scripted
 /// model) call `note_first_event`; no adapter has to pass anything along.
-pub async fn watch_first_event<F: std::future::Future>(request: F) -> (F::Output, Option<Instant>) {
+pub(crate) async fn watch_first_event<F: std::future::Future>(
+    request: F,
+) -> (F::Output, Option<Instant>) {
     let cell = std::sync::Arc::new(OnceLock::new());
     let output = FIRST_EVENT.scope(cell.clone(), request).await;
     (output, cell.get().copied())
@@ -347,7 +353,7 @@ pub async fn watch_first_event<F: std::future::Future>(request: F) -> (F::Output
 
 /// Marks the first stream event of the request being watched (later calls,
 /// and calls outside `watch_first_event`, change nothing).
-pub fn note_first_event() {
+pub(crate) fn note_first_event() {
     let _ = FIRST_EVENT.try_with(|cell| {
         cell.get_or_init(Instant::now);
     });
@@ -355,7 +361,7 @@ pub fn note_first_event() {
 
 /// Reads server-sent events under the first-event and idle timeouts,
 /// decoding them with the linear-time `sse::SseDecoder`.
-pub struct SseReader {
+pub(crate) struct SseReader {
     bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
     decoder: SseDecoder,
     ended: bool,
@@ -365,7 +371,11 @@ pub struct SseReader {
 }
 
 impl SseReader {
-    pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
+    pub(crate) fn new(
+        response: reqwest::Response,
+        sent: Instant,
+        timeouts: StreamTimeouts,
+    ) -> Self {
         SseReader {
             bytes: response.bytes_stream().boxed(),
             decoder: SseDecoder::default(),
@@ -379,7 +389,7 @@ impl SseReader {
     /// The next event; `Ok(None)` when the stream ended. The first event
     /// must come within the first-event timeout of sending the request, and
     /// each later one within the idle timeout of the one before.
-    pub async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
         let deadline = if self.seen_any {
             Instant::now() + self.timeouts.idle
         } else {
@@ -422,7 +432,7 @@ impl SseReader {
 
 /// Reads newline-delimited JSON under the first-event and idle timeouts;
 /// lines are split by `LinesCodec` (linear, at most `MAX_EVENT` bytes each).
-pub struct NdjsonReader {
+pub(crate) struct NdjsonReader {
     bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
     buffer: BytesMut,
     lines: LinesCodec,
@@ -433,7 +443,11 @@ pub struct NdjsonReader {
 }
 
 impl NdjsonReader {
-    pub fn new(response: reqwest::Response, sent: Instant, timeouts: StreamTimeouts) -> Self {
+    pub(crate) fn new(
+        response: reqwest::Response,
+        sent: Instant,
+        timeouts: StreamTimeouts,
+    ) -> Self {
         Self::from_stream(response.bytes_stream().boxed(), sent, timeouts)
     }
 
@@ -456,7 +470,7 @@ impl NdjsonReader {
     /// The next JSON line; `Ok(None)` at the end of the stream. A line that
     /// is not JSON fails the attempt as an incomplete stream; one past
     /// `MAX_EVENT` bytes as a malformed reply.
-    pub async fn next(&mut self) -> Result<Option<Value>, ModelError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Value>, ModelError> {
         loop {
             let line = if self.ended {
                 self.lines.decode_eof(&mut self.buffer)

@@ -10,7 +10,7 @@
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
-pub mod chain;
+pub(crate) mod chain;
 pub(crate) mod error;
 pub mod http;
 pub mod ollama;
@@ -23,15 +23,21 @@ pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
 pub(crate) mod wire;
+pub(crate) mod wire_cache;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod request_bench;
+#[cfg(test)]
+mod request_bytes_tests;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
 pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
-pub use error::{ErrorClass, ModelError};
+pub(crate) use error::ErrorClass;
+pub use error::ModelError;
 
 /// Everything one model request carries, borrowed from the agent's history
 /// so re-sending it to another chain member copies nothing. Each adapter
@@ -51,10 +57,25 @@ pub struct Request<'a> {
     pub spec: &'a str,
 }
 
+/// One step's request as the loop makes it, to whichever chain member
+/// answers: a `Request` but for the spec, which the chain sets per member
+/// (`ChainModel::complete`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prompt<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+    pub output_schema: Option<&'a Value>,
+    /// Reply budget; the chain clears it for members of another provider.
+    pub max_output_tokens: Option<u32>,
+    /// `low` / `medium` / `high`; the chain clears it for members of another provider.
+    pub reasoning_effort: Option<&'a str>,
+}
+
 impl<'a> Request<'a> {
     /// A message's provider-specific state, but only when the model this
     /// request goes to produced it: foreign state never crosses models.
-    pub fn extra_of(&self, message: &'a Message) -> Option<&'a Value> {
+    pub(crate) fn extra_of(&self, message: &'a Message) -> Option<&'a Value> {
         match (&message.extra, &message.model) {
             (Some(extra), Some(model)) if model == self.spec => Some(extra),
             _ => None,
@@ -63,7 +84,7 @@ impl<'a> Request<'a> {
 
     /// The reply budget for a model whose config caps replies at `cap`:
     /// the smaller of the two, or whichever is set.
-    pub fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
+    pub(crate) fn reply_budget(&self, cap: Option<u32>) -> Option<u32> {
         match (self.max_output_tokens, cap) {
             (Some(asked), Some(cap)) => Some(asked.min(cap)),
             (asked, cap) => asked.or(cap),

@@ -12,6 +12,7 @@ use super::wire::{
     append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
     MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
+use super::wire_cache::{push_json, WireCache};
 use super::{
     FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
     Usage,
@@ -24,6 +25,8 @@ pub struct OllamaChat {
     model: String,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// Each message's bytes in `/api/chat` form.
+    cache: WireCache,
     /// The provider's `stream` and `tool_choice` options.
     wire: WireOptions,
 }
@@ -34,12 +37,13 @@ impl OllamaChat {
             transport,
             model: model.to_string(),
             output_cap,
+            cache: WireCache::default(),
             wire: WireOptions::default(),
         }
     }
 
     /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
         self.wire = wire;
         self
     }
@@ -52,9 +56,9 @@ impl Model for OllamaChat {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let mut body = request_body(&self.model, request.reply_budget(self.output_cap), request);
-        super::wire::apply_options(&mut body, WireApi::Ollama, self.wire);
-        let (response, sent) = self.transport.post("/api/chat", &body).await?;
+        let budget = request.reply_budget(self.output_cap);
+        let body = request_bytes(&self.model, budget, request, self.wire, &self.cache);
+        let (response, sent) = self.transport.post("/api/chat", body).await?;
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
         let mut reply = LineAssembler::default();
         while let Some(line) = lines.next().await? {
@@ -67,21 +71,59 @@ impl Model for OllamaChat {
     }
 }
 
-/// The JSON body of one streaming `/api/chat` request.
-pub fn request_body(model: &str, budget: Option<u32>, request: &Request<'_>) -> Value {
+/// The JSON body of one streaming `/api/chat` request, each message
+/// serialised afresh: what `request_bytes` must send, byte for byte.
+#[cfg(test)]
+pub(crate) fn request_body(model: &str, budget: Option<u32>, request: &Request<'_>) -> Value {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system}));
-    }
+    messages.extend(system_message(request));
     messages.extend(
         request
             .messages
             .iter()
-            .map(|m| message(m, request.messages)),
+            .map(|m| message(m, tool_name(m, request.messages))),
     );
+    let mut body = fields(model, budget, request);
+    body.insert("messages".into(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// The same body as bytes, each message written from its bytes in `cache`,
+/// sent as the provider's `wire` options ask.
+pub(crate) fn request_bytes(
+    model: &str,
+    budget: Option<u32>,
+    request: &Request<'_>,
+    wire: WireOptions,
+    cache: &WireCache,
+) -> Vec<u8> {
+    let mut body = fields(model, budget, request);
+    super::wire::apply_options(&mut body, WireApi::Ollama, wire);
+    cache.fill().body(&body, "messages", |fill, array| {
+        if let Some(system) = system_message(request) {
+            array.push_value(&system);
+        }
+        for m in request.messages {
+            let name = tool_name(m, request.messages);
+            let key = fill.key().message(m, None).str(name).finish();
+            array.push_raw(fill.bytes_or(key, || {
+                let mut bytes = Vec::new();
+                push_json(&mut bytes, &message(m, name));
+                bytes
+            }));
+        }
+    })
+}
+
+fn system_message(request: &Request<'_>) -> Option<Value> {
+    (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}))
+}
+
+/// The body's fields, `messages` (in its place) left `null`.
+fn fields(model: &str, budget: Option<u32>, request: &Request<'_>) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), Value::Null);
     if !request.tools.is_empty() {
         let tools = request
             .tools
@@ -102,10 +144,11 @@ pub fn request_body(model: &str, budget: Option<u32>, request: &Request<'_>) -> 
         // Ollama's `think` takes a boolean or a level (`low`/`medium`/`high`).
         body.insert("think".into(), json!(effort));
     }
-    Value::Object(body)
+    body
 }
 
-fn message(m: &Message, history: &[Message]) -> Value {
+/// A message in `/api/chat` form; `tool_name` is a tool result's tool.
+fn message(m: &Message, tool_name: &str) -> Value {
     match m.role {
         Role::System => json!({"role": "system", "content": m.content}),
         Role::User => json!({"role": "user", "content": m.content}),
@@ -122,13 +165,17 @@ fn message(m: &Message, history: &[Message]) -> Value {
             }})).collect::<Vec<_>>(),
         }),
         Role::Tool => {
-            json!({"role": "tool", "tool_name": tool_name(m, history), "content": m.content})
+            json!({"role": "tool", "tool_name": tool_name, "content": m.content})
         }
     }
 }
 
-/// The name of the tool a result answers: its own, else the matching call's.
+/// The name of the tool a result answers: its own, else the matching call's
+/// (empty for other messages).
 fn tool_name<'a>(result: &'a Message, history: &'a [Message]) -> &'a str {
+    if result.role != Role::Tool {
+        return "";
+    }
     if let Some(name) = &result.name {
         return name;
     }
@@ -142,7 +189,7 @@ fn tool_name<'a>(result: &'a Message, history: &'a [Message]) -> &'a str {
 
 /// The reply as assembled from NDJSON lines so far.
 #[derive(Debug, Default)]
-pub struct LineAssembler {
+pub(crate) struct LineAssembler {
     text: String,
     tool_calls: Vec<ToolCall>,
     done: bool,
@@ -154,7 +201,11 @@ pub struct LineAssembler {
 
 impl LineAssembler {
     /// Takes one NDJSON line. An `error` line fails the attempt.
-    pub fn feed(&mut self, line: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
+    pub(crate) fn feed(
+        &mut self,
+        line: &Value,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
         if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
             // A failure after the reply had started: the server's fault,
             // unless it names another cause.
@@ -203,7 +254,7 @@ impl LineAssembler {
     }
 
     /// The whole reply; a stream that never sent `done: true` is incomplete.
-    pub fn finish(self) -> Result<Response, ModelError> {
+    pub(crate) fn finish(self) -> Result<Response, ModelError> {
         if !self.done {
             return Err(ModelError::StreamIncomplete);
         }

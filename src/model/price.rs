@@ -5,7 +5,7 @@ use super::Usage;
 
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Pricing {
+pub(crate) struct Pricing {
     pub input: f64,
     pub output: f64,
     /// Price of cached input tokens; the input price when unknown.
@@ -15,7 +15,7 @@ pub struct Pricing {
 impl Pricing {
     /// The cost of one response. `usage.input_tokens` counts all input
     /// tokens, cached ones included.
-    pub fn cost(&self, usage: &Usage) -> f64 {
+    pub(crate) fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cached_input_tokens.min(usage.input_tokens);
         let fresh = usage.input_tokens - cached;
         (fresh as f64 * self.input

@@ -48,7 +48,7 @@ impl RetryPolicy {
 /// Where a request happens: its step, the event emitter and the run's stop
 /// signal.
 #[derive(Clone, Copy)]
-pub struct RequestCtx<'a> {
+pub(crate) struct RequestCtx<'a> {
     pub step: u32,
     pub emitter: &'a Emitter,
     pub stop: &'a Stop,
@@ -233,7 +233,7 @@ pub async fn request_with_retries(
 
 /// The model a retry loop asks, with what its per-request records need.
 #[derive(Clone, Copy)]
-pub struct Target<'a> {
+pub(crate) struct Target<'a> {
     pub model: &'a dyn Model,
     pub pricing: Option<Pricing>,
     /// `scheme://host:port` of the model's endpoint (`None` for scripts).
@@ -241,8 +241,9 @@ pub struct Target<'a> {
 }
 
 impl<'a> Target<'a> {
-    /// A model with no price and no endpoint (tests, scripts).
-    pub fn bare(model: &'a dyn Model) -> Self {
+    /// A model with no price and no endpoint (tests).
+    #[cfg(test)]
+    pub(crate) fn bare(model: &'a dyn Model) -> Self {
         Target {
             model,
             pricing: None,

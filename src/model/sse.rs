@@ -56,7 +56,7 @@ pub enum SseError {
 
 impl SseDecoder {
     /// A decoder whose lines and events may hold at most `max` bytes.
-    pub fn with_max(max: usize) -> Self {
+    pub(crate) fn with_max(max: usize) -> Self {
         SseDecoder {
             buf: Vec::new(),
             pos: 0,

@@ -3,7 +3,7 @@
 //! classification, and the one `complete` loop over an SSE stream (or a
 //! reply sent as one JSON body instead).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::error::{classify_status, mentions_overflow};
 use super::http::{HttpTransport, Reply};
@@ -29,10 +29,7 @@ pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
 /// request body built for streaming: `stream: false` asks for one JSON body
 /// (the reply reader accepts either), and a `tool_choice` goes with every
 /// request that offers tools, in `api`'s own form.
-pub(crate) fn apply_options(body: &mut Value, api: WireApi, options: WireOptions) {
-    let Some(body) = body.as_object_mut() else {
-        return;
-    };
+pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options: WireOptions) {
     if !options.stream {
         body.insert("stream".into(), Value::Bool(false));
         body.remove("stream_options");
@@ -237,7 +234,7 @@ pub(crate) trait Assembly: Default + Send {
 pub(crate) async fn complete<A: Assembly>(
     transport: &HttpTransport,
     path: &str,
-    body: &Value,
+    body: Vec<u8>,
     observer: &dyn StreamObserver,
 ) -> Result<Response, ModelError> {
     let (response, sent) = transport.post(path, body).await?;
@@ -349,7 +346,11 @@ mod tests {
                    "stream_options": {"include_usage": true}})
         };
         let mut body = streamed();
-        apply_options(&mut body, WireApi::OpenAi, WireOptions::default());
+        apply_options(
+            body.as_object_mut().unwrap(),
+            WireApi::OpenAi,
+            WireOptions::default(),
+        );
         assert_eq!(body, streamed(), "the defaults change nothing");
 
         let options = WireOptions {
@@ -357,7 +358,7 @@ mod tests {
             tool_choice: Some(ToolChoice::Auto),
         };
         let mut body = streamed();
-        apply_options(&mut body, WireApi::OpenAi, options);
+        apply_options(body.as_object_mut().unwrap(), WireApi::OpenAi, options);
         assert_eq!(body["stream"], false);
         assert!(body.get("stream_options").is_none());
         assert_eq!(body["tool_choice"], "auto");
@@ -367,15 +368,15 @@ mod tests {
             tool_choice: Some(ToolChoice::Required),
         };
         let mut body = streamed();
-        apply_options(&mut body, WireApi::Anthropic, required);
+        apply_options(body.as_object_mut().unwrap(), WireApi::Anthropic, required);
         assert_eq!(body["tool_choice"], json!({"type": "any"}));
         assert_eq!(body["stream"], true);
         let mut body = streamed();
-        apply_options(&mut body, WireApi::Responses, required);
+        apply_options(body.as_object_mut().unwrap(), WireApi::Responses, required);
         assert_eq!(body["tool_choice"], "required");
 
         let mut no_tools = json!({"model": "m", "stream": true});
-        apply_options(&mut no_tools, WireApi::OpenAi, options);
+        apply_options(no_tools.as_object_mut().unwrap(), WireApi::OpenAi, options);
         assert!(no_tools.get("tool_choice").is_none(), "only with tools");
     }
 

@@ -7,11 +7,14 @@ mod stream;
 
 use async_trait::async_trait;
 
-pub use request::request_body;
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
-use super::spec::{WireApi, WireOptions};
+use super::spec::WireOptions;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// The `anthropic-version` header every request carries.
@@ -25,6 +28,8 @@ pub struct AnthropicModel {
     /// The named model's configured `max_output_tokens`, used when the
     /// request carries none.
     max_output_tokens: Option<u32>,
+    /// Each message's content blocks as bytes.
+    cache: WireCache<request::Blocks>,
     /// The provider's `stream` and `tool_choice` options.
     wire: WireOptions,
 }
@@ -36,6 +41,7 @@ impl AnthropicModel {
             transport: transport.with_header("anthropic-version", API_VERSION),
             model: model.to_string(),
             max_output_tokens,
+            cache: WireCache::default(),
             wire: WireOptions::default(),
         }
     }
@@ -54,9 +60,14 @@ impl Model for AnthropicModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let mut body = request_body(&self.model, request, self.max_output_tokens);
-        super::wire::apply_options(&mut body, WireApi::Anthropic, self.wire);
-        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", &body, observer).await
+        let body = request_bytes(
+            &self.model,
+            request,
+            self.max_output_tokens,
+            self.wire,
+            &self.cache,
+        );
+        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", body, observer).await
     }
 }
 

@@ -12,6 +12,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
+use crate::model::wire_cache::{joined, push_json, Entry, Fingerprint, JsonArray, WireCache};
 use crate::model::{Message, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
@@ -67,8 +70,158 @@ fn budgets(model: &str, request: &Request<'_>, configured: Option<u32>) -> (u32,
     }
 }
 
-/// The whole request body, `stream: true` included.
-pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Value {
+/// The whole request body, `stream: true` included, each message serialised
+/// afresh: what `request_bytes` must send, byte for byte.
+#[cfg(test)]
+pub(crate) fn request_body(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+) -> Value {
+    let messages = messages(request);
+    let can_think = turn_can_think(messages.iter().map(Shape::of));
+    let mut body = fields(model, request, configured_max, can_think);
+    body.insert("messages".into(), Value::Array(messages));
+    Value::Object(body)
+}
+
+/// The same body as bytes, each message's blocks written from their bytes
+/// in `cache`, sent as the provider's `wire` options ask.
+pub(crate) fn request_bytes(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+    wire: WireOptions,
+    cache: &WireCache<Blocks>,
+) -> Vec<u8> {
+    let mut fill = cache.fill();
+    let mut parts = Vec::with_capacity(request.messages.len());
+    for message in request.messages {
+        if message.role == Role::System {
+            continue;
+        }
+        let key = fill
+            .key()
+            .message(message, request.extra_of(message))
+            .finish();
+        let blocks = fill.entry(key, || blocks_entry(request, message)).meta;
+        if blocks.count > 0 {
+            parts.push(Part {
+                key,
+                blocks,
+                message,
+            });
+        }
+    }
+    let turns = parts.chunk_by(|a, b| a.blocks.assistant == b.blocks.assistant);
+    let can_think = turn_can_think(turns.clone().map(|turn| Shape {
+        user_text: !turn[0].blocks.assistant && turn.iter().any(|p| p.blocks.has_text),
+        assistant: turn[0].blocks.assistant,
+        starts_thinking: turn[0].blocks.starts_thinking,
+    }));
+    let mut body = fields(model, request, configured_max, can_think);
+    apply_options(&mut body, WireApi::Anthropic, wire);
+    let last = parts.last().map(|p| p.key);
+    fill.body(&body, "messages", |fill, array| {
+        for turn in turns {
+            let out = array.out();
+            let role = if turn[0].blocks.assistant {
+                "assistant"
+            } else {
+                "user"
+            };
+            out.extend_from_slice(br#"{"role":"#);
+            push_json(out, role);
+            out.extend_from_slice(br#","content":"#);
+            let mut content = JsonArray::open(out);
+            for part in turn {
+                let bytes = fill.bytes(part.key);
+                match part.blocks.last {
+                    _ if Some(part.key) != last => content.push_raw(bytes),
+                    LastBlock::Thinking => content.push_raw(bytes),
+                    LastBlock::Plain => {
+                        let out = content.out();
+                        out.extend_from_slice(&bytes[..bytes.len() - 1]);
+                        out.extend_from_slice(br#","cache_control":"#);
+                        push_json(out, &cache_control());
+                        out.push(b'}');
+                    }
+                    LastBlock::Other => {
+                        let mut blocks = message_blocks(request, part.message).1;
+                        if let Some(block) = blocks.last_mut() {
+                            mark_for_caching(block);
+                        }
+                        content.push_raw(&joined(&blocks));
+                    }
+                }
+            }
+            content.close();
+            out.push(b'}');
+        }
+    })
+}
+
+/// A message of the history with blocks, for the cached path.
+struct Part<'a> {
+    key: Fingerprint,
+    blocks: Blocks,
+    message: &'a Message,
+}
+
+/// What a body needs to know of one message's kept blocks.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Blocks {
+    /// An assistant's blocks; else a user message's (text, tool results).
+    assistant: bool,
+    count: usize,
+    starts_thinking: bool,
+    /// Some block is not a tool result.
+    has_text: bool,
+    last: LastBlock,
+}
+
+/// How the last block takes `cache_control` when its message is last.
+#[derive(Debug, Clone, Copy, Default)]
+enum LastBlock {
+    /// A thinking block: left as it is.
+    #[default]
+    Thinking,
+    /// An object without `cache_control`: the field goes at its end.
+    Plain,
+    /// Anything else: the blocks are made again.
+    Other,
+}
+
+fn blocks_entry(request: &Request<'_>, message: &Message) -> Entry<Blocks> {
+    let (role, blocks) = message_blocks(request, message);
+    let last = match blocks.last() {
+        Some(block) if is_thinking(block) => LastBlock::Thinking,
+        Some(Value::Object(map)) if !map.is_empty() && !map.contains_key("cache_control") => {
+            LastBlock::Plain
+        }
+        _ => LastBlock::Other,
+    };
+    let meta = Blocks {
+        assistant: role == "assistant",
+        count: blocks.len(),
+        starts_thinking: blocks.first().is_some_and(is_thinking),
+        has_text: blocks.iter().any(|b| b["type"] != "tool_result"),
+        last,
+    };
+    Entry {
+        bytes: joined(&blocks),
+        meta,
+    }
+}
+
+/// The body's fields, `messages` (in its place) left `null`. `can_think`:
+/// whether the turn allows thinking (`turn_can_think`).
+fn fields(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+    can_think: bool,
+) -> Map<String, Value> {
     let (max_tokens, thinking) = budgets(model, request, configured_max);
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
@@ -83,9 +236,8 @@ pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u
     if !system.is_empty() {
         body.insert("system".into(), json!(system));
     }
-    let messages = messages(request);
-    let thinking = thinking.filter(|_| turn_can_think(&messages));
-    body.insert("messages".into(), Value::Array(messages));
+    let thinking = thinking.filter(|_| can_think);
+    body.insert("messages".into(), Value::Null);
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -101,19 +253,18 @@ pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u
         );
     }
     body.insert("stream".into(), json!(true));
-    Value::Object(body)
+    body
 }
 
 /// The conversation as alternating user/assistant messages of content blocks.
+#[cfg(test)]
 fn messages(request: &Request<'_>) -> Vec<Value> {
     let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in request.messages {
-        let (role, blocks) = match message.role {
-            Role::System => continue,
-            Role::User => ("user", vec![text_block(&message.content)]),
-            Role::Tool => ("user", vec![tool_result_block(message)]),
-            Role::Assistant => ("assistant", assistant_blocks(request, message)),
-        };
+        if message.role == Role::System {
+            continue;
+        }
+        let (role, blocks) = message_blocks(request, message);
         if blocks.is_empty() {
             continue;
         }
@@ -123,40 +274,81 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
         }
     }
     if let Some(block) = out.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
-        let is_thinking = matches!(
-            block["type"].as_str(),
-            Some("thinking" | "redacted_thinking")
-        );
-        if !is_thinking {
-            block["cache_control"] = json!({"type": "ephemeral"});
-        }
+        mark_for_caching(block);
     }
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
 }
 
+/// One message's role and blocks (a system message has none: it joins the
+/// top-level `system`).
+fn message_blocks(request: &Request<'_>, message: &Message) -> (&'static str, Vec<Value>) {
+    match message.role {
+        Role::System => ("user", Vec::new()),
+        Role::User => ("user", vec![text_block(&message.content)]),
+        Role::Tool => ("user", vec![tool_result_block(message)]),
+        Role::Assistant => ("assistant", assistant_blocks(request, message)),
+    }
+}
+
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block["type"].as_str(),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+fn cache_control() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The last block of the conversation carries `cache_control`, unless it is
+/// a thinking block.
+fn mark_for_caching(block: &mut Value) {
+    if !is_thinking(block) {
+        if let Some(map) = block.as_object_mut() {
+            map.insert("cache_control".into(), cache_control());
+        }
+    }
+}
+
+/// What deciding on thinking needs to know of one message of the body.
+struct Shape {
+    /// A user message with more than tool results.
+    user_text: bool,
+    assistant: bool,
+    starts_thinking: bool,
+}
+
+impl Shape {
+    #[cfg(test)]
+    fn of(message: &Value) -> Shape {
+        Shape {
+            user_text: message["role"] == "user"
+                && message["content"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().any(|b| b["type"] != "tool_result")),
+            assistant: message["role"] == "assistant",
+            starts_thinking: is_thinking(&message["content"][0]),
+        }
+    }
+}
+
 /// With thinking on, every assistant message of the current turn (since the
 /// last user message that is more than tool results) must start with a
 /// thinking block, or the API refuses the request. A turn begun without
 /// thinking (by another model, or with thinking off) finishes without it.
-fn turn_can_think(messages: &[Value]) -> bool {
-    let is_user_text = |m: &Value| {
-        m["role"] == "user"
-            && m["content"]
-                .as_array()
-                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] != "tool_result"))
-    };
-    let start = messages.iter().rposition(is_user_text).map_or(0, |i| i + 1);
+fn turn_can_think(messages: impl Iterator<Item = Shape>) -> bool {
+    let messages: Vec<Shape> = messages.collect();
+    let start = messages
+        .iter()
+        .rposition(|m| m.user_text)
+        .map_or(0, |i| i + 1);
     messages[start..]
         .iter()
-        .filter(|m| m["role"] == "assistant")
-        .all(|m| {
-            matches!(
-                m["content"][0]["type"].as_str(),
-                Some("thinking" | "redacted_thinking")
-            )
-        })
+        .filter(|m| m.assistant)
+        .all(|m| m.starts_thinking)
 }
 
 /// A text block; the API refuses empty ones.

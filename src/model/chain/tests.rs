@@ -193,21 +193,20 @@ impl Setup {
 
 impl Run {
     async fn step(&mut self, step: u32) -> Result<Answer, ChainError> {
-        let request = Request {
+        let prompt = Prompt {
             system: "",
             messages: &[],
             tools: &[],
             output_schema: None,
             max_output_tokens: None,
             reasoning_effort: None,
-            spec: "",
         };
         let ctx = RequestCtx {
             step,
             emitter: &self.emitter,
             stop: &self.stop,
         };
-        self.chain.complete(&request, ctx).await
+        self.chain.complete(&prompt, ctx).await
     }
 
     fn calls(&self, member: usize) -> usize {

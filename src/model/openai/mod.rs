@@ -9,10 +9,14 @@ mod stream;
 use async_trait::async_trait;
 
 use super::http::HttpTransport;
-use super::spec::{WireApi, WireOptions};
+use super::spec::WireOptions;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
-pub use request::{request_body, Dialect};
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
+pub use request::Dialect;
 pub use stream::ChunkAssembler;
 
 /// One model behind a Chat Completions endpoint.
@@ -23,6 +27,8 @@ pub struct ChatCompletions {
     dialect: Dialect,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// Each message's bytes in Chat Completions form.
+    cache: WireCache,
     /// The provider's `stream` and `tool_choice` options.
     wire: WireOptions,
 }
@@ -39,12 +45,13 @@ impl ChatCompletions {
             model: model.to_string(),
             dialect,
             output_cap,
+            cache: WireCache::default(),
             wire: WireOptions::default(),
         }
     }
 
     /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
         self.wire = wire;
         self
     }
@@ -58,12 +65,18 @@ impl Model for ChatCompletions {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
-        let mut body = request_body(&self.model, self.dialect, budget, request);
-        super::wire::apply_options(&mut body, WireApi::OpenAi, self.wire);
+        let body = request_bytes(
+            &self.model,
+            self.dialect,
+            budget,
+            request,
+            self.wire,
+            &self.cache,
+        );
         super::wire::complete::<ChunkAssembler>(
             &self.transport,
             "/chat/completions",
-            &body,
+            body,
             observer,
         )
         .await

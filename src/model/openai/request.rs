@@ -4,6 +4,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
+use crate::model::wire_cache::{push_json, WireCache};
 use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
 
 /// Which OpenAI-compatible server we talk to; they differ in the names of
@@ -31,16 +34,57 @@ impl Dialect {
 }
 
 /// The JSON body of one streaming Chat Completions request. `budget` is the
-/// reply budget already capped by the model's configured limit.
-pub fn request_body(
+/// reply budget already capped by the model's configured limit. Each message
+/// serialised afresh: what `request_bytes` must send, byte for byte.
+#[cfg(test)]
+pub(crate) fn request_body(
     model: &str,
     dialect: Dialect,
     budget: Option<u32>,
     request: &Request<'_>,
 ) -> Value {
+    let mut body = fields(model, dialect, budget, request);
+    body.insert("messages".into(), Value::Array(messages(request)));
+    Value::Object(body)
+}
+
+/// The same body as bytes, each message written from its bytes in `cache`,
+/// sent as the provider's `wire` options ask.
+pub(crate) fn request_bytes(
+    model: &str,
+    dialect: Dialect,
+    budget: Option<u32>,
+    request: &Request<'_>,
+    wire: WireOptions,
+    cache: &WireCache,
+) -> Vec<u8> {
+    let mut body = fields(model, dialect, budget, request);
+    apply_options(&mut body, WireApi::OpenAi, wire);
+    cache.fill().body(&body, "messages", |fill, array| {
+        if let Some(system) = system_message(request) {
+            array.push_value(&system);
+        }
+        for m in request.messages {
+            let key = fill.key().message(m, None).finish();
+            array.push_raw(fill.bytes_or(key, || {
+                let mut bytes = Vec::new();
+                push_json(&mut bytes, &message(m));
+                bytes
+            }));
+        }
+    })
+}
+
+/// The body's fields, `messages` (in its place) left `null`.
+fn fields(
+    model: &str,
+    dialect: Dialect,
+    budget: Option<u32>,
+    request: &Request<'_>,
+) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages(request)));
+    body.insert("messages".into(), Value::Null);
     if !request.tools.is_empty() {
         body.insert(
             "tools".into(),
@@ -60,17 +104,20 @@ pub fn request_body(
             }
         };
     }
-    Value::Object(body)
+    body
 }
 
 /// The conversation in Chat Completions form, the system prompt first.
+#[cfg(test)]
 fn messages(request: &Request<'_>) -> Vec<Value> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        out.push(json!({"role": "system", "content": request.system}));
-    }
+    out.extend(system_message(request));
     out.extend(request.messages.iter().map(message));
     out
+}
+
+fn system_message(request: &Request<'_>) -> Option<Value> {
+    (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}))
 }
 
 fn message(m: &Message) -> Value {

@@ -161,11 +161,6 @@ impl ChunkAssembler {
         Ok(())
     }
 
-    /// Whether `[DONE]` arrived.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
     fn add_fragment(&mut self, fragment: ToolCallDelta<'_>) -> Result<(), ModelError> {
         // OpenAI always sends `index`; servers that leave it out start a new
         // call with each new id.

@@ -7,11 +7,14 @@ mod stream;
 
 use async_trait::async_trait;
 
-pub use request::request_body;
+#[cfg(test)]
+pub(crate) use request::request_body;
+pub(crate) use request::request_bytes;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
-use super::spec::{WireApi, WireOptions};
+use super::spec::WireOptions;
+use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// One Responses model behind one endpoint.
@@ -21,6 +24,8 @@ pub struct ResponsesModel {
     model: String,
     /// The named model's configured `max_output_tokens`.
     max_output_tokens: Option<u32>,
+    /// Each message's bytes as Responses input items.
+    cache: WireCache,
     /// The provider's `stream` and `tool_choice` options.
     wire: WireOptions,
 }
@@ -32,6 +37,7 @@ impl ResponsesModel {
             transport,
             model: model.to_string(),
             max_output_tokens,
+            cache: WireCache::default(),
             wire: WireOptions::default(),
         }
     }
@@ -50,8 +56,13 @@ impl Model for ResponsesModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let mut body = request_body(&self.model, request, self.max_output_tokens);
-        super::wire::apply_options(&mut body, WireApi::Responses, self.wire);
-        super::wire::complete::<Assembly>(&self.transport, "/responses", &body, observer).await
+        let body = request_bytes(
+            &self.model,
+            request,
+            self.max_output_tokens,
+            self.wire,
+            &self.cache,
+        );
+        super::wire::complete::<Assembly>(&self.transport, "/responses", body, observer).await
     }
 }

@@ -11,16 +11,56 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::{WireApi, WireOptions};
+use crate::model::wire::apply_options;
+use crate::model::wire_cache::{joined, WireCache};
 use crate::model::{Message, Request, Role};
 
-/// The whole request body, `stream: true` included.
-pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Value {
+/// The whole request body, `stream: true` included, each message serialised
+/// afresh: what `request_bytes` must send, byte for byte.
+#[cfg(test)]
+pub(crate) fn request_body(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+) -> Value {
+    let mut body = fields(model, request, configured_max);
+    body.insert("input".into(), Value::Array(input_items(request)));
+    Value::Object(body)
+}
+
+/// The same body as bytes, each message's items written from their bytes
+/// in `cache`, sent as the provider's `wire` options ask.
+pub(crate) fn request_bytes(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+    wire: WireOptions,
+    cache: &WireCache,
+) -> Vec<u8> {
+    let mut body = fields(model, request, configured_max);
+    apply_options(&mut body, WireApi::Responses, wire);
+    cache.fill().body(&body, "input", |fill, array| {
+        for m in request.messages {
+            let extra = request.extra_of(m);
+            let key = fill.key().message(m, extra).finish();
+            array.push_raw(fill.bytes_or(key, || {
+                let mut items = Vec::new();
+                message_items(request, m, &mut items);
+                joined(&items)
+            }));
+        }
+    })
+}
+
+/// The body's fields, `input` (in its place) left `null`.
+fn fields(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Map<String, Value> {
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if !request.system.is_empty() {
         body.insert("instructions".into(), json!(request.system));
     }
-    body.insert("input".into(), Value::Array(input_items(request)));
+    body.insert("input".into(), Value::Null);
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
             .tools
@@ -44,7 +84,7 @@ pub fn request_body(model: &str, request: &Request<'_>, configured_max: Option<u
     if reasons {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
-    Value::Object(body)
+    body
 }
 
 /// Whether a model reasons. OpenAI refuses `reasoning` and
@@ -57,21 +97,27 @@ fn is_reasoning_model(model: &str) -> bool {
     !NON_REASONING.iter().any(|prefix| model.starts_with(prefix))
 }
 
+#[cfg(test)]
 fn input_items(request: &Request<'_>) -> Vec<Value> {
     let mut items = Vec::new();
     for message in request.messages {
-        match message.role {
-            Role::System => items.push(json!({"role": "developer", "content": message.content})),
-            Role::User => items.push(json!({"role": "user", "content": message.content})),
-            Role::Tool => items.push(json!({
-                "type": "function_call_output",
-                "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
-                "output": message.content,
-            })),
-            Role::Assistant => assistant_items(request, message, &mut items),
-        }
+        message_items(request, message, &mut items);
     }
     items
+}
+
+/// The input items one message becomes (an assistant message: none or more).
+fn message_items(request: &Request<'_>, message: &Message, items: &mut Vec<Value>) {
+    match message.role {
+        Role::System => items.push(json!({"role": "developer", "content": message.content})),
+        Role::User => items.push(json!({"role": "user", "content": message.content})),
+        Role::Tool => items.push(json!({
+            "type": "function_call_output",
+            "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "output": message.content,
+        })),
+        Role::Assistant => assistant_items(request, message, items),
+    }
 }
 
 fn assistant_items(request: &Request<'_>, message: &Message, items: &mut Vec<Value>) {

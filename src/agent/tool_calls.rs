@@ -1,0 +1,153 @@
+//! What a reply's tool calls become: each journaled as started, run between
+//! the pre- and post-tool hooks (`submit` checked as the final answer, a
+//! garbled call refused), its result added to the history; the calls a
+//! run's end leaves unrun answered so the history stays well formed.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::answer::{FinalAnswer, Verdict};
+use super::{hooks, stop_status, Agent, Counters, StepEnd};
+use crate::conversation::{Message, ToolCall};
+use crate::events::Event;
+use crate::exit::Status;
+use crate::tools::ToolOutput;
+use crate::trajectory::JournalOp;
+
+impl Agent {
+    /// Runs a reply's tool calls in order. `submit` ends the run after it.
+    pub(super) async fn run_tools(
+        &mut self,
+        step: u32,
+        calls: &[ToolCall],
+        counters: &mut Counters,
+    ) -> StepEnd {
+        for (i, call) in calls.iter().enumerate() {
+            self.emitter.emit(Event::ToolStarted {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            self.journal(&JournalOp::ToolStarted {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            let started = Instant::now();
+            let mut ending = None;
+            let result = if call.garbled {
+                ToolOutput::err(
+                    "the arguments of this call were not valid JSON, so it was not run; send the call again with valid JSON arguments",
+                )
+            } else if call.name == "submit" {
+                let output = call.arguments.get("output").cloned().unwrap_or(Value::Null);
+                match self
+                    .check_answer(FinalAnswer::Submitted(output), counters)
+                    .await
+                {
+                    Verdict::Accept(output) => {
+                        ending = Some((Status::Submitted, output, None));
+                        ToolOutput::ok("submitted")
+                    }
+                    Verdict::Reject(message) => ToolOutput::err(message),
+                    Verdict::Fail(error) => {
+                        let result = ToolOutput::err(error.clone());
+                        ending = Some((Status::Error, Value::Null, Some(error)));
+                        result
+                    }
+                }
+            } else {
+                self.run_tool(call).await
+            };
+            let duration_ms = started.elapsed().as_millis() as u64;
+            self.emitter.emit(Event::ToolFinished {
+                step,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                ok: result.ok,
+                output: result.output.clone(),
+                duration_ms,
+            });
+            self.journal(&JournalOp::ToolFinished {
+                step,
+                call_id: call.id.clone(),
+                ok: result.ok,
+            });
+            self.push_message(Message::tool_result(call, result.output, step));
+            if let Some((status, output, error)) = ending {
+                let why = match status {
+                    Status::Submitted => "not run: the task was submitted",
+                    _ => "not run: the run ended",
+                };
+                self.answer_unrun(step, &calls[i + 1..], why);
+                return StepEnd::Finish(status, output, error);
+            }
+            let over_cost = self
+                .limits
+                .cost_usd
+                .is_some_and(|limit| self.doc.totals.cost_usd >= limit);
+            if over_cost && call.name == "delegate" {
+                // A subagent's spending can cross the limit between responses.
+                self.answer_unrun(
+                    step,
+                    &calls[i + 1..],
+                    "not run: the run's cost limit was reached",
+                );
+                return StepEnd::Finish(Status::CostLimit, Value::Null, None);
+            }
+            if let Some(cause) = self.stop.pending() {
+                self.answer_unrun(step, &calls[i + 1..], "not run: the run was stopped");
+                return StepEnd::Finish(stop_status(cause), Value::Null, None);
+            }
+        }
+        StepEnd::Continue
+    }
+
+    /// Runs one tool call (not `submit`) between the pre- and post-tool
+    /// hooks. A failing pre-tool hook blocks the call; a failing post-tool
+    /// hook's message is added to the result.
+    async fn run_tool(&mut self, call: &ToolCall) -> ToolOutput {
+        let payload = serde_json::json!({
+            "tool": call.name,
+            "arguments": call.arguments,
+            "call_id": call.id,
+        });
+        let cwd = self.tool_ctx.cwd.clone();
+        if let Some(refusal) =
+            hooks::run_all(&self.jobs.hooks.pre_tool, &payload, &cwd, &self.stop).await
+        {
+            return ToolOutput::err(format!("blocked: the {}", refusal.describe("pre_tool")));
+        }
+        let mut result = if call.name == "delegate" && self.jobs.subagent.is_some() {
+            self.delegate(&call.arguments).await
+        } else {
+            match self.tools.get(&call.name) {
+                Some(tool) => tool.run(&call.arguments, &self.tool_ctx).await,
+                None => ToolOutput::err(format!("unknown tool '{}'", call.name)),
+            }
+        };
+        if !self.jobs.hooks.post_tool.is_empty() {
+            let mut payload = payload;
+            payload["ok"] = Value::Bool(result.ok);
+            payload["output"] = Value::String(result.output.clone());
+            if let Some(refusal) =
+                hooks::run_all(&self.jobs.hooks.post_tool, &payload, &cwd, &self.stop).await
+            {
+                result
+                    .output
+                    .push_str(&format!("\n[{}]", refusal.describe("post_tool")));
+            }
+        }
+        result
+    }
+
+    /// Answers calls that will not run, so the history stays well formed.
+    pub(super) fn answer_unrun(&mut self, step: u32, calls: &[ToolCall], why: &str) {
+        for call in calls {
+            self.push_message(Message::tool_result(call, why, step));
+        }
+    }
+}

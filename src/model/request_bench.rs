@@ -1,0 +1,337 @@
+//! Benchmark: what one step's request costs as the history grows, for each
+//! wire adapter: building the body and writing it to a loopback server that
+//! reads it whole and answers at once (an HTTP 400, so no reply parsing is
+//! timed). Histories of about 1, 4 and 16 MB of agent steps (a `bash` call
+//! and a 2 KB tool result each); each measured step appends one more step
+//! to the history, as the loop does. Prints medians of `STEPS` steps per
+//! size and the slope in ms per MB.
+//!
+//! A second benchmark builds the bodies alone, in process, both ways (one
+//! `Value` serialised, as before the cache, and from kept bytes).
+//!
+//! `bench/request.sh`, or
+//! `cargo test --release --lib model::request_bench -- --ignored --nocapture`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::anthropic::AnthropicModel;
+use super::http::{Auth, HttpTransport};
+use super::ollama::OllamaChat;
+use super::openai::{ChatCompletions, Dialect};
+use super::responses::ResponsesModel;
+use super::{Message, Model, NoObserver, Request, Role, ToolCall, ToolSpec};
+use crate::policy::StreamTimeouts;
+
+const STEPS: usize = 15;
+const SIZES_MB: [usize; 3] = [1, 4, 16];
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// A loopback server on its own thread: per request, reads the head and
+/// `content-length` bytes of body, then answers a short HTTP 400 (keep-alive).
+fn sink_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || serve(stream));
+        }
+    });
+    port
+}
+
+fn serve(stream: TcpStream) {
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let mut sink = vec![0u8; 1 << 20];
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        while length > 0 {
+            let n = reader.read(&mut sink[..length.min(1 << 20)]).unwrap();
+            length -= n;
+        }
+        let body = r#"{"error":{"message":"bench","type":"invalid_request_error"}}"#;
+        let reply = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        writer.write_all(reply.as_bytes()).unwrap();
+    }
+}
+
+/// About 2 KB of source-like text with quotes, backslashes and newlines.
+fn tool_output(i: usize) -> String {
+    let line = format!(
+        "    let value_{i} = format!(\"{{}}\\t{{:?}}\", name, \"quoted\"); // naïve → done\n"
+    );
+    line.repeat(2048 / line.len() + 1)
+}
+
+/// One agent step: an assistant `bash` call and its result.
+fn step(history: &mut Vec<Message>, spec: &str) {
+    let i = history.len();
+    let call = ToolCall {
+        id: format!("call_{i}"),
+        name: "bash".into(),
+        arguments: json!({"command": format!("sed -n 1,40p src/file_{i}.rs")}),
+        garbled: false,
+    };
+    history.push(Message {
+        tool_calls: vec![call.clone()],
+        model: Some(spec.into()),
+        ..Message::new(Role::Assistant, "", i as u32)
+    });
+    history.push(Message::tool_result(&call, tool_output(i), i as u32));
+}
+
+fn history(mb: usize, spec: &str) -> (Vec<Message>, usize) {
+    let mut messages = vec![Message::new(Role::User, "fix the failing test", 0)];
+    let mut bytes = 0;
+    while bytes < mb << 20 {
+        step(&mut messages, spec);
+        bytes += messages[messages.len() - 1].content.len() + 60;
+    }
+    (messages, bytes)
+}
+
+fn tools() -> Vec<ToolSpec> {
+    ["bash", "read_file", "write_file", "submit"]
+        .iter()
+        .map(|name| ToolSpec {
+            name: (*name).into(),
+            description: format!("The {name} tool."),
+            parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        })
+        .collect()
+}
+
+fn transport(port: u16, auth: Auth) -> HttpTransport {
+    let timeouts = StreamTimeouts {
+        first_event: Duration::from_secs(60),
+        idle: Duration::from_secs(60),
+    };
+    HttpTransport::new(
+        &format!("http://127.0.0.1:{port}"),
+        Some("k"),
+        auth,
+        &BTreeMap::new(),
+        timeouts,
+    )
+    .unwrap()
+}
+
+#[test]
+#[ignore = "benchmark: run with --release --ignored --nocapture"]
+fn request_cost_per_step() {
+    let port = sink_server();
+    let adapters: Vec<(&str, &str, Box<dyn Model>)> = vec![
+        (
+            "Chat Completions",
+            "openai/gpt-5",
+            Box::new(ChatCompletions::new(
+                transport(port, Auth::Bearer),
+                "gpt-5",
+                Dialect::OpenAi,
+                None,
+            )),
+        ),
+        (
+            "Anthropic Messages",
+            "anthropic/claude-sonnet-4-5",
+            Box::new(AnthropicModel::new(
+                transport(port, Auth::XApiKey),
+                "claude-sonnet-4-5",
+                None,
+            )),
+        ),
+        (
+            "Responses",
+            "responses/gpt-5",
+            Box::new(ResponsesModel::new(
+                transport(port, Auth::Bearer),
+                "gpt-5",
+                None,
+            )),
+        ),
+        (
+            "Ollama",
+            "ollama/qwen3",
+            Box::new(OllamaChat::new(
+                transport(port, Auth::Bearer),
+                "qwen3",
+                None,
+            )),
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools = tools();
+    println!("\n| API | history (MB) | messages | per step, median (ms) | ms per MB |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (name, spec, model) in &adapters {
+        for mb in SIZES_MB {
+            let (mut messages, bytes) = history(mb, spec);
+            let mut samples = Vec::new();
+            // The first request fills any cache; the loop's steps follow.
+            for i in 0..=STEPS {
+                step(&mut messages, spec);
+                let request = Request {
+                    system: "You are a coding agent.",
+                    messages: &messages,
+                    tools: &tools,
+                    output_schema: None,
+                    max_output_tokens: None,
+                    reasoning_effort: None,
+                    spec,
+                };
+                let started = Instant::now();
+                let result = rt.block_on(model.complete(&request, &NoObserver));
+                let elapsed = started.elapsed().as_secs_f64() * 1e3;
+                assert!(result.is_err(), "the sink answers 400");
+                if i > 0 {
+                    samples.push(elapsed);
+                }
+            }
+            let ms = median(samples);
+            let size = bytes as f64 / (1 << 20) as f64;
+            println!(
+                "| {name} | {size:.1} | {} | {ms:.2} | {:.2} |",
+                messages.len(),
+                ms / size
+            );
+        }
+    }
+}
+
+// ---------- in process: the body alone ----------
+
+type Build = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
+
+/// Each adapter's body built two ways, no HTTP: the whole body as one
+/// `serde_json::Value` serialised (how every request was built before the
+/// cache) and written from the kept message bytes.
+#[test]
+#[ignore = "benchmark: run with --release --ignored --nocapture"]
+fn request_building_in_process() {
+    use super::spec::WireOptions;
+    use super::wire_cache::WireCache;
+    use super::{anthropic, ollama, openai, responses};
+
+    let bytes = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
+    let chat = WireCache::default();
+    let messages = WireCache::default();
+    let items = WireCache::default();
+    let olla = WireCache::default();
+    let builders: Vec<(&str, &str, Build, Build)> = vec![
+        (
+            "Chat Completions",
+            "openai/gpt-5",
+            Box::new(move |r| bytes(openai::request_body("gpt-5", Dialect::OpenAi, None, r))),
+            Box::new(move |r| {
+                openai::request_bytes(
+                    "gpt-5",
+                    Dialect::OpenAi,
+                    None,
+                    r,
+                    WireOptions::default(),
+                    &chat,
+                )
+            }),
+        ),
+        (
+            "Anthropic Messages",
+            "anthropic/claude-sonnet-4-5",
+            Box::new(move |r| bytes(anthropic::request_body("claude-sonnet-4-5", r, None))),
+            Box::new(move |r| {
+                anthropic::request_bytes(
+                    "claude-sonnet-4-5",
+                    r,
+                    None,
+                    WireOptions::default(),
+                    &messages,
+                )
+            }),
+        ),
+        (
+            "Responses",
+            "responses/gpt-5",
+            Box::new(move |r| bytes(responses::request_body("gpt-5", r, None))),
+            Box::new(move |r| {
+                responses::request_bytes("gpt-5", r, None, WireOptions::default(), &items)
+            }),
+        ),
+        (
+            "Ollama",
+            "ollama/qwen3",
+            Box::new(move |r| bytes(ollama::request_body("qwen3", None, r))),
+            Box::new(move |r| {
+                ollama::request_bytes("qwen3", None, r, WireOptions::default(), &olla)
+            }),
+        ),
+    ];
+    let tools = tools();
+    println!("\n| API | history (MB) | one `Value`, serialised (ms) | from kept bytes (ms) | kept bytes, ms per MB |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (name, spec, fresh, cached) in &builders {
+        for mb in SIZES_MB {
+            let (mut messages, size) = history(mb, spec);
+            let (mut before, mut after) = (Vec::new(), Vec::new());
+            for i in 0..=STEPS {
+                step(&mut messages, spec);
+                let request = Request {
+                    system: "You are a coding agent.",
+                    messages: &messages,
+                    tools: &tools,
+                    output_schema: None,
+                    max_output_tokens: None,
+                    reasoning_effort: None,
+                    spec,
+                };
+                let started = Instant::now();
+                let a = std::hint::black_box(fresh(&request));
+                let t_fresh = started.elapsed().as_secs_f64() * 1e3;
+                let started = Instant::now();
+                let b = std::hint::black_box(cached(&request));
+                let t_cached = started.elapsed().as_secs_f64() * 1e3;
+                assert_eq!(a, b);
+                if i > 0 {
+                    before.push(t_fresh);
+                    after.push(t_cached);
+                }
+            }
+            let size = size as f64 / (1 << 20) as f64;
+            let after = median(after);
+            println!(
+                "| {name} | {size:.1} | {:.2} | {after:.2} | {:.2} |",
+                median(before),
+                after / size
+            );
+        }
+    }
+}

@@ -1,0 +1,473 @@
+//! Each message's wire bytes, serialised once and kept between requests, and
+//! request bodies written from them.
+//!
+//! Every HTTP adapter keeps one `WireCache`, so a message's bytes are only
+//! ever sent in the form of the API that made them. An entry is found by a
+//! fingerprint of everything its bytes are made from (the message's fields,
+//! the provider state sent with it, whatever else the adapter adds to the
+//! `Key`): a message changed in any way (compaction, an edit, state no
+//! longer sent to this model) has a new fingerprint and is serialised again,
+//! so stale bytes are never sent. A request keeps the entries it used and
+//! drops the others.
+//!
+//! The body is the adapter's field map written as `serde_json::to_vec`
+//! writes it (compact, in insertion order), with the one field holding the
+//! conversation written from the kept bytes: the same bytes as serialising
+//! the whole body as one `Value`.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::conversation::{Message, Role};
+
+/// A 128-bit seeded xxh3 of everything an entry's bytes are made from.
+pub(crate) type Fingerprint = u128;
+
+/// One adapter's kept message bytes, with `M` (small facts about the bytes
+/// the adapter needs to assemble a body) beside each entry.
+pub(crate) struct WireCache<M = ()> {
+    /// Per cache, so fingerprints cannot be aimed at from outside.
+    seed: u64,
+    kept: Mutex<Kept<M>>,
+}
+
+struct Kept<M> {
+    entries: Entries<M>,
+    /// The last body's length: the next one is about as long.
+    last_body: usize,
+}
+
+type Entries<M> = HashMap<Fingerprint, Entry<M>, BuildHasherDefault<PassThrough>>;
+
+/// One message's wire bytes (for APIs where a message becomes several
+/// items, those items joined by commas; empty when it becomes none).
+pub(crate) struct Entry<M> {
+    pub bytes: Vec<u8>,
+    pub meta: M,
+}
+
+impl<M> Default for WireCache<M> {
+    fn default() -> Self {
+        WireCache {
+            seed: RandomState::new().build_hasher().finish(),
+            kept: Mutex::new(Kept {
+                entries: Entries::default(),
+                last_body: 0,
+            }),
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for WireCache<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireCache").finish_non_exhaustive()
+    }
+}
+
+impl<M> WireCache<M> {
+    /// Starts one request's body. Requests through one adapter take turns.
+    pub(crate) fn fill(&self) -> Fill<'_, M> {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let used = Entries::with_capacity_and_hasher(kept.entries.len() + 8, Default::default());
+        Fill {
+            seed: self.seed,
+            kept,
+            used,
+        }
+    }
+}
+
+/// One request's use of a cache: entries it uses move from the kept ones
+/// (or are made); when it ends, they are what is kept.
+pub(crate) struct Fill<'a, M> {
+    seed: u64,
+    kept: MutexGuard<'a, Kept<M>>,
+    used: Entries<M>,
+}
+
+impl<M> Fill<'_, M> {
+    /// A fingerprint under this cache's seed.
+    pub(crate) fn key(&self) -> Key {
+        Key(Xxh3::with_seed(self.seed))
+    }
+
+    /// The entry for `key`: kept from the last request, else made now.
+    pub(crate) fn entry(&mut self, key: Fingerprint, make: impl FnOnce() -> Entry<M>) -> &Entry<M> {
+        let kept = &mut self.kept.entries;
+        self.used
+            .entry(key)
+            .or_insert_with(|| kept.remove(&key).unwrap_or_else(make))
+    }
+
+    /// The bytes of an entry this request made or took (empty otherwise).
+    pub(crate) fn bytes(&self, key: Fingerprint) -> &[u8] {
+        self.used.get(&key).map_or(&[], |e| e.bytes.as_slice())
+    }
+
+    /// Writes `fields` as compact JSON, except that the value of field
+    /// `spliced` is the array `write` fills.
+    pub(crate) fn body(
+        mut self,
+        fields: &Map<String, Value>,
+        spliced: &str,
+        write: impl FnOnce(&mut Self, &mut JsonArray<'_>),
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.kept.last_body + (64 << 10));
+        let mut write = Some(write);
+        out.push(b'{');
+        for (i, (name, value)) in fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_json(&mut out, name);
+            out.push(b':');
+            match write.take_if(|_| name == spliced) {
+                Some(write) => {
+                    let mut array = JsonArray::open(&mut out);
+                    write(&mut self, &mut array);
+                    array.close();
+                }
+                None => push_json(&mut out, value),
+            }
+        }
+        out.push(b'}');
+        self.kept.last_body = out.len();
+        out
+    }
+}
+
+impl<M: Default> Fill<'_, M> {
+    /// `entry` for entries without facts beside the bytes.
+    pub(crate) fn bytes_or(&mut self, key: Fingerprint, make: impl FnOnce() -> Vec<u8>) -> &[u8] {
+        &self
+            .entry(key, || Entry {
+                bytes: make(),
+                meta: M::default(),
+            })
+            .bytes
+    }
+}
+
+impl<M> Drop for Fill<'_, M> {
+    fn drop(&mut self) {
+        self.kept.entries = std::mem::take(&mut self.used);
+    }
+}
+
+/// A JSON array being written: items as bytes already serialised (several
+/// comma-joined items at once, or none), or as values.
+pub(crate) struct JsonArray<'o> {
+    out: &'o mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'o> JsonArray<'o> {
+    pub(crate) fn open(out: &'o mut Vec<u8>) -> Self {
+        out.push(b'[');
+        JsonArray { out, empty: true }
+    }
+
+    /// Appends serialised items (nothing when `items` is empty).
+    pub(crate) fn push_raw(&mut self, items: &[u8]) {
+        if items.is_empty() {
+            return;
+        }
+        self.separate();
+        self.out.extend_from_slice(items);
+    }
+
+    pub(crate) fn push_value(&mut self, item: &impl Serialize) {
+        self.separate();
+        push_json(self.out, item);
+    }
+
+    /// The bytes written so far, for items written by hand.
+    pub(crate) fn out(&mut self) -> &mut Vec<u8> {
+        self.separate();
+        self.out
+    }
+
+    fn separate(&mut self) {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+    }
+
+    pub(crate) fn close(self) {
+        self.out.push(b']');
+    }
+}
+
+/// Appends `value` as compact JSON (writing into a `Vec` cannot fail).
+pub(crate) fn push_json(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// Values serialised and joined by commas: an entry's bytes.
+pub(crate) fn joined(items: &[Value]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_json(&mut out, item);
+    }
+    out
+}
+
+/// A fingerprint being computed. Every part is written with its length or
+/// a tag, so different inputs never run together into the same stream.
+pub(crate) struct Key(Xxh3);
+
+impl Key {
+    pub(crate) fn finish(&self) -> Fingerprint {
+        self.0.digest128()
+    }
+
+    pub(crate) fn tag(&mut self, tag: u8) -> &mut Self {
+        self.0.update(&[tag]);
+        self
+    }
+
+    pub(crate) fn str(&mut self, s: &str) -> &mut Self {
+        self.0.update(&(s.len() as u64).to_le_bytes());
+        self.0.update(s.as_bytes());
+        self
+    }
+
+    fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.tag(1).str(s),
+            None => self.tag(0),
+        }
+    }
+
+    /// A JSON value as it serialises: keys in their order, numbers by kind.
+    pub(crate) fn value(&mut self, value: &Value) -> &mut Self {
+        match value {
+            Value::Null => self.tag(0),
+            Value::Bool(b) => self.tag(1).tag(u8::from(*b)),
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    self.tag(2).0.update(&u.to_le_bytes());
+                } else if let Some(i) = n.as_i64() {
+                    self.tag(3).0.update(&i.to_le_bytes());
+                } else {
+                    let f = n.as_f64().unwrap_or_default();
+                    self.tag(4).0.update(&f.to_bits().to_le_bytes());
+                }
+                self
+            }
+            Value::String(s) => self.tag(5).str(s),
+            Value::Array(items) => {
+                self.tag(6).0.update(&(items.len() as u64).to_le_bytes());
+                for item in items {
+                    self.value(item);
+                }
+                self
+            }
+            Value::Object(map) => {
+                self.tag(7).0.update(&(map.len() as u64).to_le_bytes());
+                for (name, item) in map {
+                    self.str(name).value(item);
+                }
+                self
+            }
+        }
+    }
+
+    /// Every field of a message that a wire form is made from (all but
+    /// `step` and `model`), and `extra` as it is sent to this model: only
+    /// when it is (`Request::extra_of`).
+    pub(crate) fn message(&mut self, m: &Message, extra: Option<&Value>) -> &mut Self {
+        let role = match m.role {
+            Role::System => 0,
+            Role::User => 1,
+            Role::Assistant => 2,
+            Role::Tool => 3,
+        };
+        self.tag(role).str(&m.content);
+        self.0.update(&(m.tool_calls.len() as u64).to_le_bytes());
+        for call in &m.tool_calls {
+            self.str(&call.id)
+                .str(&call.name)
+                .tag(u8::from(call.garbled))
+                .value(&call.arguments);
+        }
+        self.opt_str(m.tool_call_id.as_deref())
+            .opt_str(m.name.as_deref());
+        match extra {
+            Some(extra) => self.tag(1).value(extra),
+            None => self.tag(0),
+        }
+    }
+}
+
+/// Hashes a `Fingerprint` (already a hash) by taking its low bits.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::conversation::ToolCall;
+
+    #[test]
+    fn a_body_is_written_as_serde_json_writes_it() {
+        let cache = WireCache::<()>::default();
+        let mut fields = Map::new();
+        fields.insert("model".into(), json!("m \"quoted\""));
+        fields.insert("items".into(), Value::Null);
+        fields.insert("stream".into(), json!(true));
+        let items = [json!({"a": 1}), json!("b"), json!({"c": [1.5, -2]})];
+        let bytes = cache.fill().body(&fields, "items", |fill, array| {
+            array.push_value(&items[0]);
+            array.push_raw(b"");
+            let key = fill.key().str("b").finish();
+            array.push_raw(fill.bytes_or(key, || joined(&items[1..])));
+        });
+        let mut whole = fields.clone();
+        whole.insert("items".into(), Value::Array(items.to_vec()));
+        assert_eq!(bytes, serde_json::to_vec(&Value::Object(whole)).unwrap());
+    }
+
+    #[test]
+    fn a_request_keeps_only_the_entries_it_used() {
+        let cache = WireCache::<u8>::default();
+        let made = std::cell::Cell::new(0);
+        let make = |meta: u8| {
+            made.set(made.get() + 1);
+            Entry {
+                bytes: vec![b'0' + meta],
+                meta,
+            }
+        };
+        let (k1, k2) = {
+            let mut fill = cache.fill();
+            let k1 = fill.key().str("one").finish();
+            let k2 = fill.key().str("two").finish();
+            fill.entry(k1, || make(1));
+            fill.entry(k2, || make(2));
+            fill.entry(k1, || make(9));
+            (k1, k2)
+        };
+        assert_eq!(made.get(), 2, "made once each, even twice in one request");
+        {
+            let mut fill = cache.fill();
+            assert_eq!(fill.entry(k1, || make(9)).meta, 1, "kept");
+            assert_eq!(fill.bytes(k1), b"1");
+            assert_eq!(fill.bytes(k2), b"", "not taken by this request");
+        }
+        let mut fill = cache.fill();
+        assert_eq!(fill.entry(k2, || make(3)).meta, 3, "dropped, made again");
+    }
+
+    #[test]
+    fn fingerprints_see_every_input_of_a_wire_form() {
+        let cache = WireCache::<()>::default();
+        let fill = cache.fill();
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "bash".into(),
+            arguments: json!({"a": 1, "b": [true, null, "x", -1, 2.5]}),
+            garbled: false,
+        };
+        let base = Message {
+            tool_calls: vec![call.clone()],
+            ..Message::new(Role::Assistant, "text", 1)
+        };
+        let key = |m: &Message, extra: Option<&Value>| fill.key().message(m, extra).finish();
+        let k = key(&base, None);
+        assert_eq!(k, key(&base.clone(), None));
+        assert_eq!(
+            k,
+            key(
+                &Message {
+                    step: 7,
+                    model: Some("a/b".into()),
+                    ..base.clone()
+                },
+                None
+            )
+        );
+        let mut variants = vec![
+            Message {
+                content: "text ".into(),
+                ..base.clone()
+            },
+            Message {
+                role: Role::User,
+                ..base.clone()
+            },
+            Message {
+                tool_call_id: Some("c1".into()),
+                ..base.clone()
+            },
+            Message {
+                name: Some("bash".into()),
+                ..base.clone()
+            },
+            Message {
+                tool_calls: vec![],
+                ..base.clone()
+            },
+            Message {
+                tool_calls: vec![call.clone(), call.clone()],
+                ..base.clone()
+            },
+        ];
+        for change in [
+            |c: &mut ToolCall| c.id.push('x'),
+            |c: &mut ToolCall| c.name.push('x'),
+            |c: &mut ToolCall| c.garbled = true,
+            // Same keys, another order: other bytes.
+            |c: &mut ToolCall| c.arguments = json!({"b": [true, null, "x", -1, 2.5], "a": 1}),
+            |c: &mut ToolCall| c.arguments = json!({"a": 1.0, "b": [true, null, "x", -1, 2.5]}),
+        ] {
+            let mut m = base.clone();
+            change(&mut m.tool_calls[0]);
+            variants.push(m);
+        }
+        for m in &variants {
+            assert_ne!(key(m, None), k, "{m:?}");
+        }
+        assert_ne!(key(&base, Some(&json!({}))), k, "extra sent");
+        // Strings do not run into each other.
+        let ab = Message {
+            tool_call_id: Some("ab".into()),
+            name: Some("c".into()),
+            ..base.clone()
+        };
+        let a_bc = Message {
+            tool_call_id: Some("a".into()),
+            name: Some("bc".into()),
+            ..base.clone()
+        };
+        assert_ne!(key(&ab, None), key(&a_bc, None));
+    }
+}
