@@ -13,8 +13,8 @@ use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 use serde_json::Value;
 
 use super::{Event, EventRecord, Sink};
-pub use lines::resume_hint;
 use lines::{cut, plan_items, tool_subject, Summary};
+pub use lines::{resume_hint, Continue};
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
