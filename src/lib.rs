@@ -171,6 +171,8 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
     });
     let chain = build_chain(settings.chain(), &settings)?;
+    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
+        .map_err(SetupError)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
@@ -180,11 +182,14 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
             )
             .map_err(|e| SetupError(format!("config subagents: {e}")))?;
             let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
-            Some(Subagent::new(chain, fallback_models, sub.step_limit))
+            Some(Subagent::new(
+                chain,
+                fallback_models,
+                sub.step_limit,
+                tool_filter.clone(),
+            ))
         }
     };
-    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
-        .map_err(SetupError)?;
     // A denied `delegate` means no subagent.
     let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
     let mut jobs = job_options(
