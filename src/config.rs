@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
-use crate::model::spec::WireApi;
+use crate::model::spec::{ToolChoice, WireApi};
 
 /// A duration as written in the config: a string with a unit, or a bare
 /// number (only `0` is valid; the check is in `settings.rs`).
@@ -92,6 +92,11 @@ pub struct ProviderConfig {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
+    /// `false`: ask for one JSON body instead of a stream (servers that
+    /// cannot stream tool calls, like llama-cpp-python).
+    pub stream: Option<bool>,
+    /// Sent with every request that offers tools.
+    pub tool_choice: Option<ToolChoice>,
 }
 
 /// Per-model metadata of a named provider.
@@ -158,6 +163,8 @@ pub struct McpServerConfig {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
+    /// How long one tool call may wait for its answer (default 10m).
+    pub tool_timeout: Option<DurationText>,
 }
 
 /// `hooks:`
@@ -205,6 +212,7 @@ pub fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, ConfigEr
         path: path.to_path_buf(),
         message,
     };
+    check_shape(&text).map_err(err)?;
     let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))?;
     let value = match value {
         Value::Null => Value::Mapping(Default::default()),
@@ -213,6 +221,63 @@ pub fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, ConfigEr
     };
     check(&value).map_err(err)?;
     Ok(Some(value))
+}
+
+/// The largest config file read.
+const MAX_CONFIG_BYTES: usize = 4 << 20;
+/// The deepest `[`/`{` nesting accepted; no real config comes near it.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// Refuses, in one linear pass, what the YAML parser would take quadratic
+/// time over: a huge file, or `[`/`{` nested deeper than `MAX_FLOW_DEPTH`
+/// (libyaml rescans every open level at each token). Brackets inside
+/// quotes and comments do not count.
+fn check_shape(text: &str) -> Result<(), String> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "the file is larger than {} MiB",
+            MAX_CONFIG_BYTES >> 20
+        ));
+    }
+    let (mut depth, mut quote, mut comment, mut escaped) = (0usize, None, false, false);
+    let mut prev = b'\n';
+    for &b in text.as_bytes() {
+        if comment {
+            comment = b != b'\n';
+        } else if let Some(q) = quote {
+            // `\"` escapes inside double quotes; `''` inside single ones
+            // closes and reopens, which comes out the same.
+            if escaped {
+                escaped = false;
+            } else if q == b'"' && b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                quote = None;
+            }
+        } else {
+            match b {
+                // A quote opens a scalar only where one may start (in a
+                // plain scalar, `don't` is just text, as YAML reads it).
+                b'"' | b'\''
+                    if prev.is_ascii_whitespace()
+                        || matches!(prev, b'[' | b'{' | b',' | b':' | b'-') =>
+                {
+                    quote = Some(b)
+                }
+                b'#' if prev.is_ascii_whitespace() => comment = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > MAX_FLOW_DEPTH {
+                        return Err(format!("nesting deeper than {MAX_FLOW_DEPTH} levels"));
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        prev = b;
+    }
+    Ok(())
 }
 
 /// Deserializes a layered value into `Config`, with the key path in errors.
@@ -292,6 +357,23 @@ impl From<ConfigError> for crate::setup::SetupError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn deep_nesting_and_huge_files_are_refused_before_parsing() {
+        let deep = format!("model: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let err = super::check_shape(&deep).unwrap_err();
+        assert!(err.contains("nesting deeper than 64"), "{err}");
+        assert!(super::check_shape(&"#".repeat(5 << 20)).is_err());
+        // Brackets in quotes and comments do not count; nor does a quote
+        // inside a plain scalar open one.
+        let fine = format!(
+            "a: \"{0}\"\nb: '{0}'\n# {0}\nc: don't [x, {{y: [z]}}]\nd: \"q\\\"{0}\"\n",
+            "[".repeat(500)
+        );
+        assert_eq!(super::check_shape(&fine), Ok(()));
+        let sneaky = format!("a: x'\nb: {}\n", "[".repeat(100));
+        assert!(super::check_shape(&sneaky).is_err());
+    }
+
     use super::*;
 
     fn yaml(text: &str) -> Value {

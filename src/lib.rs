@@ -11,6 +11,8 @@ pub(crate) mod conversation;
 pub(crate) mod duration;
 pub mod events;
 pub mod exit;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod health;
 pub(crate) mod help;
 pub(crate) mod interactive;

@@ -32,9 +32,12 @@ pub struct Totals {
 impl Totals {
     /// Adds one response's tokens and cost: the one place totals grow.
     pub fn add(&mut self, usage: &Usage, cost_usd: f64) {
-        self.input_tokens += usage.input_tokens;
-        self.output_tokens += usage.output_tokens;
-        self.cached_input_tokens += usage.cached_input_tokens;
+        // Saturating: a resumed checkpoint's counters come from a file.
+        self.input_tokens = self.input_tokens.saturating_add(usage.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(usage.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(usage.cached_input_tokens);
         self.cost_usd += cost_usd;
     }
 }
@@ -340,6 +343,10 @@ fn sync_parent(path: &Path) {
     }
 }
 
+/// The largest trajectory (and journal) loaded: far beyond any real run's,
+/// short of what would exhaust memory.
+const MAX_CHECKPOINT_BYTES: u64 = 512 << 20;
+
 /// A tool call the journal records as started: `(step, call_id)`.
 pub type StartedCall = (u32, String);
 
@@ -352,6 +359,14 @@ pub fn load(path: &Path) -> Result<Trajectory, String> {
 /// Like `load`, also returning the tool calls the journal records as
 /// started, in order (whether or not they finished).
 pub fn load_checkpoint(path: &Path) -> Result<(Trajectory, Vec<StartedCall>), String> {
+    let too_big = |p: &Path| fs::metadata(p).is_ok_and(|m| m.len() > MAX_CHECKPOINT_BYTES);
+    if too_big(path) || too_big(&journal_path(path)) {
+        return Err(format!(
+            "{} (or its journal) is larger than {} MiB: not a tinyagent checkpoint",
+            path.display(),
+            MAX_CHECKPOINT_BYTES >> 20
+        ));
+    }
     let text =
         fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut doc: Trajectory = serde_json::from_str(&text)

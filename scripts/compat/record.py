@@ -91,13 +91,16 @@ def save(out: pathlib.Path, name: str, body: dict, status: int, ctype: str, data
     print(f"record: {out.name}/{name}.{ext}: HTTP {status}, {len(data)} bytes")
 
 
-def chat(model: str, messages: list, stream: bool, tools: bool, force: bool, max_tokens=48):
+def chat(model: str, messages: list, stream: bool, tools: bool, force, max_tokens=48):
+    """`force`: True forces bash, "auto" sends tool_choice auto, False none."""
     body = {"model": model, "messages": messages, "stream": stream, "max_tokens": max_tokens}
     if stream:
         body["stream_options"] = {"include_usage": True}
     if tools:
         body["tools"] = TOOLS
-        if force:
+        if force == "auto":
+            body["tool_choice"] = "auto"
+        elif force:
             body["tool_choice"] = FORCE_BASH
     return body
 
@@ -113,9 +116,12 @@ def record_chat(base: str, out: pathlib.Path, model: str, overflow: bool):
         "chat-stream-text": chat(model, first_turn(), True, False, False),
         "chat-json-text": chat(model, first_turn(), False, False, False),
         "chat-stream-after-tool": chat(model, AFTER_TOOL, True, True, False),
+        # What a `stream: false, tool_choice: auto` provider sends.
+        "chat-json-auto-tool": chat(model, first_turn(), False, True, "auto"),
+        "chat-json-auto-after-tool": chat(model, AFTER_TOOL, False, True, "auto"),
     }
     if overflow:
-        long_turn = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 6000}]
+        long_turn = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "word " * 12000}]
         cases["chat-json-overflow"] = chat(model, long_turn, False, True, False)
         cases["chat-stream-overflow"] = chat(model, long_turn, True, True, False)
     for name, body in cases.items():

@@ -94,11 +94,32 @@ model_list:
       mock_response: litellm.RateLimitError
 litellm_settings:
   telemetry: false
+  # LiteLLM 1.90.0 drops "content" from the assistant tool-call messages it
+  # translates from /v1/messages and /v1/responses; llama-cpp-python's
+  # template needs the key (HTTP 500 "'dict object' has no attribute
+  # 'content'"). This hook (written below) puts content "" back, as
+  # tinyagent itself sends on Chat Completions. Anyone running this pair
+  # needs it, whatever the client.
+  callbacks: content_hook.handler
   # /v1/messages through llama-cpp-python's Chat Completions (not Responses).
   use_chat_completions_url_for_anthropic_messages: true
 EOF
+cat >"$WORK/content_hook.py" <<'HOOK'
+from litellm.integrations.custom_logger import CustomLogger
+
+
+class RestoreContent(CustomLogger):
+    async def async_pre_call_deployment_hook(self, kwargs, call_type):
+        for m in kwargs.get("messages") or []:
+            if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None:
+                m["content"] = ""
+        return kwargs
+
+
+handler = RestoreContent()
+HOOK
 # No network: LiteLLM keeps to its bundled model-cost map.
-LITELLM_LOCAL_MODEL_COST_MAP=True setsid "$VENV/bin/litellm" \
+PYTHONPATH="$WORK" LITELLM_LOCAL_MODEL_COST_MAP=True setsid "$VENV/bin/litellm" \
     --config "$WORK/litellm.yaml" --host 127.0.0.1 --port "$LITELLM_PORT" \
     >"$WORK/litellm.log" 2>&1 &
 PIDS+=($!)
@@ -114,24 +135,35 @@ fi
 
 cat >"$WORK/tinyagent.yaml" <<EOF
 providers:
+  # llama-cpp-python's chatml-function-calling ignores tools unless asked
+  # (tool_choice), and cannot stream a call it chose itself (stream: false).
+  # The LiteLLM routes below reach the same server, so they need the same.
   llama:
     api: openai
     endpoint: http://127.0.0.1:$LLAMA_PORT/v1
+    stream: false
+    tool_choice: auto
     models:
       smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   lite:
     api: openai
     endpoint: http://127.0.0.1:$LITELLM_PORT/v1
+    stream: false
+    tool_choice: auto
     models:
       smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   liteanthropic:
     api: anthropic
     endpoint: http://127.0.0.1:$LITELLM_PORT
+    stream: false
+    tool_choice: auto
     models:
       smollm2: {context_window: 8192, input_price: 1.0, output_price: 2.0}
   literesponses:
     api: responses
     endpoint: http://127.0.0.1:$LITELLM_PORT/v1
+    stream: false
+    tool_choice: auto
     models:
       smollm2-responses: {context_window: 8192, input_price: 1.0, output_price: 2.0}
 retry: {attempts: 2, backoff: 200ms}

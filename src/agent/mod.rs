@@ -181,7 +181,7 @@ impl Agent {
         tool_specs: &[ToolSpec],
         counters: &mut Counters,
     ) -> StepEnd {
-        let step = self.doc.steps + 1;
+        let step = self.doc.steps.saturating_add(1);
         self.emitter.emit(Event::StepStarted {
             step,
             model: self.chain.active_spec().to_string(),

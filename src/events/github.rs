@@ -140,8 +140,8 @@ impl Sink for GithubSink {
             } if !child => {
                 let t = self.per_model.entry(model.clone()).or_default();
                 t.responses += 1;
-                t.input_tokens += input_tokens;
-                t.output_tokens += output_tokens;
+                t.input_tokens = t.input_tokens.saturating_add(*input_tokens);
+                t.output_tokens = t.output_tokens.saturating_add(*output_tokens);
                 t.cost_usd += cost_usd;
             }
             Event::RunFinished { status, error, .. } if !child => {

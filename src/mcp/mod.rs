@@ -3,8 +3,24 @@
 //! as `mcp__<server>__<tool>`, all stopped when the run ends. A server that
 //! cannot start costs a `warning`, never the run.
 
+mod bounded;
 mod server;
 mod tool;
+
+#[cfg(test)]
+pub(crate) use bounded::BoundedLines as FuzzBounded;
+#[cfg(test)]
+pub(crate) use tool::{spec_of as fuzz_spec, to_output as fuzz_output};
+
+/// A bounded reader over `input`, for the fuzz harnesses.
+#[cfg(test)]
+pub(crate) fn fuzz_bounded<R>(
+    input: R,
+    max: usize,
+    tripped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> FuzzBounded<R> {
+    FuzzBounded::new(input, max, tripped)
+}
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -13,12 +13,13 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
 };
 use rmcp::service::{Peer, RoleClient, RunningServiceCancellationToken};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::ServiceExt;
 use tokio::io::AsyncReadExt;
-use tokio::process::{ChildStderr, Command};
+use tokio::process::{Child, ChildStderr, Command};
 use tokio::task::JoinHandle;
 
+use super::bounded::{BoundedLines, MAX_MESSAGE};
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::setup::Env;
@@ -29,6 +30,8 @@ const STDERR_TAIL: usize = 2000;
 
 /// How long a server gets to exit after its stdin closes at the end of a run.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long one tool call waits for its answer unless `tool_timeout` says.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A running MCP server and the tools it offered at start.
 pub struct McpServer {
@@ -40,6 +43,9 @@ pub struct McpServer {
     watcher: Mutex<Option<JoinHandle<()>>>,
     /// The server's process group: dropping it kills the group.
     group: ProcessGroup,
+    /// The server process itself (reaped by tokio once it exits).
+    _child: Child,
+    tool_timeout: Duration,
 }
 
 /// What the server's watcher and its callers share.
@@ -49,6 +55,8 @@ struct State {
     /// Set when the run stops the server: its exit is then no news.
     stopping: AtomicBool,
     warned: AtomicBool,
+    /// Raised when the server sent a message past `MAX_MESSAGE`.
+    oversized: Arc<AtomicBool>,
     stderr: Arc<Mutex<String>>,
     emitter: Emitter,
 }
@@ -60,10 +68,22 @@ impl State {
         self.alive.store(false, Ordering::SeqCst);
         if !self.stopping.load(Ordering::SeqCst) && !self.warned.swap(true, Ordering::SeqCst) {
             self.emitter.warn(format!(
-                "MCP server '{}' stopped{}; its tools are withdrawn",
+                "MCP server '{}' {}; its tools are withdrawn",
                 self.name,
-                tail_note(&self.stderr)
+                self.why_stopped()
             ));
+        }
+    }
+
+    /// "stopped" with the server's last words, or what it broke.
+    fn why_stopped(&self) -> String {
+        if self.oversized.load(Ordering::SeqCst) {
+            format!(
+                "sent a message over {} MiB and is no longer read",
+                MAX_MESSAGE >> 20
+            )
+        } else {
+            format!("stopped{}", tail_note(&self.stderr))
         }
     }
 }
@@ -97,12 +117,34 @@ impl McpServer {
         for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
             command.env(var, value);
         }
-        let mut group = ProcessGroup::prepare(&mut command);
-        let (transport, stderr) = TokioChildProcess::builder(command)
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut group = ProcessGroup::prepare(&mut command);
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-        group.started(transport.id());
+        group.started(child.id());
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            group.kill();
+            return Err("its stdin or stdout could not be opened".into());
+        };
+        let stderr = child.stderr.take();
+        // Our bound ends the stream first; rmcp's own (which drops a long
+        // line and keeps waiting) never comes into play.
+        let oversized = Arc::new(AtomicBool::new(false));
+        let transport: AsyncRwTransport<RoleClient, _, _> = AsyncRwTransport::new(
+            BoundedLines::new(stdout, MAX_MESSAGE, oversized.clone()),
+            stdin,
+        )
+        .with_max_line_length(MAX_MESSAGE + 1);
+        let tool_timeout = config
+            .tool_timeout
+            .as_ref()
+            .and_then(|t| crate::duration::parse(&t.0).ok())
+            .unwrap_or(DEFAULT_TOOL_TIMEOUT);
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
@@ -154,6 +196,7 @@ impl McpServer {
             alive: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
             warned: AtomicBool::new(false),
+            oversized,
             stderr: stderr_tail,
             emitter: emitter.clone(),
         });
@@ -174,6 +217,8 @@ impl McpServer {
             cancel: Mutex::new(Some(cancel)),
             watcher: Mutex::new(Some(watcher)),
             group,
+            _child: child,
+            tool_timeout,
         })
     }
 
@@ -183,6 +228,9 @@ impl McpServer {
     }
 
     fn dead(&self) -> CallError {
+        if self.state.oversized.load(Ordering::SeqCst) {
+            return CallError::Failed(self.name.clone(), self.state.why_stopped());
+        }
         CallError::Dead(self.name.clone(), tail_note(&self.state.stderr))
     }
 
@@ -206,7 +254,18 @@ impl McpServer {
                 ))
             }
         };
-        match self.peer.call_tool(params).await {
+        let answer = tokio::time::timeout(self.tool_timeout, self.peer.call_tool(params)).await;
+        let Ok(answer) = answer else {
+            return Err(CallError::Failed(
+                self.name.clone(),
+                format!(
+                    "no answer within {} (mcp_servers.{}.tool_timeout)",
+                    humantime::format_duration(self.tool_timeout),
+                    self.name
+                ),
+            ));
+        };
+        match answer {
             Ok(result) => Ok(result),
             Err(_) if !self.is_alive() || self.peer.is_transport_closed() => {
                 // Let the stderr reader catch the server's last words.
@@ -325,6 +384,7 @@ mod tests {
                 .collect(),
             env: BTreeMap::new(),
             cwd: None,
+            tool_timeout: None,
         }
     }
 

@@ -3,7 +3,6 @@
 //! `isError` as `ok: false`. A call to a server that died is an error result.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -12,9 +11,6 @@ use serde_json::{json, Value};
 use super::McpServer;
 use crate::conversation::ToolSpec;
 use crate::tools::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
-
-/// Longest a tool call may take before it is abandoned.
-const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Longest tool name the model APIs accept.
 const MAX_NAME: usize = 64;
@@ -31,38 +27,39 @@ impl McpTool {
     /// Wraps `tool` of `server`; an error (for a warning) when its name
     /// cannot be offered to a model.
     pub fn new(server: Arc<McpServer>, tool: &rmcp::model::Tool) -> Result<McpTool, String> {
-        let name = tool_name(&server.name, &tool.name);
-        if name.len() > MAX_NAME {
-            return Err(format!(
-                "MCP tool '{}' of server '{}' skipped: its name {name} is longer than {MAX_NAME} characters",
-                tool.name, server.name
-            ));
-        }
-        let description = tool
-            .description
-            .as_deref()
-            .or(tool.title.as_deref())
-            .map(str::to_string)
-            .unwrap_or_else(|| {
-                format!(
-                    "The tool '{}' of the MCP server '{}'.",
-                    tool.name, server.name
-                )
-            });
-        let mut parameters = Value::Object((*tool.input_schema).clone());
-        if parameters.get("type").is_none() {
-            parameters["type"] = json!("object");
-        }
         Ok(McpTool {
             remote_name: tool.name.to_string(),
-            spec: ToolSpec {
-                name,
-                description,
-                parameters,
-            },
+            spec: spec_of(&server.name, tool)?,
             server,
         })
     }
+}
+
+/// The spec offered to the model for `tool` of `server`; an error (for a
+/// warning) when its name cannot be offered.
+pub fn spec_of(server: &str, tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
+    let name = tool_name(server, &tool.name);
+    if name.len() > MAX_NAME {
+        return Err(format!(
+            "MCP tool '{}' of server '{server}' skipped: its name {name} is longer than {MAX_NAME} characters",
+            tool.name
+        ));
+    }
+    let description = tool
+        .description
+        .as_deref()
+        .or(tool.title.as_deref())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("The tool '{}' of the MCP server '{server}'.", tool.name));
+    let mut parameters = Value::Object((*tool.input_schema).clone());
+    if parameters.get("type").is_none() {
+        parameters["type"] = json!("object");
+    }
+    Ok(ToolSpec {
+        name,
+        description,
+        parameters,
+    })
 }
 
 #[async_trait]
@@ -82,9 +79,6 @@ impl Tool for McpTool {
                 Ok(result) => to_output(&result),
                 Err(e) => ToolOutput::err(e.to_string()),
             },
-            _ = tokio::time::sleep(CALL_TIMEOUT) => ToolOutput::err(format!(
-                "MCP tool '{}' did not answer within {}s", self.spec.name, CALL_TIMEOUT.as_secs()
-            )),
             _ = ctx.stop.fired() => ToolOutput::err("stopped: the run was interrupted"),
         }
     }

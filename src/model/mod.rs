@@ -86,6 +86,9 @@ pub struct Response {
     pub extra: Option<Value>,
     /// A cost the adapter knows better than the price table (scripted replies).
     pub cost_override: Option<f64>,
+    /// The model name the server says answered (`gen_ai.response.model`),
+    /// bounded; `None` when it named none.
+    pub model: Option<String>,
 }
 
 /// Receives a reply while it streams. Text arrives as deltas; tool calls

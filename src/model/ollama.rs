@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::http::{HttpTransport, NdjsonReader};
+use super::spec::{WireApi, WireOptions};
 use super::wire::{
-    append, made_up_id, parse_arguments, stream_error, too_large, MAX_ARGUMENTS, MAX_TOOL_CALLS,
-    MAX_TOOL_NAME,
+    append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use super::{
     FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
@@ -23,6 +24,8 @@ pub struct OllamaChat {
     model: String,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl OllamaChat {
@@ -31,7 +34,14 @@ impl OllamaChat {
             transport,
             model: model.to_string(),
             output_cap,
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -42,7 +52,8 @@ impl Model for OllamaChat {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request.reply_budget(self.output_cap), request);
+        let mut body = request_body(&self.model, request.reply_budget(self.output_cap), request);
+        super::wire::apply_options(&mut body, WireApi::Ollama, self.wire);
         let (response, sent) = self.transport.post("/api/chat", &body).await?;
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
         let mut reply = LineAssembler::default();
@@ -138,6 +149,7 @@ pub struct LineAssembler {
     done_reason: Option<String>,
     usage: Usage,
     usage_reported: bool,
+    model: Option<String>,
 }
 
 impl LineAssembler {
@@ -148,6 +160,7 @@ impl LineAssembler {
             // unless it names another cause.
             return Err(stream_error(error));
         }
+        note_model(&mut self.model, line.get("model").and_then(Value::as_str));
         if let Some(message) = line.get("message") {
             if let Some(text) = message
                 .get("content")
@@ -207,6 +220,7 @@ impl LineAssembler {
             finish,
             extra: None,
             cost_override: None,
+            model: self.model,
         })
     }
 }
@@ -276,6 +290,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(r.text, "Let me look.");
+        assert_eq!(r.model.as_deref(), Some("qwen3"));
         assert_eq!(r.finish, FinishReason::ToolCalls);
         assert_eq!(r.tool_calls[0].name, "bash");
         assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));

@@ -48,28 +48,40 @@ pub fn build_member(
                 "openrouter" => Dialect::OpenRouter,
                 _ => Dialect::Compatible,
             };
-            Box::new(ChatCompletions::new(
+            Box::new(
+                ChatCompletions::new(
+                    transport(resolved, Auth::Bearer, timeouts)?,
+                    &spec.model,
+                    dialect,
+                    resolved.max_output_tokens,
+                )
+                .with_wire(resolved.wire),
+            )
+        }
+        WireApi::Ollama => Box::new(
+            OllamaChat::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 &spec.model,
-                dialect,
                 resolved.max_output_tokens,
-            ))
-        }
-        WireApi::Ollama => Box::new(OllamaChat::new(
-            transport(resolved, Auth::Bearer, timeouts)?,
-            &spec.model,
-            resolved.max_output_tokens,
-        )),
-        WireApi::Anthropic => Box::new(AnthropicModel::new(
-            transport(resolved, Auth::XApiKey, timeouts)?,
-            &spec.model,
-            resolved.max_output_tokens,
-        )),
-        WireApi::Responses => Box::new(ResponsesModel::new(
-            transport(resolved, Auth::Bearer, timeouts)?,
-            &spec.model,
-            resolved.max_output_tokens,
-        )),
+            )
+            .with_wire(resolved.wire),
+        ),
+        WireApi::Anthropic => Box::new(
+            AnthropicModel::new(
+                transport(resolved, Auth::XApiKey, timeouts)?,
+                &spec.model,
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        WireApi::Responses => Box::new(
+            ResponsesModel::new(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                &spec.model,
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
     };
     let endpoint = (resolved.api != WireApi::Script)
         .then(|| origin(&resolved.endpoint))
@@ -93,12 +105,18 @@ pub fn origin(endpoint: &str) -> Option<String> {
     Some(format!("{}://{host}:{port}", url.scheme()))
 }
 
-/// The HTTP transport of `resolved`, sending its key as `auth` says.
+/// The HTTP transport of `resolved`, sending its key as `auth` says. A
+/// provider that does not stream (`stream: false`) sends its headers only
+/// once the whole reply is written, so its first "event" may take as long
+/// as the idle limit allows a stream to be silent.
 fn transport(
     resolved: &ResolvedModel,
     auth: Auth,
-    timeouts: StreamTimeouts,
+    mut timeouts: StreamTimeouts,
 ) -> Result<HttpTransport, RegistryError> {
+    if !resolved.wire.stream {
+        timeouts.first_event = timeouts.first_event.max(timeouts.idle);
+    }
     HttpTransport::new(
         &resolved.endpoint,
         resolved.api_key.as_deref(),

@@ -319,7 +319,9 @@ impl<'a> RecordStart<'a> {
             input_tokens,
             output_tokens,
             cost_usd,
-            response_model: None,
+            response_model: result
+                .and_then(|r| r.as_ref().ok())
+                .and_then(|r| r.model.clone()),
         });
     }
 }
@@ -546,6 +548,7 @@ mod tests {
                 finish: FinishReason::Stop,
                 extra: None,
                 cost_override: None,
+                model: None,
                 usage_reported: true,
             })
         }

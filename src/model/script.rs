@@ -228,6 +228,7 @@ impl Model for ScriptModel {
                         finish: FinishReason::Stop,
                         extra: None,
                         cost_override: reply.cost,
+                        model: None,
                     })
                 }
             }
@@ -279,6 +280,7 @@ impl Model for ScriptModel {
             finish,
             extra: None,
             cost_override: reply.cost,
+            model: None,
         })
     }
 }

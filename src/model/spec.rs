@@ -54,6 +54,36 @@ impl<'de> serde::Deserialize<'de> for WireApi {
     }
 }
 
+/// A named provider's `tool_choice:` (SPEC 3): sent with every request that
+/// offers tools, in the wire API's own form. Some self-hosted servers ignore
+/// tools unless asked (llama-cpp-python's `chatml-function-calling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolChoice {
+    /// The model decides whether to call a tool.
+    Auto,
+    /// The model must call a tool (the run ends through `submit`).
+    Required,
+}
+
+/// How requests to one provider are sent: streamed (the default), or as one
+/// request answered by one JSON body (`stream: false`, for servers that
+/// cannot stream tool calls), and the `tool_choice` to send, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireOptions {
+    pub stream: bool,
+    pub tool_choice: Option<ToolChoice>,
+}
+
+impl Default for WireOptions {
+    fn default() -> Self {
+        WireOptions {
+            stream: true,
+            tool_choice: None,
+        }
+    }
+}
+
 /// A parsed `<provider>/<model>` spec, split at the first `/`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ModelSpec {
@@ -98,6 +128,8 @@ pub struct ResolvedModel {
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// Streaming and `tool_choice`, from a named provider's config.
+    pub wire: WireOptions,
 }
 
 impl ResolvedModel {
@@ -131,6 +163,7 @@ impl fmt::Debug for ResolvedModel {
             .field("pricing", &self.pricing)
             .field("context_window", &self.context_window)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("wire", &self.wire)
             .finish()
     }
 }
@@ -220,6 +253,7 @@ mod tests {
             pricing: None,
             context_window: None,
             max_output_tokens: None,
+            wire: WireOptions::default(),
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::error::{classify_status, mentions_overflow};
 use super::http::{HttpTransport, Reply};
+use super::spec::{ToolChoice, WireApi, WireOptions};
 use super::{ModelError, Response, StreamObserver, ToolCall};
 
 /// At most this many tool calls in one reply; a higher index or count fails
@@ -23,6 +24,48 @@ pub(crate) const MAX_EVENT: usize = 64 << 20;
 pub(crate) const MAX_ERROR_BODY: usize = 64 << 10;
 /// The vendor's short message kept from an error.
 pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Lays a provider's `stream` and `tool_choice` options (SPEC 3) over a
+/// request body built for streaming: `stream: false` asks for one JSON body
+/// (the reply reader accepts either), and a `tool_choice` goes with every
+/// request that offers tools, in `api`'s own form.
+pub(crate) fn apply_options(body: &mut Value, api: WireApi, options: WireOptions) {
+    let Some(body) = body.as_object_mut() else {
+        return;
+    };
+    if !options.stream {
+        body.insert("stream".into(), Value::Bool(false));
+        body.remove("stream_options");
+    }
+    let offers_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let Some(choice) = options.tool_choice.filter(|_| offers_tools) else {
+        return;
+    };
+    let value = match (api, choice) {
+        (WireApi::Anthropic, ToolChoice::Auto) => serde_json::json!({"type": "auto"}),
+        (WireApi::Anthropic, ToolChoice::Required) => serde_json::json!({"type": "any"}),
+        (WireApi::OpenAi | WireApi::Responses, ToolChoice::Auto) => "auto".into(),
+        (WireApi::OpenAi | WireApi::Responses, ToolChoice::Required) => "required".into(),
+        // Ollama's /api/chat has no tool_choice (settings refuse it there).
+        (WireApi::Ollama | WireApi::Script, _) => return,
+    };
+    body.insert("tool_choice".into(), value);
+}
+
+/// The longest model name kept from a reply.
+const MAX_MODEL_NAME: usize = 256;
+
+/// Keeps the first model name a reply names, cut to a bound.
+pub(crate) fn note_model(slot: &mut Option<String>, name: Option<&str>) {
+    if slot.is_none() {
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            *slot = Some(name.chars().take(MAX_MODEL_NAME).collect());
+        }
+    }
+}
 
 /// Whether the stream's finish marker has arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +340,43 @@ mod tests {
         let args = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
         let (value, garbled) = parse_arguments(args);
         assert!(garbled && value.is_string());
+    }
+
+    #[test]
+    fn options_turn_streaming_off_and_add_tool_choice_in_each_apis_form() {
+        let streamed = || {
+            json!({"model": "m", "tools": [{"name": "bash"}], "stream": true,
+                   "stream_options": {"include_usage": true}})
+        };
+        let mut body = streamed();
+        apply_options(&mut body, WireApi::OpenAi, WireOptions::default());
+        assert_eq!(body, streamed(), "the defaults change nothing");
+
+        let options = WireOptions {
+            stream: false,
+            tool_choice: Some(ToolChoice::Auto),
+        };
+        let mut body = streamed();
+        apply_options(&mut body, WireApi::OpenAi, options);
+        assert_eq!(body["stream"], false);
+        assert!(body.get("stream_options").is_none());
+        assert_eq!(body["tool_choice"], "auto");
+
+        let required = WireOptions {
+            stream: true,
+            tool_choice: Some(ToolChoice::Required),
+        };
+        let mut body = streamed();
+        apply_options(&mut body, WireApi::Anthropic, required);
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        assert_eq!(body["stream"], true);
+        let mut body = streamed();
+        apply_options(&mut body, WireApi::Responses, required);
+        assert_eq!(body["tool_choice"], "required");
+
+        let mut no_tools = json!({"model": "m", "stream": true});
+        apply_options(&mut no_tools, WireApi::OpenAi, options);
+        assert!(no_tools.get("tool_choice").is_none(), "only with tools");
     }
 
     #[test]

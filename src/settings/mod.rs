@@ -268,6 +268,18 @@ impl Settings {
 
         let health_db = health::location(config.health_db.as_deref(), env);
         let save_runs = crate::runs::enabled(cli.no_save, &config);
+        for (name, server) in &config.mcp_servers {
+            if dur(
+                &server.tool_timeout,
+                &format!("mcp_servers.{name}.tool_timeout"),
+            )?
+            .is_some_and(|d| d.is_zero())
+            {
+                return Err(SetupError(format!(
+                    "config mcp_servers.{name}.tool_timeout: must be more than 0"
+                )));
+            }
+        }
 
         Ok(Settings {
             task,

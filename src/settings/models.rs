@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::config::ProviderConfig;
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
-use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi};
+use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
 use crate::setup::{Env, SetupError};
 
 /// Most fallback entries a chain may have.
@@ -40,6 +40,7 @@ pub(crate) fn resolve(
             pricing: builtin_price(&spec.provider, &spec.model).or_else(|| script_pricing(&spec)),
             context_window: None,
             max_output_tokens: None,
+            wire: WireOptions::default(),
             spec,
         };
         (b.key_env.map(str::to_string), resolved)
@@ -64,8 +65,18 @@ pub(crate) fn resolve(
             pricing,
             context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
+            wire: WireOptions {
+                stream: p.stream.unwrap_or(true),
+                tool_choice: p.tool_choice,
+            },
             spec,
         };
+        if p.api == WireApi::Ollama && p.tool_choice.is_some() {
+            return Err(SetupError(format!(
+                "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
+                resolved.spec, resolved.spec.provider
+            )));
+        }
         (p.api_key_env.clone(), resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS

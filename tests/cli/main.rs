@@ -33,6 +33,7 @@ mod subagents;
 mod tools;
 mod traces;
 mod translation;
+mod unstreamed;
 mod usage;
 mod view;
 mod waits;

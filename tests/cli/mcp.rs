@@ -395,3 +395,87 @@ fn a_server_that_exits_between_calls_is_noticed() {
     assert_eq!(echo[0]["ok"], false);
     assert_eq!(finished(&ev)["status"], "submitted");
 }
+
+#[test]
+fn hostile_server_messages_fail_the_call_not_the_run() {
+    // A result nested 100 000 arrays deep (unreadable: never answered), a
+    // line that is not JSON (skipped), and a 40 MB result line (past the
+    // 16 MiB bound on one message: the server is no longer read). Each
+    // costs a call, never the run.
+    let env = TestEnv::new();
+    let cfg = config(&env, &[("docs", "], tool_timeout: 2s")]);
+    let model = env.script(
+        "s.yaml",
+        r#"- tool_calls:
+  - {name: mcp__docs__deep, arguments: {depth: 100000}}
+- tool_calls:
+  - {name: mcp__docs__garbage, arguments: {}}
+- tool_calls:
+  - {name: mcp__docs__echo, arguments: {text: still here}}
+- tool_calls:
+  - {name: mcp__docs__huge, arguments: {mb: 40}}
+- tool_calls:
+  - {name: submit, arguments: {output: done}}
+"#,
+    );
+    let out = env
+        .cmd()
+        .args([
+            "-c",
+            &cfg,
+            "-m",
+            &model,
+            "--json",
+            "--time-limit",
+            "60s",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let ev = events(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{ev:?}");
+    assert_eq!(finished(&ev)["status"], "submitted");
+    let deep = finished_tools(&ev, "mcp__docs__deep");
+    assert_eq!(deep[0]["ok"], false, "{deep:?}");
+    assert!(
+        deep[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 2s"),
+        "{deep:?}"
+    );
+    let garbage = finished_tools(&ev, "mcp__docs__garbage");
+    assert_eq!(garbage[0]["output"], "after the garbage", "{garbage:?}");
+    let echo = finished_tools(&ev, "mcp__docs__echo");
+    assert_eq!(echo[0]["output"], "echo: still here");
+    let huge = finished_tools(&ev, "mcp__docs__huge");
+    assert_eq!(huge[0]["ok"], false, "{huge:?}");
+    assert!(
+        huge[0]["output"].as_str().unwrap().contains("over 16 MiB"),
+        "{huge:?}"
+    );
+    let warnings = of_type(&ev, "warning");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w["message"].as_str().unwrap().contains("over 16 MiB")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_bad_tool_timeout_is_a_setup_error() {
+    let env = TestEnv::new();
+    let cfg = config(&env, &[("docs", "], tool_timeout: 0")]);
+    let model = env.script("s.yaml", "- text: hi\n");
+    let out = env
+        .cmd()
+        .args(["-c", &cfg, "-m", &model, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mcp_servers.docs.tool_timeout"), "{err}");
+}

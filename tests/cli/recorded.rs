@@ -92,6 +92,39 @@ fn a_llama_cpp_python_tool_call_stream_is_one_call_with_estimated_usage() {
 }
 
 #[test]
+fn an_unstreamed_llama_cpp_python_provider_runs_tools_with_counted_usage() {
+    // `stream: false, tool_choice: auto`: the only way that server calls a
+    // tool the model chose. Two recorded tool calls, then a scripted answer.
+    let env = TestEnv::new();
+    let stub = Stub::sequence(vec![
+        recorded("llama-cpp-python/chat-json-auto-tool"),
+        recorded("llama-cpp-python/chat-json-auto-after-tool"),
+        crate::support::openai::chat_sse_submit("call_3", "compat-ok"),
+    ]);
+    let cfg = env.write(
+        "c.yaml",
+        &format!(
+            "providers:\n  local:\n    api: openai\n    endpoint: {}/v1\n    stream: false\n    tool_choice: auto\nretry: {{attempts: 1}}\n",
+            stub.url()
+        ),
+    );
+    let (code, ev) = run(&env, &cfg);
+    assert_eq!(code, Some(0), "{ev:?}");
+    let started = of_type(&ev, "tool.started");
+    assert_eq!(started[0]["arguments"]["command"], "echo compat-ok");
+    assert_eq!(of_type(&ev, "tool.finished")[0]["output"], "compat-ok\n");
+    let first = of_type(&ev, "model.response")[0];
+    assert_eq!(first["input_tokens"], 250, "{first}");
+    assert_eq!(first["output_tokens"], 9, "{first}");
+    assert!(first.get("usage_estimated").is_none_or(|v| v == false));
+    let requests = stub.requests();
+    for req in &requests[..2] {
+        assert_eq!(req.json()["stream"], false);
+        assert_eq!(req.json()["tool_choice"], "auto");
+    }
+}
+
+#[test]
 fn a_llama_cpp_python_overflow_ends_naming_the_sizes_it_reported() {
     let env = TestEnv::new();
     let stub = Stub::sequence(vec![recorded("llama-cpp-python/chat-json-overflow")]);

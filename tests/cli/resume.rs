@@ -462,3 +462,48 @@ fn a_compacted_history_resumes_as_compacted() {
         t["messages"]
     );
 }
+
+#[test]
+fn hostile_checkpoints_are_refused_in_one_line_or_resume_without_a_panic() {
+    let env = TestEnv::new();
+    // A file far larger than any run (sparse: it costs no disk).
+    let big = env.work().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(600 << 20)
+        .unwrap();
+    let out = env
+        .cmd()
+        .args(["--resume", big.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("larger than 512 MiB"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    // A step counter at its maximum: the run goes on, never overflows.
+    let model = env.script(
+        "s.yaml",
+        "- tool_calls: [{name: submit, arguments: {output: done}}]\n",
+    );
+    let cp = env.work().join("max.json");
+    let doc = serde_json::json!({
+        "schema_version": 1, "tinyagent_version": "0", "run_id": "r1", "task": "t",
+        "model": model, "active_model": model, "status": "interrupted",
+        "error": null, "started_at": "2026-01-01T00:00:00Z", "finished_at": null,
+        "steps": u32::MAX,
+        "totals": {"input_tokens": u64::MAX, "output_tokens": 1, "cached_input_tokens": 0, "cost_usd": 1e300},
+        "messages": [{"role": "user", "content": "t", "step": u32::MAX}], "output": null,
+    });
+    std::fs::write(&cp, doc.to_string()).unwrap();
+    let out = env
+        .cmd()
+        .args(["--json", "--resume", cp.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    let ev = events(&out.stdout);
+    assert_eq!(of_type(&ev, "run.finished").len(), 1, "{err}\n{ev:?}");
+}

@@ -465,3 +465,28 @@ fn a_collector_that_refuses_the_export_is_one_warning_without_its_body() {
     );
     assert!(!r.stderr.contains("collector-body-words"));
 }
+
+#[test]
+fn the_response_model_is_the_one_the_server_names() {
+    // OpenAI answers a request for `gpt-5` with a dated snapshot name.
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let stub = crate::support::stub::Stub::sequence(vec![crate::support::openai::chat_sse_submit(
+        "call_1", "done",
+    )]);
+    let r = run(
+        &env,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url()),
+            ("OPENAI_BASE_URL", &format!("{}/v1", stub.url())),
+            ("OPENAI_API_KEY", "sk-test-trace-0123456789"),
+        ],
+        "health_db: off\n",
+        &["-m", "openai/gpt-5"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let spans = collector.spans();
+    let chat = one(&spans, "chat openai/gpt-5");
+    assert_eq!(chat.attr("gen_ai.request.model"), "gpt-5");
+    assert_eq!(chat.attr("gen_ai.response.model"), "gpt-5-2025-08-07");
+}

@@ -11,6 +11,7 @@ pub use request::request_body;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
+use super::spec::{WireApi, WireOptions};
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// The `anthropic-version` header every request carries.
@@ -24,6 +25,8 @@ pub struct AnthropicModel {
     /// The named model's configured `max_output_tokens`, used when the
     /// request carries none.
     max_output_tokens: Option<u32>,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl AnthropicModel {
@@ -33,7 +36,14 @@ impl AnthropicModel {
             transport: transport.with_header("anthropic-version", API_VERSION),
             model: model.to_string(),
             max_output_tokens,
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -44,7 +54,8 @@ impl Model for AnthropicModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request, self.max_output_tokens);
+        let mut body = request_body(&self.model, request, self.max_output_tokens);
+        super::wire::apply_options(&mut body, WireApi::Anthropic, self.wire);
         super::wire::complete::<Assembly>(&self.transport, "/v1/messages", &body, observer).await
     }
 }

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::model::wire::{
-    append, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress, MAX_ARGUMENTS,
-    MAX_TOOL_CALLS, MAX_TOOL_NAME,
+    append, note_model, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress,
+    MAX_ARGUMENTS, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
@@ -45,6 +45,7 @@ pub struct Assembly {
     tokens: Tokens,
     usage_reported: bool,
     stop_reason: Option<String>,
+    model: Option<String>,
 }
 
 /// Anthropic's usage counters as last reported.
@@ -108,6 +109,8 @@ struct WireDelta<'a> {
 struct WireMessage {
     #[serde(default)]
     usage: Option<WireUsage>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -130,8 +133,11 @@ impl Assembly {
             serde_json::from_str(data).map_err(|_| ModelError::StreamIncomplete)?;
         match &*event.kind {
             "message_start" => {
-                if let Some(usage) = event.message.and_then(|m| m.usage) {
-                    self.add_usage(&usage);
+                if let Some(message) = event.message {
+                    note_model(&mut self.model, message.model.as_deref());
+                    if let Some(usage) = message.usage {
+                        self.add_usage(&usage);
+                    }
                 }
             }
             "content_block_start" => {
@@ -168,6 +174,7 @@ impl Assembly {
         body: &Value,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
+        note_model(&mut self.model, body["model"].as_str());
         if let Ok(usage) = serde_json::from_value::<WireUsage>(body["usage"].clone()) {
             self.add_usage(&usage);
         }
@@ -310,6 +317,7 @@ impl Assembly {
             finish,
             extra: (!kept.is_empty()).then(|| json!({"anthropic": {"content": kept}})),
             cost_override: None,
+            model: self.model,
         })
     }
 }
@@ -457,6 +465,7 @@ mod tests {
         ];
         let (response, seen) = run(&events);
         let r = response.unwrap();
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5"));
         assert_eq!(r.text, "Listing files.");
         assert_eq!(*seen.text.lock().unwrap(), "Listing files.");
         assert!(*seen.tool_deltas.lock().unwrap() > 0);

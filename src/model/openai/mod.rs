@@ -9,6 +9,7 @@ mod stream;
 use async_trait::async_trait;
 
 use super::http::HttpTransport;
+use super::spec::{WireApi, WireOptions};
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 pub use request::{request_body, Dialect};
@@ -22,6 +23,8 @@ pub struct ChatCompletions {
     dialect: Dialect,
     /// The model's own reply limit from config (`max_output_tokens`).
     output_cap: Option<u32>,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl ChatCompletions {
@@ -36,7 +39,14 @@ impl ChatCompletions {
             model: model.to_string(),
             dialect,
             output_cap,
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -48,7 +58,8 @@ impl Model for ChatCompletions {
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
-        let body = request_body(&self.model, self.dialect, budget, request);
+        let mut body = request_body(&self.model, self.dialect, budget, request);
+        super::wire::apply_options(&mut body, WireApi::OpenAi, self.wire);
         super::wire::complete::<ChunkAssembler>(
             &self.transport,
             "/chat/completions",

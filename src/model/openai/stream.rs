@@ -18,8 +18,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::model::wire::{
-    append, stream_error, too_large, tool_call, Assembly, Progress, MAX_ARGUMENTS, MAX_TOOL_CALLS,
-    MAX_TOOL_NAME,
+    append, note_model, stream_error, too_large, tool_call, Assembly, Progress, MAX_ARGUMENTS,
+    MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
 
@@ -27,6 +27,8 @@ use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall,
 struct Chunk<'a> {
     #[serde(default, borrow)]
     choices: Vec<Choice<'a>>,
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -107,6 +109,7 @@ pub struct ChunkAssembler {
     usage: Usage,
     usage_reported: bool,
     done: bool,
+    model: Option<String>,
 }
 
 impl ChunkAssembler {
@@ -122,6 +125,7 @@ impl ChunkAssembler {
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
             return Err(stream_error(error));
         }
+        note_model(&mut self.model, chunk.model.as_deref());
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(delta) = choice.delta {
                 if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
@@ -221,6 +225,7 @@ impl ChunkAssembler {
     /// Feeds a whole `chat.completion` body (a server that did not stream)
     /// as the one chunk it amounts to.
     fn feed_body(&mut self, body: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
+        note_model(&mut self.model, body["model"].as_str());
         let choice = body["choices"]
             .as_array()
             .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
@@ -277,6 +282,7 @@ impl ChunkAssembler {
             finish,
             extra: None,
             cost_override: None,
+            model: self.model,
         })
     }
 }

@@ -11,6 +11,7 @@ pub use request::request_body;
 pub use stream::Assembly;
 
 use super::http::HttpTransport;
+use super::spec::{WireApi, WireOptions};
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// One Responses model behind one endpoint.
@@ -20,6 +21,8 @@ pub struct ResponsesModel {
     model: String,
     /// The named model's configured `max_output_tokens`.
     max_output_tokens: Option<u32>,
+    /// The provider's `stream` and `tool_choice` options.
+    wire: WireOptions,
 }
 
 impl ResponsesModel {
@@ -29,7 +32,14 @@ impl ResponsesModel {
             transport,
             model: model.to_string(),
             max_output_tokens,
+            wire: WireOptions::default(),
         }
+    }
+
+    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
+    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
     }
 }
 
@@ -40,7 +50,8 @@ impl Model for ResponsesModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_body(&self.model, request, self.max_output_tokens);
+        let mut body = request_body(&self.model, request, self.max_output_tokens);
+        super::wire::apply_options(&mut body, WireApi::Responses, self.wire);
         super::wire::complete::<Assembly>(&self.transport, "/responses", &body, observer).await
     }
 }

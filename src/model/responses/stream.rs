@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::model::wire::{
-    append, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress, MAX_ARGUMENTS,
-    MAX_TOOL_CALLS, MAX_TOOL_NAME,
+    append, note_model, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress,
+    MAX_ARGUMENTS, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
@@ -47,6 +47,7 @@ pub struct Assembly {
     usage: Usage,
     usage_reported: bool,
     incomplete: bool,
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +79,8 @@ struct WireEvent<'a> {
 struct WireResponse {
     #[serde(default)]
     usage: Option<WireUsage>,
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -160,8 +163,11 @@ impl Assembly {
             }
             "response.completed" | "response.incomplete" => {
                 self.incomplete = event.kind == "response.incomplete";
-                if let Some(usage) = event.response.and_then(|r| r.usage) {
-                    self.set_usage(usage);
+                if let Some(response) = event.response {
+                    note_model(&mut self.model, response.model.as_deref());
+                    if let Some(usage) = response.usage {
+                        self.set_usage(usage);
+                    }
                 }
                 return Ok(Progress::Finished);
             }
@@ -199,6 +205,7 @@ impl Assembly {
         if body["status"] == "failed" {
             return Err(stream_error(&body["error"]));
         }
+        note_model(&mut self.model, body["model"].as_str());
         for (index, item) in body["output"].as_array().into_iter().flatten().enumerate() {
             self.complete_item(index, item.clone(), observer)?;
         }
@@ -306,6 +313,7 @@ impl Assembly {
             finish,
             extra: (!reasoning.is_empty()).then(|| json!({"responses": {"reasoning": reasoning}})),
             cost_override: None,
+            model: self.model,
         })
     }
 }
@@ -409,7 +417,7 @@ mod tests {
     }
 
     fn completed(status: &str, input: u64, cached: u64, output: u64) -> Value {
-        json!({"type": format!("response.{status}"), "sequence_number": 99, "response": {"id": "resp_1", "object": "response", "status": status,
+        json!({"type": format!("response.{status}"), "sequence_number": 99, "response": {"id": "resp_1", "object": "response", "status": status, "model": "gpt-5-2025-08-07",
             "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + output}}})
     }
 
@@ -433,6 +441,7 @@ mod tests {
         let (r, seen) = run(&events);
         let r = r.unwrap();
         assert_eq!(seen, "Listing files.");
+        assert_eq!(r.model.as_deref(), Some("gpt-5-2025-08-07"));
         assert_eq!(r.text, "Listing files.");
         assert_eq!(r.finish, FinishReason::ToolCalls);
         assert_eq!(r.tool_calls[0].id, "call_1");

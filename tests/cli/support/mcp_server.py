@@ -13,6 +13,9 @@ Tools:
   picture {}         -> one text item and one image item
   crash {}           -> the server exits at once, without answering
   quit {}            -> answers "bye", then the server exits
+  huge {mb}          -> a text result of that many megabytes, in one line
+  deep {depth}       -> a result nested that many arrays deep
+  garbage {}         -> a line that is not JSON, then a proper answer
 """
 import json
 import os
@@ -42,6 +45,9 @@ TOOLS = [
     {"name": "picture", "description": "Text and an image.", "inputSchema": {"type": "object"}},
     {"name": "crash", "description": "Exit without answering.", "inputSchema": {"type": "object"}},
     {"name": "quit", "description": "Answer, then exit.", "inputSchema": {"type": "object"}},
+    {"name": "huge", "description": "A result of `mb` megabytes.", "inputSchema": {"type": "object"}},
+    {"name": "deep", "description": "A deeply nested result.", "inputSchema": {"type": "object"}},
+    {"name": "garbage", "description": "Bytes that are not JSON first.", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -114,6 +120,25 @@ def main():
                 send({"jsonrpc": "2.0", "id": mid, "result": text("bye")})
                 time.sleep(0.05)
                 os._exit(0)
+            if params.get("name") == "huge":
+                # Written in pieces: the line is never whole in this process.
+                chunk = "x" * (1 << 20)
+                sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "' % json.dumps(mid))
+                for _ in range(int((params.get("arguments") or {}).get("mb", 1))):
+                    sys.stdout.write(chunk)
+                sys.stdout.write('"}]}}\n')
+                sys.stdout.flush()
+                continue
+            if params.get("name") == "deep":
+                depth = int((params.get("arguments") or {}).get("depth", 100000))
+                sys.stdout.write('{"jsonrpc": "2.0", "id": %s, "result": {"content": [], "structuredContent": {"a": %s%s}}}\n'
+                                 % (json.dumps(mid), "[" * depth, "]" * depth))
+                sys.stdout.flush()
+                continue
+            if params.get("name") == "garbage":
+                sys.stdout.write("\x00\xff not json {{{\n")
+                send({"jsonrpc": "2.0", "id": mid, "result": text("after the garbage")})
+                continue
             if result is None:
                 send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32602, "message": "Unknown tool: " + str(params.get("name"))}})
             else:
