@@ -558,7 +558,13 @@ async fn run_agent(prepared: Prepared) -> Ended {
     mcp.shutdown().await;
     drop(sandbox);
     if !settings.json {
-        print_answer(&outcome.output, json_answer);
+        // Streamed onto this very terminal already: not shown twice.
+        let shown = !json_answer
+            && outcome.status == Status::Completed
+            && events::human::answer_already_on_screen();
+        if !shown {
+            print_answer(&outcome.output, json_answer);
+        }
         let hint = resumable.and_then(|path| {
             let store = volatile.then(|| events::human::Continue::for_dir(store_dir.as_deref()));
             events::human::resume_hint(outcome.status, &path, store)
