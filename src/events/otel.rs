@@ -9,6 +9,7 @@
 //! a tool's arguments or output is recorded unless
 //! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
 
+mod client;
 mod export;
 mod values;
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
@@ -39,7 +39,9 @@ pub struct OtelConfig {
     pub warnings: Vec<String>,
     /// Why tracing cannot start (an endpoint that is not an http(s) URL).
     invalid: Option<String>,
-    timeout_from_env: bool,
+    /// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`,
+    /// else `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else `FLUSH_BUDGET`.
+    timeout: Duration,
 }
 
 impl fmt::Debug for OtelConfig {
@@ -104,8 +106,13 @@ impl OtelConfig {
             service_name: var("OTEL_SERVICE_NAME"),
             warnings,
             invalid,
-            timeout_from_env: var("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT").is_some()
-                || var("OTEL_EXPORTER_OTLP_TIMEOUT").is_some(),
+            timeout: [
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ]
+            .into_iter()
+            .find_map(|name| var(name)?.trim().parse::<u64>().ok())
+            .map_or(FLUSH_BUDGET, Duration::from_millis),
         })
     }
 }
@@ -214,13 +221,12 @@ pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Failures)
     if let Some(invalid) = &config.invalid {
         return Err(invalid.clone());
     }
-    let mut builder = opentelemetry_otlp::SpanExporter::builder()
+    let client = super::client::OnCallerThread::new(config.timeout)
+        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+    let inner = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
-        .with_protocol(config.protocol);
-    if !config.timeout_from_env {
-        builder = builder.with_timeout(FLUSH_BUDGET);
-    }
-    let inner = builder
+        .with_protocol(config.protocol)
+        .with_http_client(client)
         .build()
         .map_err(|e| format!("tracing is off: the OTLP exporter could not be set up: {e}"))?;
     let failures = Failures::default();
