@@ -3,19 +3,25 @@
 #
 #   bench/run_store.sh
 #
-# 1. `cargo bench --bench run_store`: the store's work at a run's start
-#    (index read, prune, atomic write) with 100 and 1000 runs kept, and the
-#    trajectory a run without -o now writes (create at start, finish at end),
-#    library level, medians of 200.
-# 2. End to end with the release binary and an offline script model, through
-#    hyperfine: a one-step run kept in the store against the same run with
-#    --no-save (health_db: off, so only the store differs).
+# 1. `cargo bench --bench run_store`: library level, medians of 200: what a
+#    kept run pays on its critical path at the start (Keep::begin, the
+#    trajectory's create_volatile) and at the end (the step's journal line,
+#    Checkpoint::finish), and the index update that runs meanwhile on its
+#    own thread, with 100 and 1000 runs kept.
+# 2. `python3 bench/run_store_e2e.py`: the release binary against a loopback
+#    stub model, kept against --no-save: spawn to the first request (start)
+#    and the reply sent to exit (end), medians; the store's cost is the
+#    difference.
+# 3. hyperfine: a whole one-step run with the offline script model (no
+#    latency at all, so whatever runs beside the first request shows up),
+#    kept against --no-save (health_db: off, so only the store differs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo bench --bench run_store
 cargo build --release --quiet
 BIN=$PWD/target/release/tinyagent
+python3 bench/run_store_e2e.py "$BIN" 200
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -174,6 +174,8 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
     });
     let chain = build_chain(settings.chain(), &settings)?;
+    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
+        .map_err(SetupError)?;
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
@@ -183,11 +185,14 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
             )
             .map_err(|e| SetupError(format!("config subagents: {e}")))?;
             let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
-            Some(Subagent::new(chain, fallback_models, sub.step_limit))
+            Some(Subagent::new(
+                chain,
+                fallback_models,
+                sub.step_limit,
+                tool_filter.clone(),
+            ))
         }
     };
-    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
-        .map_err(SetupError)?;
     // A denied `delegate` means no subagent.
     let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
     let mut jobs = job_options(
@@ -343,17 +348,25 @@ async fn run_agent(prepared: Prepared) -> Ended {
         }
     };
     let worktree = worktree.map(|wt| wt.path.display().to_string());
+    let mut warnings = warnings;
+    // `-o`, else a resumed FILE written back, else (kept) the store's file.
+    let mut output_path = settings.output.clone().or(write_back);
+    // The store's own file (no -o, no resumed FILE) is kept cheap: not synced.
+    let volatile = output_path.is_none();
+    let store_dir = keep.as_ref().map(|k| k.cwd.clone());
     let mut sinks = sinks(&settings);
+    if let Some(keep) = &keep {
+        let already = warnings.clone();
+        let recording;
+        (output_path, recording) = keep.begin(&run_id, output_path, &mut warnings);
+        sinks.push(Box::new(runs::RecordingSink::new(recording, already)));
+    }
     if let Some(db) = log_db {
         sinks.push(Box::new(db));
     }
     // Under GitHub Actions: annotations and the step summary, which names
-    // the checkpoint to resume (`-o`, else the resumed file).
-    let checkpoint_path = settings
-        .output
-        .clone()
-        .or_else(|| resume.as_ref().map(|cp| cp.path.clone()));
-    let github = events::github::GithubSink::from_env(&process_env, checkpoint_path);
+    // the checkpoint to resume.
+    let github = events::github::GithubSink::from_env(&process_env, output_path.clone());
     let github_warning = github.as_ref().and_then(|g| g.summary_problem());
     if let Some(sink) = github {
         sinks.push(Box::new(sink));
@@ -379,10 +392,8 @@ async fn run_agent(prepared: Prepared) -> Ended {
         .map(|m| m.spec.to_string())
         .collect();
     let cwd = settings.cwd.display().to_string();
-    let mut output_path = settings.output.clone();
     let (mut doc, new_messages, answered) = match resume {
         Some(cp) => {
-            output_path = output_path.or(write_back);
             let c = resume::continue_run(
                 cp,
                 resume::NewRun {
@@ -448,17 +459,8 @@ async fn run_agent(prepared: Prepared) -> Ended {
         &stop,
     )
     .await;
-    // The store's own copy (no -o, no resumed FILE) is kept cheap: not synced.
-    let volatile = output_path.is_none();
-    if let Some(keep) = &keep {
-        // The same skipped entries are not reported twice.
-        let warn = |w: String| {
-            if !warnings.contains(&w) {
-                emitter.warn(w)
-            }
-        };
-        output_path = keep.begin(&run_id, output_path, &warn);
-    }
+    // The first FILE holds the new messages (the task): no journal yet.
+    doc.messages.extend(new_messages);
     let checkpoint = match &output_path {
         Some(path) => match create_checkpoint(path, &doc, volatile) {
             Ok(cp) => Some(cp),
@@ -473,11 +475,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         None => None,
     };
 
-    // The store's own copy is continued with --continue, not named in a hint.
-    let resumable = checkpoint
-        .as_ref()
-        .and(output_path.clone())
-        .filter(|_| !volatile);
+    let resumable = checkpoint.as_ref().and(output_path.clone());
     let plan: SharedPlan = Arc::new(Mutex::new(doc.plan.clone()));
     let prior_switches = doc.model_switches.len();
     let mut tools = ToolRegistry::with_filter(tool_filter);
@@ -527,18 +525,24 @@ async fn run_agent(prepared: Prepared) -> Ended {
     let (outcome, doc) = match answered {
         Some(output) => {
             let doc = agent.doc.clone();
-            (
-                agent.finish_now(new_messages, Status::Completed, output),
-                doc,
-            )
+            (agent.finish_now(Vec::new(), Status::Completed, output), doc)
         }
-        None => agent.run_keeping_doc(new_messages).await,
+        None => agent.run_keeping_doc(Vec::new()).await,
     };
     mcp.shutdown().await;
     drop(sandbox);
     if !settings.json {
-        print_answer(&outcome.output, json_answer);
-        let hint = resumable.and_then(|path| events::human::resume_hint(outcome.status, &path));
+        // Streamed onto this very terminal already: not shown twice.
+        let shown = !json_answer
+            && outcome.status == Status::Completed
+            && events::human::answer_already_on_screen();
+        if !shown {
+            print_answer(&outcome.output, json_answer);
+        }
+        let hint = resumable.and_then(|path| {
+            let store = volatile.then(|| events::human::Continue::for_dir(store_dir.as_deref()));
+            events::human::resume_hint(outcome.status, &path, store)
+        });
         if let Some(hint) = hint.filter(|_| !settings.quiet) {
             eprintln!("{hint}");
         }

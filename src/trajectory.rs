@@ -178,6 +178,10 @@ pub struct Checkpoint {
     /// Whether each rewrite is synced to disk (survives a power loss, not
     /// only a crash of the process).
     durable: bool,
+    /// The first write of FILE, still under way on its own thread
+    /// (`create_volatile`): it yields FILE's size. Every later write waits
+    /// for it first, so no journal line ever precedes FILE.
+    first_write: Option<std::thread::JoinHandle<io::Result<(u64, File)>>>,
 }
 
 /// `FILE.journal` for a trajectory at `path`.
@@ -195,13 +199,36 @@ impl Checkpoint {
 
     /// `create` without syncing to disk: the same atomic replacement and
     /// journal, so it survives a crash or kill of the process, but not a
-    /// power loss (the run store's copies, which must stay cheap).
+    /// power loss (the run store's trajectories, which must stay cheap).
+    /// The first FILE is written, and the journal opened, on a thread of
+    /// their own while the run sends its first request; the first journal
+    /// line, rewrite or `finish` waits for them (and reports their error).
     pub fn create_volatile(path: &Path, doc: &Trajectory) -> io::Result<Checkpoint> {
-        Self::start(path, doc, false)
+        let mut cp = Self::new(path, false);
+        let owned = doc.clone();
+        let target = path.to_path_buf();
+        let thread = std::thread::Builder::new()
+            .name("trajectory".into())
+            .spawn(move || {
+                let bytes = write_atomically(&target, &owned, false)?;
+                Ok((bytes, open_journal(&journal_path(&target))?))
+            });
+        match thread {
+            Ok(handle) => cp.first_write = Some(handle),
+            // No thread to be had: write it here.
+            Err(_) => cp.rewrite(doc)?,
+        }
+        Ok(cp)
     }
 
     fn start(path: &Path, doc: &Trajectory, durable: bool) -> io::Result<Checkpoint> {
-        let mut cp = Checkpoint {
+        let mut cp = Self::new(path, durable);
+        cp.rewrite(doc)?;
+        Ok(cp)
+    }
+
+    fn new(path: &Path, durable: bool) -> Checkpoint {
+        Checkpoint {
             path: path.to_path_buf(),
             journal_path: journal_path(path),
             journal: None,
@@ -209,9 +236,21 @@ impl Checkpoint {
             file_bytes: 0,
             written: 0,
             durable,
-        };
-        cp.rewrite(doc)?;
-        Ok(cp)
+            first_write: None,
+        }
+    }
+
+    /// Waits for the first write of FILE when it runs on its own thread.
+    fn settle(&mut self) -> io::Result<()> {
+        if let Some(handle) = self.first_write.take() {
+            let (bytes, journal) = handle
+                .join()
+                .map_err(|_| io::Error::other("the first write of the trajectory failed"))??;
+            self.file_bytes = bytes;
+            self.written += bytes + 1;
+            self.journal = Some(journal);
+        }
+        Ok(())
     }
 
     /// Bytes written to FILE and the journal so far (benchmarks).
@@ -225,15 +264,11 @@ impl Checkpoint {
     /// until its result is in the document (resume tells "started" from
     /// "never started" by it).
     pub fn append(&mut self, op: &JournalOp, doc: &Trajectory) -> io::Result<()> {
+        self.settle()?;
         let mut line = serde_json::to_vec(op).map_err(io::Error::other)?;
         line.push(b'\n');
         if self.journal.is_none() {
-            self.journal = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.journal_path)?,
-            );
+            self.journal = Some(open_journal(&self.journal_path)?);
         }
         if let Some(journal) = self.journal.as_mut() {
             journal.write_all(&line)?;
@@ -254,26 +289,16 @@ impl Checkpoint {
 
     /// Replaces FILE atomically with `doc` and empties the journal.
     pub fn rewrite(&mut self, doc: &Trajectory) -> io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
-        let mut tmp_name = self.path.as_os_str().to_owned();
-        tmp_name.push(".tmp");
-        let tmp = PathBuf::from(tmp_name);
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.write_all(b"\n")?;
-            if self.durable {
-                f.sync_data()?;
-            }
-        }
-        fs::rename(&tmp, &self.path)?;
-        self.file_bytes = bytes.len() as u64;
-        self.written += bytes.len() as u64 + 1;
+        self.replace(doc)?;
         // Replaying the old journal over the new FILE is harmless (ops are
         // idempotent), so a crash between rename and truncate loses nothing.
-        self.journal = None;
-        if self.journal_bytes > 0 || self.journal_path.exists() {
-            File::create(&self.journal_path)?;
+        match &self.journal {
+            Some(journal) if self.journal_bytes > 0 => journal.set_len(0)?,
+            Some(_) => {}
+            None if self.journal_path.exists() => {
+                File::create(&self.journal_path)?;
+            }
+            None => {}
         }
         self.journal_bytes = 0;
         // Last, so the window between the rename and emptying the journal
@@ -284,15 +309,61 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Writes the final FILE and removes the journal.
+    /// Replaces FILE atomically with `doc`, the journal left as it is.
+    fn replace(&mut self, doc: &Trajectory) -> io::Result<()> {
+        self.settle()?;
+        let bytes = write_atomically(&self.path, doc, self.durable)?;
+        self.file_bytes = bytes;
+        self.written += bytes + 1;
+        Ok(())
+    }
+
+    /// Writes the final FILE and removes the journal (not emptied first:
+    /// until it is gone, replaying it over the final FILE changes nothing).
     pub fn finish(&mut self, doc: &Trajectory) -> io::Result<()> {
-        self.rewrite(doc)?;
+        self.replace(doc)?;
         self.journal = None;
-        match fs::remove_file(&self.journal_path) {
+        self.journal_bytes = 0;
+        let removed = match fs::remove_file(&self.journal_path) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
+        };
+        if self.durable {
+            sync_parent(&self.path);
+        }
+        removed
+    }
+}
+
+impl Drop for Checkpoint {
+    /// A first write still under way is finished, never cut off.
+    fn drop(&mut self) {
+        let _ = self.settle();
+    }
+}
+
+/// Opens (creates) a journal for appending.
+fn open_journal(path: &Path) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// Writes `doc` to `path.tmp` and renames it over `path` (synced first
+/// when `durable`); returns the document's size in bytes.
+fn write_atomically(path: &Path, doc: &Trajectory, durable: bool) -> io::Result<u64> {
+    let bytes = serde_json::to_vec_pretty(doc).map_err(io::Error::other)?;
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = PathBuf::from(tmp_name);
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.write_all(b"\n")?;
+        if durable {
+            f.sync_data()?;
         }
     }
+    fs::rename(&tmp, path)?;
+    Ok(bytes.len() as u64)
 }
 
 /// Makes a rename durable across a power loss (best effort).
@@ -497,6 +568,41 @@ mod tests {
         Checkpoint::create(&path, &d).unwrap();
         fs::write(journal_path(&path), "{\"op\":\"message\",\"ind").unwrap();
         assert!(load(&path).unwrap().messages.is_empty());
+    }
+
+    #[test]
+    fn a_volatile_checkpoint_writes_file_first_then_journals_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let mut d = doc();
+        d.messages.push(Message::new(Role::User, "the task", 0));
+        let mut cp = Checkpoint::create_volatile(&path, &d).unwrap();
+        let m = Message::new(Role::Assistant, "a", 1);
+        d.messages.push(m.clone());
+        cp.append(
+            &JournalOp::Message {
+                index: 1,
+                message: m,
+            },
+            &d,
+        )
+        .unwrap();
+        // The first FILE holds the task; the journal the step after it.
+        let file: Trajectory = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        assert_eq!(file.messages.len(), 1);
+        assert_eq!(load(&path).unwrap().messages.len(), 2);
+        d.status = Status::Completed;
+        cp.finish(&d).unwrap();
+        assert!(!journal_path(&path).exists());
+        assert_eq!(load(&path).unwrap().status, Status::Completed);
+    }
+
+    #[test]
+    fn a_volatile_checkpoint_dropped_at_once_still_leaves_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        drop(Checkpoint::create_volatile(&path, &doc()).unwrap());
+        assert_eq!(load(&path).unwrap().run_id, "r");
     }
 
     #[test]

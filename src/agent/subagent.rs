@@ -1,5 +1,6 @@
 //! Subagents: the `delegate` tool runs a child agent with its own context,
-//! read-only tools and the `subagents` model chain, and hands back only its
+//! read-only tools (within config `tools: {allow, deny}`) and the
+//! `subagents` model chain, and hands back only its
 //! report. The child's tokens and cost are added to the parent's totals and
 //! its cost limit is what the parent has left; its steps are its own (capped
 //! by `subagents.step_limit`) and do not count as the parent's.
@@ -18,7 +19,8 @@ use crate::conversation::{Message, Role};
 use crate::events::Event;
 use crate::exit::Status;
 use crate::model::chain::ChainModel;
-use crate::tools::delegate::{subagent_tools, SUBAGENT_NOTE};
+use crate::tools::delegate::{subagent_note, subagent_tools};
+use crate::tools::filter::ToolFilter;
 use crate::tools::{str_arg, ToolOutput};
 use crate::trajectory::{Totals, Trajectory};
 
@@ -29,14 +31,22 @@ pub struct Subagent {
     pub chain: Option<ChainModel>,
     pub fallback_models: Vec<String>,
     pub step_limit: u32,
+    /// Config `tools: {allow, deny}`: it limits the child's tools too.
+    pub tools: ToolFilter,
 }
 
 impl Subagent {
-    pub fn new(chain: ChainModel, fallback_models: Vec<String>, step_limit: u32) -> Subagent {
+    pub fn new(
+        chain: ChainModel,
+        fallback_models: Vec<String>,
+        step_limit: u32,
+        tools: ToolFilter,
+    ) -> Subagent {
         Subagent {
             chain: Some(chain),
             fallback_models,
             step_limit,
+            tools,
         }
     }
 }
@@ -59,6 +69,8 @@ impl Agent {
         };
         let step_limit = sub.step_limit;
         let fallback_models = sub.fallback_models.clone();
+        let tools = subagent_tools(&sub.tools);
+        let note = subagent_note(&tools);
 
         let run_id = uuid::Uuid::new_v4().to_string();
         let emitter = self.emitter.child(&run_id);
@@ -77,7 +89,7 @@ impl Agent {
             .map(|limit| (limit - self.doc.totals.cost_usd).max(0.0));
         let mut child = Agent {
             chain,
-            tools: subagent_tools(),
+            tools,
             emitter,
             stop: self.stop.clone(),
             limits: Limits {
@@ -99,7 +111,7 @@ impl Agent {
                     ..self.jobs.hooks.clone()
                 },
                 subagent: None,
-                system_note: Some(SUBAGENT_NOTE.to_string()),
+                system_note: Some(note),
             },
         };
         let outcome = Box::pin(child.run_mut(vec![Message::new(Role::User, task, 0)])).await;

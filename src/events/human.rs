@@ -6,6 +6,7 @@ pub mod lines;
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,8 @@ use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 use serde_json::Value;
 
 use super::{Event, EventRecord, Sink};
-pub use lines::resume_hint;
 use lines::{cut, plan_items, tool_subject, Summary};
+pub use lines::{resume_hint, Continue};
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
@@ -236,6 +237,33 @@ impl Sink for HumanSink {
     }
 }
 
+/// Whether the last top-level reply was a text answer streamed live onto
+/// the terminal on stderr.
+static ANSWER_SHOWN: AtomicBool = AtomicBool::new(false);
+
+/// Whether the final answer is already on the screen: it streamed live onto
+/// stderr, and stdout is that same terminal (so printing it again would
+/// show it twice; a redirected stdout still gets it).
+pub fn answer_already_on_screen() -> bool {
+    use std::os::fd::AsRawFd;
+    if !ANSWER_SHOWN.load(Ordering::Relaxed)
+        || !io::stdout().is_terminal()
+        || !io::stderr().is_terminal()
+    {
+        return false;
+    }
+    let device = |fd: i32| {
+        // SAFETY: fstat into a zeroed stat of our own, on a standard stream.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_rdev)
+    };
+    let (out, err) = (
+        device(io::stdout().as_raw_fd()),
+        device(io::stderr().as_raw_fd()),
+    );
+    out.is_some() && out == err
+}
+
 impl Drop for HumanSink {
     fn drop(&mut self) {
         self.clear_spinner();
@@ -300,6 +328,8 @@ impl HumanSink {
             Event::AssistantMessage {
                 text, tool_calls, ..
             } => {
+                // A final text reply already streamed onto the terminal.
+                ANSWER_SHOWN.store(self.streamed && tool_calls.is_empty(), Ordering::Relaxed);
                 if self.streamed {
                     self.streamed = false;
                     eprintln!();

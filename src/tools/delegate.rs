@@ -5,15 +5,32 @@
 use serde_json::json;
 
 use super::files::{ListFiles, ReadFile};
+use super::filter::ToolFilter;
 use super::grep::GrepTool;
 use super::ToolRegistry;
 use crate::conversation::ToolSpec;
 
-/// Added to a subagent's system prompt.
-pub const SUBAGENT_NOTE: &str = "You are a subagent: another agent delegated a read-only investigation to you. \
-You can only read and list files (read_file, list_files); you cannot change anything or run commands. \
+/// Added to a subagent's system prompt, naming the tools it is offered.
+pub fn subagent_note(tools: &ToolRegistry) -> String {
+    let names: Vec<String> = tools
+        .available_specs()
+        .into_iter()
+        .map(|spec| spec.name)
+        .collect();
+    let can = if names.is_empty() {
+        "You have no tools to look with (the configuration allows none of them)".to_string()
+    } else {
+        format!(
+            "Your tools are {}: you cannot change anything or run commands",
+            names.join(", ")
+        )
+    };
+    format!(
+        "You are a subagent: another agent delegated a read-only investigation to you. {can}. \
 Investigate, then call submit with a concise, self-contained report of what you found: \
-the agent that asked sees only that report, not your steps.";
+the agent that asked sees only that report, not your steps."
+    )
+}
 
 /// The `delegate` tool (offered only when `subagents` is configured).
 pub fn delegate_spec() -> ToolSpec {
@@ -33,9 +50,10 @@ or run commands. Only its final report comes back. Give a self-contained task: i
     }
 }
 
-/// The subagent's tools: read-only file access.
-pub fn subagent_tools() -> ToolRegistry {
-    let mut tools = ToolRegistry::default();
+/// The subagent's tools: read-only file access, as far as config
+/// `tools: {allow, deny}` (the run's `filter`) allows it.
+pub fn subagent_tools(filter: &ToolFilter) -> ToolRegistry {
+    let mut tools = ToolRegistry::with_filter(filter.clone());
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(ListFiles));
     tools.add(Box::new(GrepTool));
@@ -48,9 +66,28 @@ mod tests {
 
     #[test]
     fn subagents_get_only_read_only_tools() {
-        let tools = subagent_tools();
+        let tools = subagent_tools(&ToolFilter::default());
         let names: Vec<&str> = tools.specs().iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["read_file", "list_files", "grep"]);
         assert_eq!(delegate_spec().parameters["required"][0], "task");
+        assert!(subagent_note(&tools).contains("Your tools are read_file, list_files, grep:"));
+    }
+
+    #[test]
+    fn the_config_filter_limits_the_subagents_tools_and_its_note() {
+        let config: crate::config::ToolsConfig =
+            serde_yaml::from_str("{deny: [read_file, grep]}").unwrap();
+        let filter = ToolFilter::from_config(&config, std::iter::empty::<&String>()).unwrap();
+        let tools = subagent_tools(&filter);
+        let offered: Vec<String> = tools
+            .available_specs()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(offered, ["list_files"]);
+        assert!(tools.get("read_file").is_none());
+        let note = subagent_note(&tools);
+        assert!(note.contains("Your tools are list_files:"), "{note}");
+        assert!(!note.contains("grep"), "{note}");
     }
 }

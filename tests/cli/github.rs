@@ -118,6 +118,52 @@ fn a_run_without_an_answer_is_an_error_command_with_the_resume_command_in_the_su
 }
 
 #[test]
+fn without_output_the_summary_resumes_the_run_stores_file() {
+    let env = TestEnv::new();
+    let a = env.script("a.yaml", "- error: {status: 503}\n");
+    let summary = env.file("summary.md");
+    let r = run(&env, summary.to_str().unwrap(), &["-m", &a, "-q"]);
+    assert_eq!(r.code, Some(75), "{}", r.stderr);
+    let runs = env.home().join(".local/state/tinyagent/runs");
+    let file = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|f| f.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("index.json"))
+        .expect("the run's trajectory in the store");
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.contains(&format!(
+            "```sh\ntinyagent --resume {}\n```",
+            file.display()
+        )),
+        "{md}"
+    );
+    // The command works: it resumes that run.
+    let run_id = crate::support::read_json(&file)["run_id"].clone();
+    let out = env
+        .cmd()
+        .args(["--json", "-m", &a, "--resume"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let events = crate::support::events(&out.stdout);
+    assert_eq!(events[0]["resumed_from"], run_id, "{events:?}");
+
+    // Kept out of the store, there is no checkpoint and no resume command.
+    let summary = env.file("summary2.md");
+    let r = run(
+        &env,
+        summary.to_str().unwrap(),
+        &["-m", &a, "-q", "--no-save"],
+    );
+    assert_eq!(r.code, Some(75));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(!md.contains("--resume"), "{md}");
+}
+
+#[test]
 fn messages_are_escaped_for_the_workflow_command_format() {
     let env = TestEnv::new();
     // A spec holding `%` and `,` reaches the message escaped.

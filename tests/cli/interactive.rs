@@ -217,3 +217,35 @@ fn sigterm_ends_the_session_not_only_the_run() {
         .unwrap();
     assert_eq!(exit_code(&mut s), 130);
 }
+
+#[test]
+fn a_streamed_answer_is_shown_once_when_stdout_is_the_same_terminal() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", "- text: the unique answer\n");
+    for quiet in [false, true] {
+        let mut cmd = env.std_cmd();
+        cmd.args(["-m", &model])
+            .args(quiet.then_some("-q"))
+            .arg("a task")
+            .env("TERM", "xterm")
+            .env("NO_COLOR", "1");
+        // stdin, stdout and stderr all on the pty.
+        let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).expect("spawn on a pty");
+        let screen = s.exp_eof().unwrap();
+        assert_eq!(
+            screen.matches("the unique answer").count(),
+            1,
+            "quiet {quiet}: {screen}"
+        );
+        assert_eq!(exit_code(&mut s), 0);
+    }
+    // Stdout redirected: it still gets the answer.
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model, "a task"], &answers);
+    s.exp_eof().unwrap();
+    assert_eq!(exit_code(&mut s), 0);
+    assert_eq!(
+        std::fs::read_to_string(&answers).unwrap(),
+        "the unique answer\n"
+    );
+}

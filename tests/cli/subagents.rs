@@ -320,3 +320,59 @@ fn the_human_view_shows_a_subagent_as_one_line_at_each_end() {
     assert_eq!(stderr.matches("submitted after").count(), 2, "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
 }
+
+/// The child's `tool.finished` events (marked with a `parent_run_id`).
+fn child_tool_results(ev: &[Value]) -> Vec<(String, bool, String)> {
+    ev.iter()
+        .filter(|e| e["type"] == "tool.finished" && e.get("parent_run_id").is_some())
+        .filter(|e| e["tool"] != "submit")
+        .map(|e| {
+            (
+                e["tool"].as_str().unwrap().to_string(),
+                e["ok"].as_bool().unwrap(),
+                e["output"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn config_tools_deny_and_allow_limit_the_subagents_tools_too() {
+    // The child tries read_file, then grep, then reports.
+    let child = "- tool_calls:\n  - {name: read_file, arguments: {path: notes.txt}}\n\
+- tool_calls:\n  - {name: grep, arguments: {pattern: secret}}\n\
+- tool_calls:\n  - {name: submit, arguments: {output: 'REPORT'}}\n";
+    let parent_yaml = format!("{}{PARENT_SUBMIT}", delegate("Find the secret"));
+    for (tools, read_ok, grep_ok) in [
+        ("tools: {deny: [read_file]}\n", false, true),
+        ("tools: {allow: [delegate, bash, grep]}\n", false, true),
+        ("tools: {deny: [grep]}\n", true, false),
+        ("", true, true),
+    ] {
+        let env = TestEnv::new();
+        let (_, config) = setup(&env, child, tools);
+        let parent = env.script("parent.yaml", &parent_yaml);
+        let out = env
+            .cmd()
+            .args(["-m", &parent, "--json", "-c"])
+            .arg(&config)
+            .arg("what is the secret?")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{tools}");
+        let ev = events(&out.stdout);
+        let results = child_tool_results(&ev);
+        assert_eq!(results.len(), 2, "{tools}: {results:?}");
+        assert_eq!(results[0].0, "read_file");
+        assert_eq!(results[0].1, read_ok, "{tools}: {results:?}");
+        assert_eq!(results[1].0, "grep");
+        assert_eq!(results[1].1, grep_ok, "{tools}: {results:?}");
+        for (tool, ok, output) in &results {
+            if *ok {
+                assert!(output.contains("secret is 42"), "{tool}: {output}");
+            } else {
+                assert!(output.contains("unknown tool"), "{tool}: {output}");
+            }
+        }
+    }
+}

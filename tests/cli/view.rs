@@ -121,13 +121,98 @@ fn a_stopped_run_with_a_checkpoint_says_how_to_resume() {
         "{stderr}"
     );
 
-    // Without a checkpoint there is nothing to resume.
-    let (code, _, stderr) = run(&env, LOOP, &["--step-limit", "1", "t"]);
+    // Without a checkpoint (kept out of the run store) there is nothing to
+    // resume.
+    let (code, _, stderr) = run(&env, LOOP, &["--no-save", "--step-limit", "1", "t"]);
     assert_eq!(code, Some(3));
     assert!(!stderr.contains("to resume"), "{stderr}");
     // A finished run needs no hint.
     let (_, _, stderr) = run(&env, TOOLS, &["-o", out.to_str().unwrap(), "t"]);
     assert!(!stderr.contains("to resume"), "{stderr}");
+}
+
+/// The one trajectory in the run store besides `index.json`.
+fn stored_trajectories(env: &TestEnv) -> Vec<std::path::PathBuf> {
+    let dir = env.home().join(".local/state/tinyagent/runs");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|f| f.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.ends_with(".json") && name != "index.json"
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_stopped_run_kept_in_the_store_says_how_to_continue_it_and_both_ways_work() {
+    let env = TestEnv::new();
+    let (code, _, stderr) = run(&env, LOOP, &["--step-limit", "1", "t"]);
+    assert_eq!(code, Some(3));
+    let files = stored_trajectories(&env);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    let n = lines.len();
+    assert_eq!(
+        lines[n - 2],
+        "to resume: tinyagent --continue --step-limit N (with a higher limit: limits count the whole run)",
+        "{stderr}"
+    );
+    assert_eq!(
+        lines[n - 1],
+        format!(
+            "       or: tinyagent --resume {} --step-limit N",
+            files[0].display()
+        )
+    );
+    // The first way: --continue from the same directory picks it up.
+    let model = env.script("s.yaml", LOOP);
+    let out = env
+        .cmd()
+        .args(["--json", "-m", &model, "--continue", "--step-limit", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let events = crate::support::events(&out.stdout);
+    let first: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(events[0]["resumed_from"], first["run_id"]);
+    assert_eq!(crate::support::finished(&events)["steps"], 2);
+    // The second way: --resume of the file named.
+    let out = env
+        .cmd()
+        .args(["--json", "-m", &model, "--resume"])
+        .arg(&files[0])
+        .args(["--step-limit", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let events = crate::support::events(&out.stdout);
+    assert_eq!(events[0]["resumed_from"], first["run_id"]);
+
+    // Started with -C from elsewhere: --continue needs the same -C.
+    let other = env.file("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let out = env
+        .cmd()
+        .current_dir(&other)
+        .args(["-m", &model, "-C"])
+        .arg(env.work())
+        .args(["--step-limit", "1", "t"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let work = env.work().canonicalize().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "to resume: tinyagent -C {} --continue --step-limit N",
+            work.display()
+        )),
+        "{stderr}"
+    );
 }
 
 #[test]

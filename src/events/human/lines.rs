@@ -2,7 +2,7 @@
 //! call shows, plan items, the summary line with its cost per model, and
 //! the hint to resume.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -181,9 +181,33 @@ fn summary_duration(ms: u64) -> String {
     }
 }
 
+/// How `--continue` finds a run kept in the run store: from the directory
+/// it was started in (`-C` when that is not the current one).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Continue {
+    Here,
+    In(PathBuf),
+}
+
+impl Continue {
+    /// For a run recorded under `dir` (canonical), seen from the current
+    /// directory.
+    pub fn for_dir(dir: Option<&Path>) -> Continue {
+        let here = std::env::current_dir()
+            .ok()
+            .and_then(|d| d.canonicalize().ok());
+        match dir {
+            Some(dir) if here.as_deref() != Some(dir) => Continue::In(dir.to_path_buf()),
+            _ => Continue::Here,
+        }
+    }
+}
+
 /// How to go on with a run stopped by an interruption or a limit that has
-/// a checkpoint at `checkpoint`; `None` for other ends.
-pub fn resume_hint(status: Status, checkpoint: &Path) -> Option<String> {
+/// a checkpoint at `checkpoint`; `None` for other ends. A run kept in the
+/// run store (`store`) is named both ways: `--continue`, and `--resume`
+/// of its file (which stays right when later runs start in the directory).
+pub fn resume_hint(status: Status, checkpoint: &Path, store: Option<Continue>) -> Option<String> {
     let flag = match status {
         Status::Interrupted => "",
         Status::StepLimit => " --step-limit N",
@@ -197,9 +221,18 @@ pub fn resume_hint(status: Status, checkpoint: &Path) -> Option<String> {
     } else {
         " (with a higher limit: limits count the whole run)"
     };
-    Some(format!(
-        "to resume: tinyagent --resume {path}{flag}{higher}"
-    ))
+    Some(match store {
+        None => format!("to resume: tinyagent --resume {path}{flag}{higher}"),
+        Some(how) => {
+            let dir = match how {
+                Continue::Here => String::new(),
+                Continue::In(dir) => format!(" -C {}", shell_word(&dir.display().to_string())),
+            };
+            format!(
+                "to resume: tinyagent{dir} --continue{flag}{higher}\n       or: tinyagent --resume {path}{flag}"
+            )
+        }
+    })
 }
 
 /// A path quoted for a POSIX shell when it needs it.
@@ -296,13 +329,25 @@ mod tests {
     fn hints() {
         let p = Path::new("/tmp/run one.json");
         assert_eq!(
-            resume_hint(Status::Interrupted, p).unwrap(),
+            resume_hint(Status::Interrupted, p, None).unwrap(),
             "to resume: tinyagent --resume '/tmp/run one.json'"
         );
-        assert!(resume_hint(Status::StepLimit, Path::new("t.json"))
+        assert!(resume_hint(Status::StepLimit, Path::new("t.json"), None)
             .unwrap()
             .starts_with("to resume: tinyagent --resume t.json --step-limit N"));
-        assert!(resume_hint(Status::Submitted, p).is_none());
-        assert!(resume_hint(Status::Error, p).is_none());
+        assert!(resume_hint(Status::Submitted, p, None).is_none());
+        assert!(resume_hint(Status::Error, p, Some(Continue::Here)).is_none());
+        let stored = Path::new("/s/runs/r1.json");
+        assert_eq!(
+            resume_hint(Status::Interrupted, stored, Some(Continue::Here)).unwrap(),
+            "to resume: tinyagent --continue\n       or: tinyagent --resume /s/runs/r1.json"
+        );
+        let elsewhere = Continue::In(PathBuf::from("/w/my project"));
+        assert_eq!(
+            resume_hint(Status::CostLimit, stored, Some(elsewhere)).unwrap(),
+            "to resume: tinyagent -C '/w/my project' --continue --cost-limit USD \
+             (with a higher limit: limits count the whole run)\n       \
+             or: tinyagent --resume /s/runs/r1.json --cost-limit USD"
+        );
     }
 }

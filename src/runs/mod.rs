@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::config::Config;
 use crate::resume::{self, Checkpointed};
 use crate::setup::{Env, SetupError};
+
+mod record;
+pub use record::{Recording, RecordingSink};
 
 /// The store keeps at least this many runs ...
 pub const KEEP_RUNS: usize = 100;
@@ -64,6 +66,14 @@ impl Entry {
             && self.path.is_absolute()
             && self.cwd.is_absolute()
     }
+}
+
+/// The index as read: each entry parsed on its own, so a corrupt one is
+/// skipped, not the whole index.
+#[derive(Deserialize)]
+struct IndexIn<'a> {
+    #[serde(borrow)]
+    runs: Vec<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Serialize)]
@@ -116,22 +126,31 @@ pub struct Keep {
 }
 
 impl Keep {
-    /// Records the starting run and prunes old ones; returns where the
-    /// run's trajectory goes: `output` when it writes one anyway (`-o`, a
-    /// resumed FILE), else its file in the store. A store that cannot be
-    /// used costs one warning, and the run is then not kept.
+    /// Decides where the starting run's trajectory goes: `output` when it
+    /// writes one anyway (`-o`, a resumed FILE), else its file in the
+    /// store. Only the store's directory is made here; the index entry and
+    /// pruning are done on their own thread (`Recording`), so the run's
+    /// first request never waits for them. A store that cannot be used
+    /// costs one warning (in `warnings`), and the run is then not kept.
     pub fn begin(
         &self,
         run_id: &str,
         output: Option<PathBuf>,
-        warn: &dyn Fn(String),
-    ) -> Option<PathBuf> {
+        warnings: &mut Vec<String>,
+    ) -> (Option<PathBuf>, Recording) {
         let Some(store) = &self.store else {
-            warn(
+            warnings.push(
                 "run store: neither XDG_STATE_HOME nor HOME is set, so this run is not kept".into(),
             );
-            return output;
+            return (output, Recording::done());
         };
+        if let Err(e) = fs::create_dir_all(store.dir()) {
+            warnings.push(format!(
+                "run store {}: {e}; this run is not kept",
+                store.dir().display()
+            ));
+            return (output, Recording::done());
+        }
         let path = match &output {
             Some(path) => std::path::absolute(path).unwrap_or_else(|_| path.clone()),
             None => store.trajectory_path(run_id),
@@ -142,21 +161,8 @@ impl Keep {
             cwd: self.cwd.clone(),
             started_ms: now_ms(),
         };
-        match store.record(entry, now_ms()) {
-            Ok(warnings) => {
-                for w in warnings {
-                    warn(w);
-                }
-                Some(output.unwrap_or(path))
-            }
-            Err(e) => {
-                warn(format!(
-                    "run store {}: {e}; this run is not kept",
-                    store.dir().display()
-                ));
-                output
-            }
-        }
+        let recording = Recording::start(store.clone(), entry);
+        (Some(output.unwrap_or(path)), recording)
     }
 }
 
@@ -298,32 +304,23 @@ impl RunStore {
                 ..Index::default()
             };
         }
-        let runs = match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(mut top)) => match top.remove("runs") {
-                Some(Value::Array(runs)) => runs,
-                _ => {
-                    return Index {
-                        corrupt: Some("not a run index (no runs list)".into()),
-                        ..Index::default()
-                    }
-                }
-            },
-            Ok(_) => {
-                return Index {
-                    corrupt: Some("not a run index".into()),
-                    ..Index::default()
-                }
-            }
+        let runs = match serde_json::from_slice::<IndexIn>(&bytes) {
+            Ok(index) => index.runs,
             Err(e) => {
+                // Valid JSON (checked without building it) that is no index.
+                let corrupt = match serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                    Ok(_) => "not a run index (no runs list)".to_string(),
+                    Err(_) => format!("not valid JSON ({e})"),
+                };
                 return Index {
-                    corrupt: Some(format!("not valid JSON ({e})")),
+                    corrupt: Some(corrupt),
                     ..Index::default()
-                }
+                };
             }
         };
         let mut index = Index::default();
         for run in runs {
-            match serde_json::from_value::<Entry>(run) {
+            match serde_json::from_str::<Entry>(run.get()) {
                 Ok(entry) if entry.valid() => index.entries.push(entry),
                 _ => index.skipped += 1,
             }
