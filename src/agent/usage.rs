@@ -26,7 +26,7 @@ pub fn request_chars(system: &str, messages: &[Message], tools: &[ToolSpec]) -> 
         chars += calls_chars(&m.tool_calls);
     }
     for tool in tools {
-        chars += tool.name.len() + tool.description.len() + tool.parameters.to_string().len();
+        chars += tool.name.len() + tool.description.len() + json_len(&tool.parameters);
     }
     chars as u64
 }
@@ -39,8 +39,26 @@ pub fn reply_chars(text: &str, calls: &[ToolCall]) -> u64 {
 fn calls_chars(calls: &[ToolCall]) -> usize {
     calls
         .iter()
-        .map(|c| c.name.len() + c.arguments.to_string().len())
+        .map(|c| c.name.len() + json_len(&c.arguments))
         .sum()
+}
+
+/// The length of `value` as compact JSON, counted without building the text
+/// (this runs over the whole history before every request).
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// A server's count for one request of a model: `tokens` for `chars`.
@@ -224,6 +242,17 @@ pub fn overflow_sizes(message: &str) -> (Option<u64>, Option<u64>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_len_is_the_compact_texts_length() {
+        for value in [
+            serde_json::json!({"command": "echo \"hi\"\n", "n": [1, 2.5, null]}),
+            serde_json::json!("é\u{1}"),
+            serde_json::json!({}),
+        ] {
+            assert_eq!(super::json_len(&value), value.to_string().len());
+        }
+    }
+
     use super::*;
 
     #[test]
