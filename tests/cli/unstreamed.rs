@@ -73,45 +73,40 @@ fn an_unstreamed_provider_runs_a_whole_tool_run_with_tool_choice_auto() {
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "bash");
 }
 
+/// A run against a provider configured with `extra` whose only reply, a
+/// submit of `output`, takes 900 ms to start.
+fn slow_reply_run(extra: &str, output: &str) -> (Option<i32>, Vec<Value>, Value) {
+    let env = TestEnv::new();
+    let body = llama_cpp_body("submit", &json!({"output": output}).to_string());
+    let stub = Stub::sequence(vec![
+        Reply::json(200, &body).delay(std::time::Duration::from_millis(900))
+    ]);
+    env.user_config(&config(&stub, "openai", extra));
+    let out = env
+        .cmd()
+        .args(["-m", "local/smollm2", "--json", "go"])
+        .output()
+        .unwrap();
+    let request = stub.requests()[0].json();
+    (out.status.code(), events(&out.stdout), request)
+}
+
 #[test]
 fn an_unstreamed_reply_may_take_as_long_as_the_idle_limit() {
     // Headers come only once the whole reply is written: the first-event
     // limit (300 ms) would end a streamed request, not this one.
-    let env = TestEnv::new();
-    let body = llama_cpp_body("submit", r#"{"output": "slow but whole"}"#);
-    let stub = Stub::sequence(vec![
-        Reply::json(200, &body).delay(std::time::Duration::from_millis(900))
-    ]);
-    env.user_config(&config(&stub, "openai", "    stream: false\n"));
-    let out = env
-        .cmd()
-        .args(["-m", "local/smollm2", "--json", "go"])
-        .output()
-        .unwrap();
-    let ev = events(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{ev:?}");
+    let (code, ev, request) = slow_reply_run("    stream: false\n", "slow but whole");
+    assert_eq!(code, Some(0), "{ev:?}");
     assert_eq!(finished(&ev)["output"], "slow but whole");
-    assert!(stub.requests()[0].json().get("tool_choice").is_none());
+    assert!(request.get("tool_choice").is_none());
 }
 
 #[test]
 fn streaming_providers_keep_their_first_event_limit() {
-    let env = TestEnv::new();
-    let body = llama_cpp_body("submit", r#"{"output": "too late"}"#);
-    let stub = Stub::sequence(vec![
-        Reply::json(200, &body).delay(std::time::Duration::from_millis(900))
-    ]);
-    env.user_config(&config(&stub, "openai", ""));
-    let out = env
-        .cmd()
-        .args(["-m", "local/smollm2", "--json", "go"])
-        .output()
-        .unwrap();
-    let ev = events(&out.stdout);
-    assert_ne!(out.status.code(), Some(0), "{ev:?}");
-    let req = stub.requests()[0].json();
-    assert_eq!(req["stream"], true);
-    assert!(req.get("tool_choice").is_none());
+    let (code, ev, request) = slow_reply_run("", "too late");
+    assert_ne!(code, Some(0), "{ev:?}");
+    assert_eq!(request["stream"], true);
+    assert!(request.get("tool_choice").is_none());
 }
 
 #[test]
