@@ -15,19 +15,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use crate::conversation::{Message, Role, ToolCall};
+use crate::model::fuzz_tests::config;
 use crate::trajectory::{journal_path, JournalOp, Trajectory};
-
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(32);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// Config keys at every level, so random documents reach real fields.
 const CONFIG_KEYS: &[&str] = &[

@@ -18,7 +18,9 @@ use super::sse::SseDecoder;
 use super::wire::{stream_error, Assembly, Progress, MAX_MESSAGE_CHARS, MAX_TOOL_CALLS};
 use super::{ModelError, NoObserver, Response};
 
-fn config() -> ProptestConfig {
+/// The proptest settings of every fuzz harness: `PROPTEST_CASES` cases
+/// (32 by default), nothing persisted.
+pub(crate) fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -26,7 +26,7 @@ pub(crate) mod wire;
 pub(crate) mod wire_cache;
 
 #[cfg(test)]
-mod fuzz_tests;
+pub(crate) mod fuzz_tests;
 #[cfg(test)]
 mod request_bench;
 #[cfg(test)]
