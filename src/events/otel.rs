@@ -8,78 +8,72 @@
 //! restores are span events on the run span. Nothing of a prompt, an answer,
 //! a tool's arguments or output is recorded unless
 //! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
+//!
+//! The sink itself only copies what spans need and hands it, a few dozen
+//! events at a time, to a thread of its own (`spans`), where the exporter is
+//! built and the spans made; the run's thread waits for tracing only at the
+//! end, for the last batch. The one thing it decides itself is each tool
+//! span's id, so that `bash` gets the span's `TRACEPARENT` at once.
 
 mod client;
 mod export;
+mod spans;
 mod values;
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::sync::mpsc::{self, Sender};
+use std::time::{Duration, Instant};
 
-use opentelemetry::trace::{
-    Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
-};
-use opentelemetry::{Context, InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
-use serde_json::json;
+use opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TraceState};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 
 use super::{Event, EventRecord, RequestRecord, Sink};
 pub use export::OtelConfig;
-use export::{short_reason, Failures, FLUSH_BUDGET};
-use values::{
-    as_i64, bounded, extract, host_port, inject, input_messages, output_messages, strings,
-    timestamp, RunEnd,
-};
+use export::FLUSH_BUDGET;
+use spans::{Note, Trace};
+use values::{extract, spawn_vars};
 
 /// Where the sink hands the environment variables (`TRACEPARENT`,
 /// `TRACESTATE`) that commands started from now on should get.
 pub type Publish = Box<dyn Fn(Vec<(String, String)>) + Send>;
 
-/// One run's open spans.
-struct RunSpans {
-    span: Span,
-    /// Open tool calls by `call_id`.
-    tools: HashMap<String, Span>,
-    /// The last successful request's span, kept open until the reply's
-    /// finish reason (and, when captured, its text) has been seen.
-    pending_chat: Option<(Span, SystemTime)>,
-}
+/// Notes kept before they are handed over, at most: one hand-over (a
+/// thread wake-up) per this many events.
+const HAND_OVER_EVERY: usize = 48;
+/// ... or after this long, so a slow run's spans are not held back.
+const HAND_OVER_AFTER: Duration = Duration::from_millis(50);
 
-/// Turns events into spans; see the module notes.
+/// Turns events into spans on its own thread; see the module notes.
 pub struct OtelSink {
-    provider: SdkTracerProvider,
-    tracer: SdkTracer,
-    failures: Failures,
+    notes: Sender<Vec<Note>>,
+    kept: Vec<Note>,
+    handed_at: Instant,
     endpoint: String,
     capture: bool,
-    /// The trace from `TRACEPARENT`, or an empty context.
-    upstream: Context,
-    runs: HashMap<String, RunSpans>,
-    /// Open tool calls, innermost last, as (run_id, call_id).
-    open_tools: Vec<(String, String)>,
+    trace_id: TraceId,
+    sampled: bool,
+    trace_state: TraceState,
+    ids: RandomIdGenerator,
+    /// Open tool calls, innermost last, as (run_id, call_id, span id).
+    open_tools: Vec<(String, String, SpanId)>,
     /// Publishes the innermost tool span's `TRACEPARENT` for `bash`.
     publish: Publish,
+    /// Notes handed over since the last flush.
+    unflushed: bool,
     warned: bool,
     shut_down: bool,
 }
 
 impl OtelSink {
-    /// Starts the exporter. Returns the sink and the warnings to emit once
-    /// the run has started; an exporter that cannot be built is a warning
-    /// and no sink.
+    /// Starts the tracing thread. Returns the sink and the warnings to emit
+    /// once the run has started; tracing that cannot start is a warning and
+    /// no sink.
     pub fn start(config: OtelConfig, publish: Publish) -> (Option<OtelSink>, Vec<String>) {
         let mut warnings = config.warnings.clone();
-        let (provider, failures) = match export::start(&config) {
-            Ok(started) => started,
-            Err(e) => {
-                warnings.push(e);
-                return (None, warnings);
-            }
-        };
-        let scope = InstrumentationScope::builder("tinyagent")
-            .with_version(env!("CARGO_PKG_VERSION"))
-            .build();
-        let tracer = provider.tracer_with_scope(scope);
+        if let Some(invalid) = config.invalid() {
+            warnings.push(invalid.to_string());
+            return (None, warnings);
+        }
+        let ids = RandomIdGenerator::default();
         let upstream = match &config.traceparent {
             Some(traceparent) => {
                 let cx = extract(traceparent, config.tracestate.as_deref());
@@ -91,263 +85,103 @@ impl OtelSink {
                 }
                 cx
             }
-            None => Context::new(),
+            None => opentelemetry::Context::new(),
         };
+        let joined = upstream.span().span_context().clone();
+        let (trace_id, sampled, trace_state) = if joined.is_valid() {
+            (
+                joined.trace_id(),
+                joined.is_sampled(),
+                joined.trace_state().clone(),
+            )
+        } else {
+            (ids.new_trace_id(), true, TraceState::default())
+        };
+        let (notes, inbox) = mpsc::channel();
+        let endpoint = config.endpoint.clone();
+        let capture = config.capture_content;
+        let trace = Trace { upstream, trace_id };
+        let spawned = std::thread::Builder::new()
+            .name("tinyagent-otel".into())
+            .spawn(move || spans::work(config, trace, inbox));
+        if let Err(e) = spawned {
+            warnings.push(format!("tracing is off: its thread could not start: {e}"));
+            return (None, warnings);
+        }
         let sink = OtelSink {
-            provider,
-            tracer,
-            failures,
-            endpoint: config.endpoint,
-            capture: config.capture_content,
-            upstream,
-            runs: HashMap::new(),
+            notes,
+            kept: Vec::with_capacity(HAND_OVER_EVERY),
+            handed_at: Instant::now(),
+            endpoint,
+            capture,
+            trace_id,
+            sampled,
+            trace_state,
+            ids,
             open_tools: Vec::new(),
             publish,
+            unflushed: false,
             warned: false,
             shut_down: false,
         };
         (Some(sink), warnings)
     }
 
-    /// The run's spans, opening the run span when its first event arrives.
-    fn run(&mut self, run_id: &str, parent_run_id: Option<&str>, at: SystemTime) -> &mut RunSpans {
-        if !self.runs.contains_key(run_id) {
-            let parent = match parent_run_id {
-                Some(parent) => self.context_in(parent),
-                None => self.upstream.clone(),
-            };
-            let mut attributes = vec![
-                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                KeyValue::new("gen_ai.agent.name", "tinyagent"),
-                KeyValue::new("tinyagent.run_id", run_id.to_string()),
-            ];
-            if let Some(parent) = parent_run_id {
-                attributes.push(KeyValue::new("tinyagent.parent_run_id", parent.to_string()));
-            }
-            let span = self
-                .tracer
-                .span_builder("invoke_agent tinyagent")
-                .with_kind(SpanKind::Internal)
-                .with_start_time(at)
-                .with_attributes(attributes)
-                .start_with_context(&self.tracer, &parent);
-            self.runs.insert(
-                run_id.to_string(),
-                RunSpans {
-                    span,
-                    tools: HashMap::new(),
-                    pending_chat: None,
-                },
-            );
+    /// Keeps a note, handing the kept ones over when there are enough or
+    /// they have waited long enough.
+    fn keep(&mut self, note: Note) {
+        self.kept.push(note);
+        if self.kept.len() >= HAND_OVER_EVERY || self.handed_at.elapsed() >= HAND_OVER_AFTER {
+            self.hand_over();
         }
-        self.runs.get_mut(run_id).expect("inserted above")
     }
 
-    /// The context new spans of `run_id` start in: its innermost open tool
-    /// call (a subagent runs inside `delegate`), else the run span.
-    fn context_in(&self, run_id: &str) -> Context {
-        let Some(run) = self.runs.get(run_id) else {
-            return self.upstream.clone();
-        };
-        let tool = self
-            .open_tools
-            .iter()
-            .rev()
-            .find(|(r, _)| r == run_id)
-            .and_then(|(_, call)| run.tools.get(call));
-        let span = tool.unwrap_or(&run.span);
-        Context::new().with_remote_span_context(span.span_context().clone())
+    fn hand_over(&mut self) {
+        self.handed_at = Instant::now();
+        if self.kept.is_empty() {
+            return;
+        }
+        self.unflushed = true;
+        let batch = std::mem::replace(&mut self.kept, Vec::with_capacity(HAND_OVER_EVERY));
+        // A thread that is gone has nothing left to export.
+        let _ = self.notes.send(batch);
+    }
+
+    /// Hands over `ask` (a flush or the shutdown) with everything kept, and
+    /// waits at most `budget` for its answer: a failure reason, if any.
+    fn ask(
+        &mut self,
+        ask: impl FnOnce(Sender<Option<String>>) -> Note,
+        budget: Duration,
+    ) -> Option<String> {
+        let (done, answer) = mpsc::channel();
+        self.kept.push(ask(done));
+        self.hand_over();
+        self.unflushed = false;
+        match answer.recv_timeout(budget) {
+            Ok(reason) => reason,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                Some(format!("not done within {}s", budget.as_secs()))
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some("the exporter stopped".to_string()),
+        }
     }
 
     /// Publishes the innermost open tool span's trace context for `bash`.
     fn publish_spawn_env(&self) {
-        let innermost = self
-            .open_tools
-            .last()
-            .and_then(|(run, call)| self.runs.get(run)?.tools.get(call));
-        let vars = match innermost {
-            Some(span) => inject(span.span_context()),
+        let vars = match self.open_tools.last() {
+            Some((_, _, span_id)) => {
+                spawn_vars(self.trace_id, *span_id, self.sampled, &self.trace_state)
+            }
             None => Vec::new(),
         };
         (self.publish)(vars);
     }
 
-    fn tool_started(
-        &mut self,
-        record: &EventRecord,
-        call_id: &str,
-        tool: &str,
-        args: &serde_json::Value,
-    ) {
-        let at = timestamp(&record.ts);
-        let run_id = record.run_id.clone();
-        close_pending(self.run(&run_id, record.parent_run_id.as_deref(), at));
-        let parent = self.context_in(&run_id);
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "execute_tool"),
-            KeyValue::new("gen_ai.tool.name", tool.to_string()),
-            KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
-            KeyValue::new("gen_ai.tool.type", "function"),
-        ];
-        if let Some(step) = record.event.step() {
-            attributes.push(KeyValue::new("tinyagent.step", i64::from(step)));
-        }
-        if self.capture {
-            attributes.push(KeyValue::new(
-                "gen_ai.tool.call.arguments",
-                bounded(&args.to_string()),
-            ));
-        }
-        let span = self
-            .tracer
-            .span_builder(format!("execute_tool {tool}"))
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &parent);
-        if let Some(run) = self.runs.get_mut(&run_id) {
-            run.tools.insert(call_id.to_string(), span);
-        }
-        self.open_tools.push((run_id, call_id.to_string()));
+    /// Forgets the open tool calls of a run that ended.
+    fn run_ended(&mut self, run_id: &str) {
+        self.open_tools.retain(|(r, _, _)| r != run_id);
         self.publish_spawn_env();
-    }
-
-    fn tool_finished(&mut self, record: &EventRecord, call_id: &str, ok: bool, output: &str) {
-        let at = timestamp(&record.ts);
-        self.open_tools
-            .retain(|(r, c)| !(r == &record.run_id && c == call_id));
-        let capture = self.capture;
-        if let Some(mut span) = self
-            .runs
-            .get_mut(&record.run_id)
-            .and_then(|run| run.tools.remove(call_id))
-        {
-            if capture {
-                span.set_attribute(KeyValue::new("gen_ai.tool.call.result", bounded(output)));
-            }
-            if !ok {
-                span.set_attribute(KeyValue::new("error.type", "tool_error"));
-                span.set_status(Status::error("the tool call failed"));
-            }
-            span.end_with_timestamp(at);
-        }
-        self.publish_spawn_env();
-    }
-
-    /// A `chat <model>` span for one request sent to a model. A failed one
-    /// ends at once; a successful one waits for its reply's finish reason.
-    fn chat(&mut self, run_id: &str, parent_run_id: Option<&str>, record: &RequestRecord) {
-        let start = timestamp(&record.started_at);
-        let end = start + Duration::from_millis(record.duration_ms);
-        close_pending(self.run(run_id, parent_run_id, start));
-        let parent = self.context_in(run_id);
-        let model_id = record
-            .model
-            .strip_prefix(&format!("{}/", record.provider))
-            .unwrap_or(&record.model)
-            .to_string();
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.provider.name", record.provider.clone()),
-            KeyValue::new("gen_ai.request.model", model_id.clone()),
-            KeyValue::new("gen_ai.usage.input_tokens", as_i64(record.input_tokens)),
-            KeyValue::new("gen_ai.usage.output_tokens", as_i64(record.output_tokens)),
-            KeyValue::new("tinyagent.model", record.model.clone()),
-            KeyValue::new("tinyagent.attempt", i64::from(record.attempt)),
-            KeyValue::new("tinyagent.step", i64::from(record.step)),
-            KeyValue::new("tinyagent.cost_usd", record.cost_usd),
-        ];
-        let ok = record.outcome == "ok";
-        if ok {
-            let answered = record.response_model.clone().unwrap_or(model_id);
-            attributes.push(KeyValue::new("gen_ai.response.model", answered));
-        } else {
-            attributes.push(KeyValue::new("error.type", record.outcome.clone()));
-        }
-        if let Some((host, port)) = record.endpoint.as_deref().and_then(host_port) {
-            attributes.push(KeyValue::new("server.address", host));
-            attributes.push(KeyValue::new("server.port", port));
-        }
-        if let Some(status) = record.http_status {
-            attributes.push(KeyValue::new(
-                "http.response.status_code",
-                i64::from(status),
-            ));
-        }
-        if let Some(ms) = record.first_event_ms {
-            attributes.push(KeyValue::new("tinyagent.first_event_ms", as_i64(ms)));
-        }
-        let mut span = self
-            .tracer
-            .span_builder(format!("chat {}", record.model))
-            .with_kind(SpanKind::Client)
-            .with_start_time(start)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &parent);
-        if ok {
-            if let Some(run) = self.runs.get_mut(run_id) {
-                run.pending_chat = Some((span, end));
-            }
-        } else {
-            span.set_status(Status::error(record.outcome.clone()));
-            span.end_with_timestamp(end);
-        }
-    }
-
-    /// Ends a run span with how the run ended.
-    fn end_run(&mut self, run_id: &str, end: RunEnd<'_>, at: SystemTime) {
-        let Some(mut run) = self.runs.remove(run_id) else {
-            return;
-        };
-        self.open_tools.retain(|(r, _)| r != run_id);
-        close_pending(&mut run);
-        for (_, mut tool) in run.tools.drain() {
-            tool.end_with_timestamp(at);
-        }
-        run.span
-            .set_attribute(KeyValue::new("tinyagent.status", end.status.to_string()));
-        run.span.set_attributes(end.totals);
-        if end.status == "error" || end.status == "output_truncated" {
-            run.span
-                .set_attribute(KeyValue::new("error.type", end.status.to_string()));
-            let description = match (self.capture, end.error) {
-                (true, Some(error)) => bounded(error),
-                _ => format!("the run ended with status {}", end.status),
-            };
-            run.span.set_status(Status::error(description));
-        }
-        if self.capture && !end.output.is_null() {
-            let text = match end.output {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            run.span.set_attribute(KeyValue::new(
-                "gen_ai.output.messages",
-                output_messages(&text, &[], None),
-            ));
-        }
-        run.span.end_with_timestamp(at);
-        self.publish_spawn_env();
-    }
-
-    /// Exports what is queued, waiting at most `budget`.
-    fn flush(&mut self, budget: Duration) -> Option<String> {
-        let provider = self.provider.clone();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("tinyagent-otel-flush".into())
-            .spawn(move || {
-                let _ = done_tx.send(provider.force_flush());
-            });
-        let outcome = match spawned {
-            Ok(_) => match done_rx.recv_timeout(budget) {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(short_reason(&e)),
-                Err(_) => Some(format!("not done within {}s", budget.as_secs())),
-            },
-            Err(_) => Some("could not start the flush".to_string()),
-        };
-        self.failures.first().or(outcome)
     }
 
     /// The one warning tracing may cost a run.
@@ -367,202 +201,186 @@ impl OtelSink {
             return;
         }
         self.shut_down = true;
-        for (_, run) in self.runs.drain() {
-            drop(run);
+        // After a failed flush the collector is not waited for again; after
+        // a flush with nothing since, there is nothing left to wait for.
+        if self.warned || (!self.unflushed && self.kept.is_empty()) {
+            self.kept.push(Note::Shutdown {
+                wait: Duration::ZERO,
+                done: mpsc::channel().0,
+            });
+            self.hand_over();
+            return;
         }
-        // After a failed flush the collector is not waited for again.
-        let wait = if self.warned {
-            Duration::ZERO
-        } else {
-            FLUSH_BUDGET
-        };
-        if let Err(e) = self.provider.shutdown_with_timeout(wait) {
-            // Spans that were ended after the last flush could not be sent:
-            // the stream is over, so the warning is a stderr line.
-            let reason = self.failures.first().unwrap_or_else(|| short_reason(&e));
-            if let Some(line) = self.warning(reason) {
-                eprintln!("tinyagent: warning: {line}");
-            }
+        let reason = self.ask(
+            |done| Note::Shutdown {
+                wait: FLUSH_BUDGET,
+                done,
+            },
+            FLUSH_BUDGET + Duration::from_millis(100),
+        );
+        // Spans ended after the last flush could not be sent: the stream is
+        // over, so the warning is a stderr line.
+        if let Some(line) = reason.and_then(|r| self.warning(r)) {
+            eprintln!("tinyagent: warning: {line}");
         }
     }
 }
 
+/// An event with what spans do not use left out: content unless it is
+/// captured, and events no span shows.
+fn slim(event: &Event, capture: bool) -> Option<Event> {
+    let event = match event {
+        Event::ProviderRetry { .. }
+        | Event::AttemptReset { .. }
+        | Event::Warning { .. }
+        | Event::CheckResult { .. }
+        | Event::CheckFinished { .. } => return None,
+        _ if capture => event.clone(),
+        Event::RunStarted {
+            model,
+            fallback_models,
+            resumed_from,
+            ..
+        } => Event::RunStarted {
+            task: String::new(),
+            model: model.clone(),
+            cwd: String::new(),
+            fallback_models: fallback_models.clone(),
+            resumed_from: resumed_from.clone(),
+            worktree: None,
+            instructions: Vec::new(),
+        },
+        Event::AssistantMessage { step, model, .. } => Event::AssistantMessage {
+            step: *step,
+            model: model.clone(),
+            text: String::new(),
+            tool_calls: Vec::new(),
+        },
+        Event::ToolStarted {
+            step,
+            call_id,
+            tool,
+            ..
+        } => Event::ToolStarted {
+            step: *step,
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            arguments: serde_json::Value::Null,
+        },
+        Event::ToolFinished {
+            step,
+            call_id,
+            tool,
+            ok,
+            duration_ms,
+            ..
+        } => Event::ToolFinished {
+            step: *step,
+            call_id: call_id.clone(),
+            tool: tool.clone(),
+            ok: *ok,
+            output: String::new(),
+            duration_ms: *duration_ms,
+        },
+        Event::SubagentStarted {
+            step,
+            child_run_id,
+            model,
+            ..
+        } => Event::SubagentStarted {
+            step: *step,
+            child_run_id: child_run_id.clone(),
+            task: String::new(),
+            model: model.clone(),
+        },
+        Event::SubagentFinished {
+            step,
+            child_run_id,
+            status,
+            steps,
+            cost_usd,
+            ..
+        } => Event::SubagentFinished {
+            step: *step,
+            child_run_id: child_run_id.clone(),
+            status: status.clone(),
+            steps: *steps,
+            cost_usd: *cost_usd,
+            output: serde_json::Value::Null,
+        },
+        Event::RunFinished { .. } => finished_without_content(event),
+        other => other.clone(),
+    };
+    Some(event)
+}
+
+/// A `run.finished` without its answer and error text.
+fn finished_without_content(event: &Event) -> Event {
+    let mut event = event.clone();
+    if let Event::RunFinished { output, error, .. } = &mut event {
+        *output = serde_json::Value::Null;
+        *error = None;
+    }
+    event
+}
+
 impl Sink for OtelSink {
     fn handle(&mut self, record: &EventRecord) {
-        let at = timestamp(&record.ts);
-        let parent = record.parent_run_id.as_deref();
-        let capture = self.capture;
-        match &record.event {
-            Event::RunStarted {
-                task,
-                model,
-                fallback_models,
-                resumed_from,
-                ..
-            } => {
-                let run = self.run(&record.run_id, parent, at);
-                run.span
-                    .set_attribute(KeyValue::new("tinyagent.model", model.clone()));
-                if !fallback_models.is_empty() {
-                    run.span.set_attribute(KeyValue::new(
-                        "tinyagent.fallback_models",
-                        strings(fallback_models),
-                    ));
-                }
-                if let Some(from) = resumed_from {
-                    run.span
-                        .set_attribute(KeyValue::new("tinyagent.resumed_from", from.clone()));
-                }
-                if capture {
-                    run.span.set_attribute(KeyValue::new(
-                        "gen_ai.input.messages",
-                        input_messages(task),
-                    ));
-                }
+        let Some(event) = slim(&record.event, self.capture) else {
+            return;
+        };
+        let mut span_id = None;
+        match &event {
+            Event::ToolStarted { call_id, .. } => {
+                let id = self.ids.new_span_id();
+                span_id = Some(id);
+                self.open_tools
+                    .push((record.run_id.clone(), call_id.clone(), id));
+                self.publish_spawn_env();
             }
-            Event::StepStarted { .. } => close_pending(self.run(&record.run_id, parent, at)),
-            Event::ModelFallback {
-                step,
-                from,
-                to,
-                reason,
-                attempts,
-            } => {
-                let run = self.run(&record.run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.model.fallback",
-                    at,
-                    vec![
-                        KeyValue::new("from", from.clone()),
-                        KeyValue::new("to", to.clone()),
-                        KeyValue::new("reason", reason.clone()),
-                        KeyValue::new("attempts", i64::from(*attempts)),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
+            Event::ToolFinished { call_id, .. } => {
+                self.open_tools
+                    .retain(|(r, c, _)| !(r == &record.run_id && c == call_id));
+                self.publish_spawn_env();
             }
-            Event::ModelRestore { step, from, to } => {
-                let run = self.run(&record.run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.model.restore",
-                    at,
-                    vec![
-                        KeyValue::new("from", from.clone()),
-                        KeyValue::new("to", to.clone()),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
-            }
-            Event::ModelResponse { finish_reason, .. } => {
-                let run = self.run(&record.run_id, parent, at);
-                if let Some((span, _)) = run.pending_chat.as_mut() {
-                    span.set_attribute(KeyValue::new(
-                        "gen_ai.response.finish_reasons",
-                        strings(std::slice::from_ref(finish_reason)),
-                    ));
-                }
-            }
-            Event::AssistantMessage {
-                text, tool_calls, ..
-            } => {
-                let run = self.run(&record.run_id, parent, at);
-                if capture {
-                    if let Some((span, _)) = run.pending_chat.as_mut() {
-                        let calls: Vec<serde_json::Value> = tool_calls
-                            .iter()
-                            .map(|c| json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": bounded(&c.arguments.to_string())}))
-                            .collect();
-                        span.set_attribute(KeyValue::new(
-                            "gen_ai.output.messages",
-                            output_messages(text, &calls, None),
-                        ));
-                    }
-                }
-                close_pending(run);
-            }
-            Event::ToolStarted {
-                call_id,
-                tool,
-                arguments,
-                ..
-            } => self.tool_started(record, call_id, tool, arguments),
-            Event::ToolFinished {
-                call_id,
-                ok,
-                output,
-                ..
-            } => self.tool_finished(record, call_id, *ok, output),
-            Event::ContextCompacted {
-                step,
-                model,
-                tokens_before,
-                tokens_after,
-            } => {
-                let run = self.run(&record.run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.context.compacted",
-                    at,
-                    vec![
-                        KeyValue::new("model", model.clone()),
-                        KeyValue::new("tokens_before", as_i64(*tokens_before)),
-                        KeyValue::new("tokens_after", as_i64(*tokens_after)),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
-            }
-            Event::RunFinished { .. } => {
-                if let Some(end) = RunEnd::of(&record.event) {
-                    self.end_run(&record.run_id, end, at);
-                }
-            }
-            // A subagent's run span opens and ends with the parent's
-            // `subagent.*` events (its own start and end are not in the stream).
-            Event::SubagentStarted {
-                child_run_id,
-                model,
-                ..
-            } => {
-                let child = self.run(child_run_id, Some(&record.run_id), at);
-                child
-                    .span
-                    .set_attribute(KeyValue::new("tinyagent.model", model.clone()));
-            }
-            Event::SubagentFinished {
-                child_run_id,
-                status,
-                steps,
-                cost_usd,
-                output,
-                ..
-            } => {
-                let end = RunEnd {
-                    status,
-                    totals: vec![
-                        KeyValue::new("tinyagent.steps", i64::from(*steps)),
-                        KeyValue::new("tinyagent.cost_usd", *cost_usd),
-                    ],
-                    output,
-                    error: None,
-                };
-                self.end_run(child_run_id, end, at);
-            }
-            Event::ProviderRetry { .. }
-            | Event::AttemptReset { .. }
-            | Event::Warning { .. }
-            | Event::CheckResult { .. }
-            | Event::CheckFinished { .. } => {}
+            Event::SubagentFinished { child_run_id, .. } => self.run_ended(child_run_id),
+            // The top run's end went with the flush just before it.
+            Event::RunFinished { .. } if record.parent_run_id.is_none() => return,
+            _ => {}
         }
+        self.keep(Note::Event {
+            ts: record.ts.clone(),
+            run_id: record.run_id.clone(),
+            parent_run_id: record.parent_run_id.clone(),
+            event,
+            span_id,
+        });
     }
 
     fn model_request(&mut self, run_id: &str, parent_run_id: Option<&str>, record: &RequestRecord) {
-        self.chat(run_id, parent_run_id, record);
+        self.keep(Note::Request {
+            run_id: run_id.to_string(),
+            parent_run_id: parent_run_id.map(str::to_string),
+            record: record.clone(),
+        });
     }
 
     fn before_run_finished(&mut self, run_id: &str, finished: &Event) -> Option<String> {
-        if let Some(end) = RunEnd::of(finished) {
-            self.end_run(run_id, end, SystemTime::now());
-        }
-        let reason = self.flush(FLUSH_BUDGET)?;
+        self.run_ended(run_id);
+        let finished = if self.capture {
+            finished.clone()
+        } else {
+            finished_without_content(finished)
+        };
+        let run_id = run_id.to_string();
+        let reason = self.ask(
+            |done| Note::Flush {
+                run_id,
+                finished,
+                done,
+            },
+            FLUSH_BUDGET,
+        )?;
         self.warning(reason)
     }
 
@@ -573,15 +391,35 @@ impl Sink for OtelSink {
 
 impl Drop for OtelSink {
     fn drop(&mut self) {
-        // Never the SDK's own 5 s wait on drop.
+        // Never a wait on drop beyond a flush already asked for.
         self.warned = true;
         self.shutdown();
     }
 }
 
-/// Ends the pending chat span at the time its request ended.
-fn close_pending(run: &mut RunSpans) {
-    if let Some((mut span, end)) = run.pending_chat.take() {
-        span.end_with_timestamp(end);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slim_events_keep_no_content_unless_captured() {
+        let started = Event::ToolStarted {
+            step: 1,
+            call_id: "c1".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({"command": "secret"}),
+        };
+        let Some(Event::ToolStarted { arguments, .. }) = slim(&started, false) else {
+            panic!("tool.started kept")
+        };
+        assert!(arguments.is_null());
+        let Some(Event::ToolStarted { arguments, .. }) = slim(&started, true) else {
+            panic!("tool.started kept")
+        };
+        assert_eq!(arguments["command"], "secret");
+        let warning = Event::Warning {
+            message: "x".into(),
+        };
+        assert!(slim(&warning, true).is_none());
     }
 }

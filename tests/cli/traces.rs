@@ -490,3 +490,64 @@ fn the_response_model_is_the_one_the_server_names() {
     assert_eq!(chat.attr("gen_ai.request.model"), "gpt-5");
     assert_eq!(chat.attr("gen_ai.response.model"), "gpt-5-2025-08-07");
 }
+
+#[test]
+fn a_long_run_sends_every_span_in_batches_while_it_goes() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let model = env.script(
+        "m.yaml",
+        "- tool_calls:\n  - {name: plan, arguments: {items: [{text: step, status: in_progress}]}}\n  usage: {input: 10, output: 2}\n  repeat: 119\n\
+- tool_calls:\n  - {name: submit, arguments: {output: done}}\n",
+    );
+    let r = run(
+        &env,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url())],
+        FAST_RETRY,
+        &["-m", &model, "--step-limit", "200"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(of_type(&r.events, "warning").is_empty(), "{:?}", r.events);
+    let spans = collector.spans();
+    assert_eq!(named(&spans, "execute_tool plan").len(), 119);
+    assert_eq!(named(&spans, &format!("chat {model}")).len(), 120);
+    let run_span = one(&spans, "invoke_agent tinyagent");
+    assert!(spans
+        .iter()
+        .all(|s| s.trace_id == run_span.trace_id && s.start_ns >= run_span.start_ns));
+    // 64 spans an export by default: most went out before the end.
+    assert!(
+        collector.requests().len() >= 3,
+        "{}",
+        collector.requests().len()
+    );
+}
+
+#[test]
+fn an_unsampled_traceparent_is_followed_and_passed_on_unsampled() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let model = env.script("m.yaml", BASH_THEN_SUBMIT);
+    let traceparent = format!("00-{UPSTREAM_TRACE}-{UPSTREAM_SPAN}-00");
+    let r = run(
+        &env,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url()),
+            ("TRACEPARENT", &traceparent),
+            // The sampler follows TRACEPARENT whatever this says.
+            ("OTEL_TRACES_SAMPLER", "always_on"),
+        ],
+        FAST_RETRY,
+        &["-m", &model],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(collector.spans().is_empty(), "{:#?}", collector.spans());
+    let output = of_type(&r.events, "tool.finished")[0]["output"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prefix = format!("TP=00-{UPSTREAM_TRACE}-");
+    let rest = &output[output.find(&prefix).expect("TRACEPARENT given") + prefix.len()..];
+    assert!(rest[16..].starts_with("-00"), "{output}");
+    assert_ne!(&rest[..16], UPSTREAM_SPAN, "the tool call's own span id");
+}

@@ -13,13 +13,18 @@ use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
 };
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
+    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData, SpanExporter,
 };
 use opentelemetry_sdk::Resource;
 
 /// How long one export may take when no `OTEL_EXPORTER_OTLP_*TIMEOUT` says
 /// otherwise: the whole end-of-run flush is bounded by the same figure.
 pub(crate) const FLUSH_BUDGET: Duration = Duration::from_secs(2);
+
+/// Spans per export unless `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` says otherwise
+/// (the SDK's default is 512): smaller batches go out while the run goes on,
+/// so little is left for the flush at its end.
+const EXPORT_BATCH: usize = 64;
 
 /// Tracing as the environment asks for it.
 #[derive(Clone)]
@@ -39,6 +44,9 @@ pub struct OtelConfig {
     pub warnings: Vec<String>,
     /// Why tracing cannot start (an endpoint that is not an http(s) URL).
     invalid: Option<String>,
+    /// Spans per export: `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (read by the SDK)
+    /// when set, else `EXPORT_BATCH`.
+    batch_size: Option<usize>,
     /// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`,
     /// else `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else `FLUSH_BUDGET`.
     timeout: Duration,
@@ -106,6 +114,10 @@ impl OtelConfig {
             service_name: var("OTEL_SERVICE_NAME"),
             warnings,
             invalid,
+            batch_size: match var("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") {
+                Some(_) => None,
+                None => Some(EXPORT_BATCH),
+            },
             timeout: [
                 "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
                 "OTEL_EXPORTER_OTLP_TIMEOUT",
@@ -114,6 +126,14 @@ impl OtelConfig {
             .find_map(|name| var(name)?.trim().parse::<u64>().ok())
             .map_or(FLUSH_BUDGET, Duration::from_millis),
         })
+    }
+}
+
+impl OtelConfig {
+    /// Why tracing cannot start, if it cannot (an endpoint that is not an
+    /// http(s) URL).
+    pub(crate) fn invalid(&self) -> Option<&str> {
+        self.invalid.as_deref()
     }
 }
 
@@ -234,10 +254,17 @@ pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Failures)
         inner,
         failures: failures.clone(),
     };
+    let mut batch = BatchConfigBuilder::default();
+    if let Some(size) = config.batch_size {
+        batch = batch.with_max_export_batch_size(size);
+    }
     let processor = BatchSpanProcessor::builder(exporter)
-        .with_batch_config(BatchConfigBuilder::default().build())
+        .with_batch_config(batch.build())
         .build();
+    // Sampling follows `TRACEPARENT`'s flag, else every run is sampled: the
+    // sink has already told commands so.
     let provider = SdkTracerProvider::builder()
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
         .with_span_processor(processor)
         .with_resource(resource(config.service_name.clone()))
         .build();

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{SpanContext, TraceContextExt};
+use opentelemetry::trace::{SpanId, TraceId, TraceState};
 use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::json;
@@ -70,17 +70,23 @@ pub(super) fn extract(traceparent: &str, tracestate: Option<&str>) -> Context {
     TraceContextPropagator::new().extract(&carrier)
 }
 
-/// `TRACEPARENT` (and `TRACESTATE` when there is one) for a span.
-pub(super) fn inject(span: &SpanContext) -> Vec<(String, String)> {
-    let mut carrier: HashMap<String, String> = HashMap::new();
-    let cx = Context::new().with_remote_span_context(span.clone());
-    TraceContextPropagator::new().inject_context(&cx, &mut carrier);
-    let mut vars: Vec<(String, String)> = carrier
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(k, v)| (k.to_ascii_uppercase(), v))
-        .collect();
-    vars.sort();
+/// `TRACEPARENT` (and `TRACESTATE` when there is one) for a span of the
+/// trace, written as the W3C propagator writes them.
+pub(super) fn spawn_vars(
+    trace_id: TraceId,
+    span_id: SpanId,
+    sampled: bool,
+    state: &TraceState,
+) -> Vec<(String, String)> {
+    let flags = if sampled { "01" } else { "00" };
+    let mut vars = vec![(
+        "TRACEPARENT".to_string(),
+        format!("00-{trace_id}-{span_id}-{flags}"),
+    )];
+    let state = state.header();
+    if !state.is_empty() {
+        vars.push(("TRACESTATE".to_string(), state));
+    }
     vars
 }
 
@@ -141,17 +147,20 @@ pub(super) fn output_messages(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use opentelemetry::trace::TraceContextExt;
 
     #[test]
-    fn traceparent_round_trips_through_the_propagator() {
+    fn traceparent_round_trips_as_the_propagator_writes_it() {
+        use opentelemetry::trace::SpanContext;
         let cx = extract(
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
             Some("vendor=abc"),
         );
         let sc = cx.span().span_context().clone();
         assert!(sc.is_valid() && sc.is_sampled());
+        let vars = spawn_vars(sc.trace_id(), sc.span_id(), true, sc.trace_state());
         assert_eq!(
-            inject(&sc),
+            vars,
             [
                 (
                     "TRACEPARENT".to_string(),
@@ -159,6 +168,24 @@ mod tests {
                 ),
                 ("TRACESTATE".to_string(), "vendor=abc".to_string()),
             ]
+        );
+        // The same as the SDK's propagator, unsampled and without a state.
+        let span = SpanId::from(7);
+        let unsampled = SpanContext::new(
+            sc.trace_id(),
+            span,
+            opentelemetry::trace::TraceFlags::default(),
+            false,
+            TraceState::default(),
+        );
+        let mut carrier: HashMap<String, String> = HashMap::new();
+        TraceContextPropagator::new().inject_context(
+            &Context::new().with_remote_span_context(unsampled),
+            &mut carrier,
+        );
+        assert_eq!(
+            spawn_vars(sc.trace_id(), span, false, &TraceState::default()),
+            [("TRACEPARENT".to_string(), carrier["traceparent"].clone())]
         );
         assert!(!extract("garbage", None).span().span_context().is_valid());
     }

@@ -1,0 +1,588 @@
+//! The trace sink's own thread: the notes the sink hands over become
+//! OpenTelemetry spans named and attributed by the GenAI semantic
+//! conventions, which the SDK batches and exports over OTLP/HTTP. Building
+//! the exporter, every span and every export happen here, never on the run's
+//! thread.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::trace::{
+    Span as _, SpanId, SpanKind, Status, TraceContextExt, TraceId, Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Context, InstrumentationScope, KeyValue};
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
+use serde_json::json;
+
+use super::export::{self, short_reason, Failures, OtelConfig};
+use super::values::{
+    as_i64, bounded, host_port, input_messages, output_messages, strings, timestamp, RunEnd,
+};
+use crate::events::{Event, RequestRecord};
+
+/// What the sink hands this thread, in the order it happened.
+pub(super) enum Note {
+    /// An event of run `run_id` (content already dropped unless captured).
+    /// A `tool.started` carries the id its span gets, chosen by the sink
+    /// so that `bash` can be given the span's `TRACEPARENT` at once.
+    Event {
+        ts: String,
+        run_id: String,
+        parent_run_id: Option<String>,
+        event: Event,
+        span_id: Option<SpanId>,
+    },
+    /// One request sent to a model.
+    Request {
+        run_id: String,
+        parent_run_id: Option<String>,
+        record: RequestRecord,
+    },
+    /// Ends run `run_id` as its `run.finished` says, exports everything
+    /// queued and answers the first failure, if any.
+    Flush {
+        run_id: String,
+        finished: Event,
+        done: Sender<Option<String>>,
+    },
+    /// Exports what is left, waiting at most `wait`, and answers as `Flush`.
+    Shutdown {
+        wait: Duration,
+        done: Sender<Option<String>>,
+    },
+}
+
+/// The trace every run of this process joins, as the sink decided it.
+pub(super) struct Trace {
+    /// The trace from `TRACEPARENT`, or an empty context.
+    pub upstream: Context,
+    /// The top run's trace: `TRACEPARENT`'s, else a new one.
+    pub trace_id: TraceId,
+}
+
+/// Runs the thread: builds the exporter, then applies notes until the sink
+/// hangs up or asks for the shutdown.
+pub(super) fn work(config: OtelConfig, trace: Trace, notes: Receiver<Vec<Note>>) {
+    let mut spans = match export::start(&config) {
+        Ok((provider, failures)) => Ok(Spans::new(provider, failures, &config, trace)),
+        Err(e) => Err(e),
+    };
+    while let Ok(batch) = notes.recv() {
+        for note in batch {
+            match (&mut spans, note) {
+                (Ok(spans), note) => {
+                    if spans.apply(note) {
+                        return;
+                    }
+                }
+                (Err(reason), Note::Flush { done, .. } | Note::Shutdown { done, .. }) => {
+                    let _ = done.send(Some(reason.clone()));
+                }
+                (Err(_), _) => {}
+            }
+        }
+    }
+    if let Ok(spans) = &mut spans {
+        // The sink went away without a shutdown: never the SDK's 5 s wait.
+        let _ = spans.provider.shutdown_with_timeout(Duration::ZERO);
+    }
+}
+
+/// One run's open spans.
+struct RunSpans {
+    span: Span,
+    /// Open tool calls by `call_id`.
+    tools: HashMap<String, Span>,
+    /// The last successful request's span, kept open until the reply's
+    /// finish reason (and, when captured, its text) has been seen.
+    pending_chat: Option<(Span, SystemTime)>,
+}
+
+/// Every open span of the process's runs.
+struct Spans {
+    provider: SdkTracerProvider,
+    tracer: SdkTracer,
+    failures: Failures,
+    capture: bool,
+    trace: Trace,
+    runs: HashMap<String, RunSpans>,
+    /// Open tool calls, innermost last, as (run_id, call_id).
+    open_tools: Vec<(String, String)>,
+}
+
+impl Spans {
+    fn new(
+        provider: SdkTracerProvider,
+        failures: Failures,
+        config: &OtelConfig,
+        trace: Trace,
+    ) -> Spans {
+        let scope = InstrumentationScope::builder("tinyagent")
+            .with_version(env!("CARGO_PKG_VERSION"))
+            .build();
+        let tracer = provider.tracer_with_scope(scope);
+        Spans {
+            provider,
+            tracer,
+            failures,
+            capture: config.capture_content,
+            trace,
+            runs: HashMap::new(),
+            open_tools: Vec::new(),
+        }
+    }
+
+    /// Applies one note; true once the shutdown is done.
+    fn apply(&mut self, note: Note) -> bool {
+        match note {
+            Note::Event {
+                ts,
+                run_id,
+                parent_run_id,
+                event,
+                span_id,
+            } => {
+                let at = timestamp(&ts);
+                self.event(&run_id, parent_run_id.as_deref(), at, &event, span_id);
+            }
+            Note::Request {
+                run_id,
+                parent_run_id,
+                record,
+            } => self.chat(&run_id, parent_run_id.as_deref(), &record),
+            Note::Flush {
+                run_id,
+                finished,
+                done,
+            } => {
+                if let Some(end) = RunEnd::of(&finished) {
+                    self.end_run(&run_id, end, SystemTime::now());
+                }
+                let outcome = self.provider.force_flush().err();
+                let _ = done.send(
+                    self.failures
+                        .first()
+                        .or_else(|| outcome.as_ref().map(short_reason)),
+                );
+            }
+            Note::Shutdown { wait, done } => {
+                self.runs.clear();
+                let outcome = self.provider.shutdown_with_timeout(wait).err();
+                let _ = done.send(
+                    self.failures
+                        .first()
+                        .or_else(|| outcome.as_ref().map(short_reason)),
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The run's spans, opening the run span when its first event arrives.
+    fn run(&mut self, run_id: &str, parent_run_id: Option<&str>, at: SystemTime) -> &mut RunSpans {
+        if !self.runs.contains_key(run_id) {
+            let parent = match parent_run_id {
+                Some(parent) => self.context_in(parent),
+                None => self.trace.upstream.clone(),
+            };
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                KeyValue::new("gen_ai.agent.name", "tinyagent"),
+                KeyValue::new("tinyagent.run_id", run_id.to_string()),
+            ];
+            if let Some(parent) = parent_run_id {
+                attributes.push(KeyValue::new("tinyagent.parent_run_id", parent.to_string()));
+            }
+            let span = self
+                .tracer
+                .span_builder("invoke_agent tinyagent")
+                .with_kind(SpanKind::Internal)
+                .with_start_time(at)
+                .with_attributes(attributes)
+                .with_trace_id(self.trace.trace_id)
+                .start_with_context(&self.tracer, &parent);
+            self.runs.insert(
+                run_id.to_string(),
+                RunSpans {
+                    span,
+                    tools: HashMap::new(),
+                    pending_chat: None,
+                },
+            );
+        }
+        self.runs.get_mut(run_id).expect("inserted above")
+    }
+
+    /// The context new spans of `run_id` start in: its innermost open tool
+    /// call (a subagent runs inside `delegate`), else the run span.
+    fn context_in(&self, run_id: &str) -> Context {
+        let Some(run) = self.runs.get(run_id) else {
+            return self.trace.upstream.clone();
+        };
+        let tool = self
+            .open_tools
+            .iter()
+            .rev()
+            .find(|(r, _)| r == run_id)
+            .and_then(|(_, call)| run.tools.get(call));
+        let span = tool.unwrap_or(&run.span);
+        Context::new().with_remote_span_context(span.span_context().clone())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tool_started(
+        &mut self,
+        run_id: &str,
+        parent_run_id: Option<&str>,
+        at: SystemTime,
+        step: Option<u32>,
+        call_id: &str,
+        tool: &str,
+        args: &serde_json::Value,
+        span_id: Option<SpanId>,
+    ) {
+        close_pending(self.run(run_id, parent_run_id, at));
+        let run_id = run_id.to_string();
+        let parent = self.context_in(&run_id);
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool.to_string()),
+            KeyValue::new("gen_ai.tool.call.id", call_id.to_string()),
+            KeyValue::new("gen_ai.tool.type", "function"),
+        ];
+        if let Some(step) = step {
+            attributes.push(KeyValue::new("tinyagent.step", i64::from(step)));
+        }
+        if self.capture {
+            attributes.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                bounded(&args.to_string()),
+            ));
+        }
+        let mut builder = self
+            .tracer
+            .span_builder(format!("execute_tool {tool}"))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at)
+            .with_attributes(attributes);
+        builder.span_id = span_id;
+        let span = builder.start_with_context(&self.tracer, &parent);
+        if let Some(run) = self.runs.get_mut(&run_id) {
+            run.tools.insert(call_id.to_string(), span);
+        }
+        self.open_tools.push((run_id, call_id.to_string()));
+    }
+
+    fn tool_finished(
+        &mut self,
+        run_id: &str,
+        at: SystemTime,
+        call_id: &str,
+        ok: bool,
+        output: &str,
+    ) {
+        self.open_tools
+            .retain(|(r, c)| !(r == run_id && c == call_id));
+        let capture = self.capture;
+        if let Some(mut span) = self
+            .runs
+            .get_mut(run_id)
+            .and_then(|run| run.tools.remove(call_id))
+        {
+            if capture {
+                span.set_attribute(KeyValue::new("gen_ai.tool.call.result", bounded(output)));
+            }
+            if !ok {
+                span.set_attribute(KeyValue::new("error.type", "tool_error"));
+                span.set_status(Status::error("the tool call failed"));
+            }
+            span.end_with_timestamp(at);
+        }
+    }
+
+    /// A `chat <model>` span for one request sent to a model. A failed one
+    /// ends at once; a successful one waits for its reply's finish reason.
+    fn chat(&mut self, run_id: &str, parent_run_id: Option<&str>, record: &RequestRecord) {
+        let start = timestamp(&record.started_at);
+        let end = start + Duration::from_millis(record.duration_ms);
+        close_pending(self.run(run_id, parent_run_id, start));
+        let parent = self.context_in(run_id);
+        let model_id = record
+            .model
+            .strip_prefix(&format!("{}/", record.provider))
+            .unwrap_or(&record.model)
+            .to_string();
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", record.provider.clone()),
+            KeyValue::new("gen_ai.request.model", model_id.clone()),
+            KeyValue::new("gen_ai.usage.input_tokens", as_i64(record.input_tokens)),
+            KeyValue::new("gen_ai.usage.output_tokens", as_i64(record.output_tokens)),
+            KeyValue::new("tinyagent.model", record.model.clone()),
+            KeyValue::new("tinyagent.attempt", i64::from(record.attempt)),
+            KeyValue::new("tinyagent.step", i64::from(record.step)),
+            KeyValue::new("tinyagent.cost_usd", record.cost_usd),
+        ];
+        let ok = record.outcome == "ok";
+        if ok {
+            let answered = record.response_model.clone().unwrap_or(model_id);
+            attributes.push(KeyValue::new("gen_ai.response.model", answered));
+        } else {
+            attributes.push(KeyValue::new("error.type", record.outcome.clone()));
+        }
+        if let Some((host, port)) = record.endpoint.as_deref().and_then(host_port) {
+            attributes.push(KeyValue::new("server.address", host));
+            attributes.push(KeyValue::new("server.port", port));
+        }
+        if let Some(status) = record.http_status {
+            attributes.push(KeyValue::new(
+                "http.response.status_code",
+                i64::from(status),
+            ));
+        }
+        if let Some(ms) = record.first_event_ms {
+            attributes.push(KeyValue::new("tinyagent.first_event_ms", as_i64(ms)));
+        }
+        let mut span = self
+            .tracer
+            .span_builder(format!("chat {}", record.model))
+            .with_kind(SpanKind::Client)
+            .with_start_time(start)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &parent);
+        if ok {
+            if let Some(run) = self.runs.get_mut(run_id) {
+                run.pending_chat = Some((span, end));
+            }
+        } else {
+            span.set_status(Status::error(record.outcome.clone()));
+            span.end_with_timestamp(end);
+        }
+    }
+
+    /// Ends a run span with how the run ended.
+    fn end_run(&mut self, run_id: &str, end: RunEnd<'_>, at: SystemTime) {
+        let Some(mut run) = self.runs.remove(run_id) else {
+            return;
+        };
+        self.open_tools.retain(|(r, _)| r != run_id);
+        close_pending(&mut run);
+        for (_, mut tool) in run.tools.drain() {
+            tool.end_with_timestamp(at);
+        }
+        run.span
+            .set_attribute(KeyValue::new("tinyagent.status", end.status.to_string()));
+        run.span.set_attributes(end.totals);
+        if end.status == "error" || end.status == "output_truncated" {
+            run.span
+                .set_attribute(KeyValue::new("error.type", end.status.to_string()));
+            let description = match (self.capture, end.error) {
+                (true, Some(error)) => bounded(error),
+                _ => format!("the run ended with status {}", end.status),
+            };
+            run.span.set_status(Status::error(description));
+        }
+        if self.capture && !end.output.is_null() {
+            let text = match end.output {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            run.span.set_attribute(KeyValue::new(
+                "gen_ai.output.messages",
+                output_messages(&text, &[], None),
+            ));
+        }
+        run.span.end_with_timestamp(at);
+    }
+}
+
+impl Spans {
+    fn event(
+        &mut self,
+        run_id: &str,
+        parent: Option<&str>,
+        at: SystemTime,
+        event: &Event,
+        span_id: Option<SpanId>,
+    ) {
+        let capture = self.capture;
+        match event {
+            Event::RunStarted {
+                task,
+                model,
+                fallback_models,
+                resumed_from,
+                ..
+            } => {
+                let run = self.run(run_id, parent, at);
+                run.span
+                    .set_attribute(KeyValue::new("tinyagent.model", model.clone()));
+                if !fallback_models.is_empty() {
+                    run.span.set_attribute(KeyValue::new(
+                        "tinyagent.fallback_models",
+                        strings(fallback_models),
+                    ));
+                }
+                if let Some(from) = resumed_from {
+                    run.span
+                        .set_attribute(KeyValue::new("tinyagent.resumed_from", from.clone()));
+                }
+                if capture {
+                    run.span.set_attribute(KeyValue::new(
+                        "gen_ai.input.messages",
+                        input_messages(task),
+                    ));
+                }
+            }
+            Event::StepStarted { .. } => close_pending(self.run(run_id, parent, at)),
+            Event::ModelFallback {
+                step,
+                from,
+                to,
+                reason,
+                attempts,
+            } => {
+                let run = self.run(run_id, parent, at);
+                run.span.add_event_with_timestamp(
+                    "tinyagent.model.fallback",
+                    at,
+                    vec![
+                        KeyValue::new("from", from.clone()),
+                        KeyValue::new("to", to.clone()),
+                        KeyValue::new("reason", reason.clone()),
+                        KeyValue::new("attempts", i64::from(*attempts)),
+                        KeyValue::new("step", i64::from(*step)),
+                    ],
+                );
+            }
+            Event::ModelRestore { step, from, to } => {
+                let run = self.run(run_id, parent, at);
+                run.span.add_event_with_timestamp(
+                    "tinyagent.model.restore",
+                    at,
+                    vec![
+                        KeyValue::new("from", from.clone()),
+                        KeyValue::new("to", to.clone()),
+                        KeyValue::new("step", i64::from(*step)),
+                    ],
+                );
+            }
+            Event::ModelResponse { finish_reason, .. } => {
+                let run = self.run(run_id, parent, at);
+                if let Some((span, _)) = run.pending_chat.as_mut() {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.response.finish_reasons",
+                        strings(std::slice::from_ref(finish_reason)),
+                    ));
+                }
+            }
+            Event::AssistantMessage {
+                text, tool_calls, ..
+            } => {
+                let run = self.run(run_id, parent, at);
+                if capture {
+                    if let Some((span, _)) = run.pending_chat.as_mut() {
+                        let calls: Vec<serde_json::Value> = tool_calls
+                            .iter()
+                            .map(|c| json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": bounded(&c.arguments.to_string())}))
+                            .collect();
+                        span.set_attribute(KeyValue::new(
+                            "gen_ai.output.messages",
+                            output_messages(text, &calls, None),
+                        ));
+                    }
+                }
+                close_pending(run);
+            }
+            Event::ToolStarted {
+                step,
+                call_id,
+                tool,
+                arguments,
+            } => self.tool_started(
+                run_id,
+                parent,
+                at,
+                Some(*step),
+                call_id,
+                tool,
+                arguments,
+                span_id,
+            ),
+            Event::ToolFinished {
+                call_id,
+                ok,
+                output,
+                ..
+            } => self.tool_finished(run_id, at, call_id, *ok, output),
+            Event::ContextCompacted {
+                step,
+                model,
+                tokens_before,
+                tokens_after,
+            } => {
+                let run = self.run(run_id, parent, at);
+                run.span.add_event_with_timestamp(
+                    "tinyagent.context.compacted",
+                    at,
+                    vec![
+                        KeyValue::new("model", model.clone()),
+                        KeyValue::new("tokens_before", as_i64(*tokens_before)),
+                        KeyValue::new("tokens_after", as_i64(*tokens_after)),
+                        KeyValue::new("step", i64::from(*step)),
+                    ],
+                );
+            }
+            Event::RunFinished { .. } => {
+                if let Some(end) = RunEnd::of(event) {
+                    self.end_run(run_id, end, at);
+                }
+            }
+            // A subagent's run span opens and ends with the parent's
+            // `subagent.*` events (its own start and end are not in the stream).
+            Event::SubagentStarted {
+                child_run_id,
+                model,
+                ..
+            } => {
+                let child = self.run(child_run_id, Some(run_id), at);
+                child
+                    .span
+                    .set_attribute(KeyValue::new("tinyagent.model", model.clone()));
+            }
+            Event::SubagentFinished {
+                child_run_id,
+                status,
+                steps,
+                cost_usd,
+                output,
+                ..
+            } => {
+                let end = RunEnd {
+                    status,
+                    totals: vec![
+                        KeyValue::new("tinyagent.steps", i64::from(*steps)),
+                        KeyValue::new("tinyagent.cost_usd", *cost_usd),
+                    ],
+                    output,
+                    error: None,
+                };
+                self.end_run(child_run_id, end, at);
+            }
+            Event::ProviderRetry { .. }
+            | Event::AttemptReset { .. }
+            | Event::Warning { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckFinished { .. } => {}
+        }
+    }
+}
+
+/// Ends the pending chat span at the time its request ended.
+fn close_pending(run: &mut RunSpans) {
+    if let Some((mut span, end)) = run.pending_chat.take() {
+        span.end_with_timestamp(end);
+    }
+}
