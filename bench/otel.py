@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tracing benchmark (issue 16): what OTLP export costs a run.
 
-Runs the release binary on a 200-step `script/` run, alternating tracing
+Runs the release binary on a 200-step `script/` run (`--no-save`, so the
+run store's thread is not in the figures), alternating tracing
 off (no OTEL_* variable) and on (OTEL_EXPORTER_OTLP_ENDPOINT pointing at a
 loopback OTLP/HTTP receiver in this script that answers 200 to every POST),
 and prints the median wall time of each, for two kinds of step:
@@ -69,7 +70,7 @@ def main():
                         ("bash true", "{name: bash, arguments: {command: 'true'}}")]:
         path = os.path.join(tmp, "s.yaml")
         script(path, 200, call)
-        args = ["-m", f"script/{path}", "-q", "bench"]
+        args = ["-m", f"script/{path}", "-q", "--no-save", "bench"]
         times = {"off": [], "on": [], "on (http/json)": []}
         for _ in range(runs):
             for mode, env in [("off", off), ("on", on), ("on (http/json)", on_json)]:
