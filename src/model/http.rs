@@ -113,7 +113,7 @@ impl HttpTransport {
     pub(crate) async fn post(
         &self,
         path: &str,
-        body: Vec<u8>,
+        body: bytes::Bytes,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let request = shared_client()

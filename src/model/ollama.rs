@@ -58,7 +58,10 @@ impl Model for OllamaChat {
     ) -> Result<Response, ModelError> {
         let budget = request.reply_budget(self.output_cap);
         let body = request_bytes(&self.model, budget, request, self.wire, &self.cache);
-        let (response, sent) = self.transport.post("/api/chat", body).await?;
+        let (response, sent) = self
+            .transport
+            .post("/api/chat", self.cache.lend(body))
+            .await?;
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
         let mut reply = LineAssembler::default();
         while let Some(line) = lines.next().await? {

@@ -194,7 +194,9 @@ fn request_cost_per_step() {
     let tools = tools();
     println!("\n| API | history (MB) | messages | per step, median (ms) | ms per MB |");
     println!("| --- | --- | --- | --- | --- |");
+    let mut slopes = Vec::new();
     for (name, spec, model) in &adapters {
+        let mut points = Vec::new();
         for mb in SIZES_MB {
             let (mut messages, bytes) = history(mb, spec);
             let mut samples = Vec::new();
@@ -220,12 +222,30 @@ fn request_cost_per_step() {
             }
             let ms = median(samples);
             let size = bytes as f64 / (1 << 20) as f64;
+            points.push((size, ms));
             println!(
                 "| {name} | {size:.1} | {} | {ms:.2} | {:.2} |",
                 messages.len(),
                 ms / size
             );
         }
+        slopes.push((*name, slope(&points)));
+    }
+    print_slopes(&slopes);
+}
+
+/// How much a step's cost grows per MB of history: from the smallest to
+/// the largest history measured.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let (first, last) = (points[0], points[points.len() - 1]);
+    (last.1 - first.1) / (last.0 - first.0)
+}
+
+fn print_slopes(slopes: &[(&str, f64)]) {
+    println!("\n| API | growth per MB of history (ms per step) |");
+    println!("| --- | --- |");
+    for (name, slope) in slopes {
+        println!("| {name} | {slope:.2} |");
     }
 }
 
@@ -298,7 +318,9 @@ fn request_building_in_process() {
     let tools = tools();
     println!("\n| API | history (MB) | one `Value`, serialised (ms) | from kept bytes (ms) | kept bytes, ms per MB |");
     println!("| --- | --- | --- | --- | --- |");
+    let mut slopes = Vec::new();
     for (name, spec, fresh, cached) in &builders {
+        let mut points = Vec::new();
         for mb in SIZES_MB {
             let (mut messages, size) = history(mb, spec);
             let (mut before, mut after) = (Vec::new(), Vec::new());
@@ -327,11 +349,14 @@ fn request_building_in_process() {
             }
             let size = size as f64 / (1 << 20) as f64;
             let after = median(after);
+            points.push((size, after));
             println!(
                 "| {name} | {size:.1} | {:.2} | {after:.2} | {:.2} |",
                 median(before),
                 after / size
             );
         }
+        slopes.push((*name, slope(&points)));
     }
+    print_slopes(&slopes);
 }

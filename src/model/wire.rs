@@ -234,7 +234,7 @@ pub(crate) trait Assembly: Default + Send {
 pub(crate) async fn complete<A: Assembly>(
     transport: &HttpTransport,
     path: &str,
-    body: Vec<u8>,
+    body: bytes::Bytes,
     observer: &dyn StreamObserver,
 ) -> Result<Response, ModelError> {
     let (response, sent) = transport.post(path, body).await?;

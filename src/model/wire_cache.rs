@@ -18,7 +18,9 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use bytes::Bytes;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -35,15 +37,22 @@ pub(crate) struct WireCache<M = ()> {
     /// Per cache, so fingerprints cannot be aimed at from outside.
     seed: u64,
     kept: Mutex<Kept<M>>,
+    /// The last body's buffer, back from the request that sent it: the
+    /// next body is written into memory already in use instead of pages
+    /// the system must first hand out (which cost more than the writing).
+    spare_body: Arc<Mutex<Vec<u8>>>,
 }
 
 struct Kept<M> {
-    entries: Entries<M>,
+    /// The last request's entries, in the order it used them.
+    entries: Slots<M>,
+    /// An emptied list to fill next time, so no request allocates one.
+    spare: Slots<M>,
     /// The last body's length: the next one is about as long.
     last_body: usize,
 }
 
-type Entries<M> = HashMap<Fingerprint, Entry<M>, BuildHasherDefault<PassThrough>>;
+type Slots<M> = Vec<(Fingerprint, Option<Entry<M>>)>;
 
 /// One message's wire bytes (for APIs where a message becomes several
 /// items, those items joined by commas; empty when it becomes none).
@@ -57,9 +66,11 @@ impl<M> Default for WireCache<M> {
         WireCache {
             seed: RandomState::new().build_hasher().finish(),
             kept: Mutex::new(Kept {
-                entries: Entries::default(),
+                entries: Vec::new(),
+                spare: Vec::new(),
                 last_body: 0,
             }),
+            spare_body: Arc::default(),
         }
     }
 }
@@ -73,22 +84,76 @@ impl<M> std::fmt::Debug for WireCache<M> {
 impl<M> WireCache<M> {
     /// Starts one request's body. Requests through one adapter take turns.
     pub(crate) fn fill(&self) -> Fill<'_, M> {
-        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        let used = Entries::with_capacity_and_hasher(kept.entries.len() + 8, Default::default());
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = std::mem::take(&mut kept.entries);
+        let mut used = std::mem::take(&mut kept.spare);
+        used.reserve(old.len() + 8);
         Fill {
             seed: self.seed,
             kept,
+            spare_body: &self.spare_body,
+            old,
+            next: 0,
+            index: None,
             used,
+        }
+    }
+
+    /// A body to send: its buffer comes back to this cache for the next
+    /// body once the request is done with it.
+    pub(crate) fn lend(&self, body: Vec<u8>) -> Bytes {
+        Bytes::from_owner(Lent {
+            body,
+            home: Arc::downgrade(&self.spare_body),
+        })
+    }
+}
+
+/// A body lent to a request (see `WireCache::lend`).
+struct Lent {
+    body: Vec<u8>,
+    home: Weak<Mutex<Vec<u8>>>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.upgrade() {
+            let mut spare = home.lock().unwrap_or_else(PoisonError::into_inner);
+            if spare.capacity() < self.body.capacity() {
+                *spare = std::mem::take(&mut self.body);
+            }
         }
     }
 }
 
-/// One request's use of a cache: entries it uses move from the kept ones
-/// (or are made); when it ends, they are what is kept.
+/// Where a request's entry is, for `Fill::get`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot(usize);
+
+/// One request's use of a cache: entries it uses move from the last
+/// request's (or are made); when it ends, they are what is kept.
+///
+/// The history mostly grows at its end, so the entry a message needs is
+/// nearly always the one after the last one taken: that is looked at first,
+/// and the last request's entries are indexed by fingerprint only when it
+/// is not the one (after a compaction or an edit).
 pub(crate) struct Fill<'a, M> {
     seed: u64,
     kept: MutexGuard<'a, Kept<M>>,
-    used: Entries<M>,
+    spare_body: &'a Mutex<Vec<u8>>,
+    /// The last request's entries; those taken are `None`.
+    old: Slots<M>,
+    /// Where in `old` the next message's entry probably is.
+    next: usize,
+    /// `old`'s positions by fingerprint, once one was needed.
+    index: Option<HashMap<Fingerprint, usize, BuildHasherDefault<PassThrough>>>,
+    used: Slots<M>,
 }
 
 impl<M> Fill<'_, M> {
@@ -99,15 +164,48 @@ impl<M> Fill<'_, M> {
 
     /// The entry for `key`: kept from the last request, else made now.
     pub(crate) fn entry(&mut self, key: Fingerprint, make: impl FnOnce() -> Entry<M>) -> &Entry<M> {
-        let kept = &mut self.kept.entries;
-        self.used
-            .entry(key)
-            .or_insert_with(|| kept.remove(&key).unwrap_or_else(make))
+        let slot = self.slot(key, make);
+        self.get(slot)
     }
 
-    /// The bytes of an entry this request made or took (empty otherwise).
-    pub(crate) fn bytes(&self, key: Fingerprint) -> &[u8] {
-        self.used.get(&key).map_or(&[], |e| e.bytes.as_slice())
+    /// `entry`, answering where it is.
+    pub(crate) fn slot(&mut self, key: Fingerprint, make: impl FnOnce() -> Entry<M>) -> Slot {
+        let entry = self.take(key).unwrap_or_else(make);
+        self.used.push((key, Some(entry)));
+        Slot(self.used.len() - 1)
+    }
+
+    /// An entry this request took or made.
+    pub(crate) fn get(&self, slot: Slot) -> &Entry<M> {
+        self.used[slot.0]
+            .1
+            .as_ref()
+            .expect("a request's own entries are never taken")
+    }
+
+    /// The last request's entry for `key`, if it had one not yet taken.
+    fn take(&mut self, key: Fingerprint) -> Option<Entry<M>> {
+        if let Some((fingerprint, entry)) = self.old.get_mut(self.next) {
+            if *fingerprint == key && entry.is_some() {
+                self.next += 1;
+                return entry.take();
+            }
+        }
+        let old = &self.old;
+        let index = self.index.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity_and_hasher(old.len(), Default::default());
+            for (at, (fingerprint, _)) in old.iter().enumerate().rev() {
+                index.insert(*fingerprint, at);
+            }
+            index
+        });
+        let at = *index.get(&key)?;
+        let entry = self.old[at].1.take();
+        if entry.is_some() {
+            index.remove(&key);
+            self.next = at + 1;
+        }
+        entry
     }
 
     /// Writes `fields` as compact JSON, except that the value of field
@@ -118,7 +216,19 @@ impl<M> Fill<'_, M> {
         spliced: &str,
         write: impl FnOnce(&mut Self, &mut JsonArray<'_>),
     ) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.kept.last_body + (64 << 10));
+        let mut out = std::mem::take(
+            &mut *self
+                .spare_body
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        out.clear();
+        // Room for the body to grow for a while: a buffer that is too small
+        // is replaced (never grown, which would copy its old bytes).
+        let want = self.kept.last_body + (64 << 10);
+        if out.capacity() < want {
+            out = Vec::with_capacity(want + want / 4);
+        }
         let mut write = Some(write);
         out.push(b'{');
         for (i, (name, value)) in fields.iter().enumerate() {
@@ -156,6 +266,10 @@ impl<M: Default> Fill<'_, M> {
 
 impl<M> Drop for Fill<'_, M> {
     fn drop(&mut self) {
+        let mut old = std::mem::take(&mut self.old);
+        // Entries no message of this request used go now.
+        old.clear();
+        self.kept.spare = old;
         self.kept.entries = std::mem::take(&mut self.used);
     }
 }
@@ -357,6 +471,29 @@ mod tests {
     }
 
     #[test]
+    fn a_lent_body_s_buffer_is_the_next_body_s() {
+        let cache = WireCache::<()>::default();
+        let mut fields = Map::new();
+        fields.insert("items".into(), Value::Null);
+        let write = |fill: &mut Fill<'_, ()>, array: &mut JsonArray<'_>| {
+            let key = fill.key().str("x").finish();
+            array.push_raw(fill.bytes_or(key, || b"\"x\"".to_vec()));
+        };
+        let first = cache.fill().body(&fields, "items", write);
+        let at = first.as_ptr();
+        let sent = cache.lend(first);
+        assert_eq!(&sent[..], br#"{"items":["x"]}"#);
+        let copy = sent.clone();
+        drop(sent);
+        let second = cache.fill().body(&fields, "items", write);
+        assert_ne!(second.as_ptr(), at, "still in use by a copy of the request");
+        drop(copy);
+        let third = cache.fill().body(&fields, "items", write);
+        assert_eq!(third.as_ptr(), at, "back once the request let go of it");
+        assert_eq!(third, br#"{"items":["x"]}"#);
+    }
+
+    #[test]
     fn a_request_keeps_only_the_entries_it_used() {
         let cache = WireCache::<u8>::default();
         let made = std::cell::Cell::new(0);
@@ -367,24 +504,39 @@ mod tests {
                 meta,
             }
         };
-        let (k1, k2) = {
+        let (k1, k2, k3) = {
             let mut fill = cache.fill();
             let k1 = fill.key().str("one").finish();
             let k2 = fill.key().str("two").finish();
+            let k3 = fill.key().str("three").finish();
             fill.entry(k1, || make(1));
             fill.entry(k2, || make(2));
-            fill.entry(k1, || make(9));
-            (k1, k2)
+            fill.entry(k3, || make(3));
+            (k1, k2, k3)
         };
-        assert_eq!(made.get(), 2, "made once each, even twice in one request");
+        assert_eq!(made.get(), 3);
         {
+            // The first one dropped (as by a compaction): the others are
+            // found all the same, and a new one is made.
             let mut fill = cache.fill();
-            assert_eq!(fill.entry(k1, || make(9)).meta, 1, "kept");
-            assert_eq!(fill.bytes(k1), b"1");
-            assert_eq!(fill.bytes(k2), b"", "not taken by this request");
+            let slot = fill.slot(k2, || make(9));
+            assert_eq!(fill.get(slot).meta, 2, "kept");
+            assert_eq!(fill.get(slot).bytes, b"2");
+            assert_eq!(fill.entry(k3, || make(9)).meta, 3, "kept");
+            let k4 = fill.key().str("four").finish();
+            assert_eq!(fill.entry(k4, || make(4)).meta, 4, "made");
         }
+        assert_eq!(made.get(), 4);
         let mut fill = cache.fill();
-        assert_eq!(fill.entry(k2, || make(3)).meta, 3, "dropped, made again");
+        assert_eq!(fill.entry(k1, || make(5)).meta, 5, "dropped, made again");
+        // In another order, each is still found once.
+        assert_eq!(fill.entry(k3, || make(9)).meta, 3);
+        assert_eq!(fill.entry(k2, || make(9)).meta, 2);
+        assert_eq!(
+            fill.entry(k2, || make(6)).meta,
+            6,
+            "a second use makes its own"
+        );
     }
 
     #[test]

@@ -67,7 +67,13 @@ impl Model for AnthropicModel {
             self.wire,
             &self.cache,
         );
-        super::wire::complete::<Assembly>(&self.transport, "/v1/messages", body, observer).await
+        super::wire::complete::<Assembly>(
+            &self.transport,
+            "/v1/messages",
+            self.cache.lend(body),
+            observer,
+        )
+        .await
     }
 }
 

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
-use crate::model::wire_cache::{joined, push_json, Entry, Fingerprint, JsonArray, WireCache};
+use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireCache};
 use crate::model::{Message, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
@@ -104,10 +104,11 @@ pub(crate) fn request_bytes(
             .key()
             .message(message, request.extra_of(message))
             .finish();
-        let blocks = fill.entry(key, || blocks_entry(request, message)).meta;
+        let slot = fill.slot(key, || blocks_entry(request, message));
+        let blocks = fill.get(slot).meta;
         if blocks.count > 0 {
             parts.push(Part {
-                key,
+                slot,
                 blocks,
                 message,
             });
@@ -121,7 +122,7 @@ pub(crate) fn request_bytes(
     }));
     let mut body = fields(model, request, configured_max, can_think);
     apply_options(&mut body, WireApi::Anthropic, wire);
-    let last = parts.last().map(|p| p.key);
+    let last = parts.last().map(|p| p.slot);
     fill.body(&body, "messages", |fill, array| {
         for turn in turns {
             let out = array.out();
@@ -135,9 +136,9 @@ pub(crate) fn request_bytes(
             out.extend_from_slice(br#","content":"#);
             let mut content = JsonArray::open(out);
             for part in turn {
-                let bytes = fill.bytes(part.key);
+                let bytes = &fill.get(part.slot).bytes;
                 match part.blocks.last {
-                    _ if Some(part.key) != last => content.push_raw(bytes),
+                    _ if Some(part.slot) != last => content.push_raw(bytes),
                     LastBlock::Thinking => content.push_raw(bytes),
                     LastBlock::Plain => {
                         let out = content.out();
@@ -163,7 +164,7 @@ pub(crate) fn request_bytes(
 
 /// A message of the history with blocks, for the cached path.
 struct Part<'a> {
-    key: Fingerprint,
+    slot: Slot,
     blocks: Blocks,
     message: &'a Message,
 }

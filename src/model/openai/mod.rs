@@ -76,7 +76,7 @@ impl Model for ChatCompletions {
         super::wire::complete::<ChunkAssembler>(
             &self.transport,
             "/chat/completions",
-            body,
+            self.cache.lend(body),
             observer,
         )
         .await

@@ -63,6 +63,12 @@ impl Model for ResponsesModel {
             self.wire,
             &self.cache,
         );
-        super::wire::complete::<Assembly>(&self.transport, "/responses", body, observer).await
+        super::wire::complete::<Assembly>(
+            &self.transport,
+            "/responses",
+            self.cache.lend(body),
+            observer,
+        )
+        .await
     }
 }
