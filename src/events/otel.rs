@@ -9,8 +9,8 @@
 //! a tool's arguments or output is recorded unless
 //! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`.
 //!
-//! The sink itself only copies what spans need and hands it, a few dozen
-//! events at a time, to a thread of its own (`spans`), where the exporter is
+//! The sink itself only copies what spans need and hands it to a thread of
+//! its own (`spans`), woken once per few dozen events, where the exporter is
 //! built and the spans made; the run's thread waits for tracing only at the
 //! end, for the last batch. The one thing it decides itself is each tool
 //! span's id, so that `bash` gets the span's `TRACEPARENT` at once.
@@ -21,7 +21,8 @@ mod spans;
 mod values;
 
 use std::sync::mpsc::{self, Sender};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TraceState};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
@@ -29,24 +30,20 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use super::{Event, EventRecord, RequestRecord, Sink};
 pub use export::OtelConfig;
 use export::FLUSH_BUDGET;
-use spans::{Note, Trace};
+use spans::{Inbox, Note, Trace};
 use values::{extract, spawn_vars};
 
 /// Where the sink hands the environment variables (`TRACEPARENT`,
 /// `TRACESTATE`) that commands started from now on should get.
 pub type Publish = Box<dyn Fn(Vec<(String, String)>) + Send>;
 
-/// Notes kept before they are handed over, at most: one hand-over (a
-/// thread wake-up) per this many events.
-const HAND_OVER_EVERY: usize = 48;
-/// ... or after this long, so a slow run's spans are not held back.
-const HAND_OVER_AFTER: Duration = Duration::from_millis(50);
+/// Notes that gather before the sink's thread is woken: one wake-up per
+/// this many events (the thread also looks on its own every second).
+const WAKE_EVERY: usize = 48;
 
 /// Turns events into spans on its own thread; see the module notes.
 pub struct OtelSink {
-    notes: Sender<Vec<Note>>,
-    kept: Vec<Note>,
-    handed_at: Instant,
+    inbox: Arc<Inbox>,
     endpoint: String,
     capture: bool,
     trace_id: TraceId,
@@ -97,21 +94,20 @@ impl OtelSink {
         } else {
             (ids.new_trace_id(), true, TraceState::default())
         };
-        let (notes, inbox) = mpsc::channel();
+        let inbox = Arc::new(Inbox::default());
+        let theirs = inbox.clone();
         let endpoint = config.endpoint.clone();
         let capture = config.capture_content;
         let trace = Trace { upstream, trace_id };
         let spawned = std::thread::Builder::new()
             .name("tinyagent-otel".into())
-            .spawn(move || spans::work(config, trace, inbox));
+            .spawn(move || spans::work(config, trace, theirs));
         if let Err(e) = spawned {
             warnings.push(format!("tracing is off: its thread could not start: {e}"));
             return (None, warnings);
         }
         let sink = OtelSink {
-            notes,
-            kept: Vec::with_capacity(HAND_OVER_EVERY),
-            handed_at: Instant::now(),
+            inbox,
             endpoint,
             capture,
             trace_id,
@@ -127,36 +123,21 @@ impl OtelSink {
         (Some(sink), warnings)
     }
 
-    /// Keeps a note, handing the kept ones over when there are enough or
-    /// they have waited long enough.
+    /// Hands a note to the sink's thread.
     fn keep(&mut self, note: Note) {
-        self.kept.push(note);
-        if self.kept.len() >= HAND_OVER_EVERY || self.handed_at.elapsed() >= HAND_OVER_AFTER {
-            self.hand_over();
-        }
-    }
-
-    fn hand_over(&mut self) {
-        self.handed_at = Instant::now();
-        if self.kept.is_empty() {
-            return;
-        }
         self.unflushed = true;
-        let batch = std::mem::replace(&mut self.kept, Vec::with_capacity(HAND_OVER_EVERY));
-        // A thread that is gone has nothing left to export.
-        let _ = self.notes.send(batch);
+        self.inbox.put(note, false, WAKE_EVERY);
     }
 
-    /// Hands over `ask` (a flush or the shutdown) with everything kept, and
-    /// waits at most `budget` for its answer: a failure reason, if any.
+    /// Hands over `ask` (a flush or the shutdown) and waits at most `budget`
+    /// for its answer: a failure reason, if any.
     fn ask(
         &mut self,
         ask: impl FnOnce(Sender<Option<String>>) -> Note,
         budget: Duration,
     ) -> Option<String> {
         let (done, answer) = mpsc::channel();
-        self.kept.push(ask(done));
-        self.hand_over();
+        self.inbox.put(ask(done), true, WAKE_EVERY);
         self.unflushed = false;
         match answer.recv_timeout(budget) {
             Ok(reason) => reason,
@@ -203,12 +184,16 @@ impl OtelSink {
         self.shut_down = true;
         // After a failed flush the collector is not waited for again; after
         // a flush with nothing since, there is nothing left to wait for.
-        if self.warned || (!self.unflushed && self.kept.is_empty()) {
-            self.kept.push(Note::Shutdown {
-                wait: Duration::ZERO,
-                done: mpsc::channel().0,
-            });
-            self.hand_over();
+        if self.warned || !self.unflushed {
+            self.inbox.put(
+                Note::Shutdown {
+                    wait: Duration::ZERO,
+                    done: mpsc::channel().0,
+                },
+                true,
+                WAKE_EVERY,
+            );
+            self.inbox.close();
             return;
         }
         let reason = self.ask(
@@ -218,6 +203,7 @@ impl OtelSink {
             },
             FLUSH_BUDGET + Duration::from_millis(100),
         );
+        self.inbox.close();
         // Spans ended after the last flush could not be sent: the stream is
         // over, so the warning is a stderr line.
         if let Some(line) = reason.and_then(|r| self.warning(r)) {

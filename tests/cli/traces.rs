@@ -551,3 +551,35 @@ fn an_unsampled_traceparent_is_followed_and_passed_on_unsampled() {
     assert!(rest[16..].starts_with("-00"), "{output}");
     assert_ne!(&rest[..16], UPSTREAM_SPAN, "the tool call's own span id");
 }
+
+#[test]
+fn spans_of_a_long_step_go_out_while_it_runs() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let model = env.script(
+        "m.yaml",
+        "- tool_calls:\n  - {name: bash, arguments: {command: 'sleep 3'}}\n- tool_calls:\n  - {name: submit, arguments: {output: done}}\n",
+    );
+    let r = run(
+        &env,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ],
+        FAST_RETRY,
+        &["-m", &model],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let requests = collector.requests();
+    assert!(requests.len() >= 2, "{} exports", requests.len());
+    let (first, last) = (requests[0].at, requests[requests.len() - 1].at);
+    assert!(
+        last.duration_since(first) >= std::time::Duration::from_millis(1500),
+        "the first request's span was sent during the 3 s command, not at the end"
+    );
+    let first_spans = crate::support::otlp::decode(&requests[0]);
+    assert!(
+        first_spans.iter().any(|s| s.name.starts_with("chat ")),
+        "{first_spans:#?}"
+    );
+}

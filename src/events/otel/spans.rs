@@ -5,7 +5,8 @@
 //! thread.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::trace::{
@@ -61,14 +62,75 @@ pub(super) struct Trace {
     pub trace_id: TraceId,
 }
 
+/// Notes on their way to the thread. The sink adds them without waking the
+/// thread, except when enough have gathered or one needs an answer; the
+/// thread also looks every `LOOK_EVERY` on its own, so nothing waits there
+/// for long while a run sits in a long step.
+#[derive(Default)]
+pub(super) struct Inbox {
+    waiting: Mutex<Waiting>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    notes: Vec<Note>,
+    closed: bool,
+}
+
+/// How often the thread looks for notes when nobody woke it.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+impl Inbox {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a note, waking the thread when `wake` or when `gathered` notes
+    /// are waiting.
+    pub(super) fn put(&self, note: Note, wake: bool, gathered: usize) {
+        let waiting = {
+            let mut inbox = self.lock();
+            inbox.notes.push(note);
+            inbox.notes.len()
+        };
+        if wake || waiting >= gathered {
+            self.ready.notify_one();
+        }
+    }
+
+    /// No more notes: the thread ends once it has applied those waiting.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
+        self.ready.notify_one();
+    }
+
+    /// The notes waiting (perhaps none, after `LOOK_EVERY`), or `None` once
+    /// closed and empty.
+    fn take(&self) -> Option<Vec<Note>> {
+        let mut inbox = self.lock();
+        if inbox.notes.is_empty() && !inbox.closed {
+            inbox = self
+                .ready
+                .wait_timeout(inbox, LOOK_EVERY)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        if inbox.notes.is_empty() && inbox.closed {
+            return None;
+        }
+        Some(std::mem::take(&mut inbox.notes))
+    }
+}
+
 /// Runs the thread: builds the exporter, then applies notes until the sink
-/// hangs up or asks for the shutdown.
-pub(super) fn work(config: OtelConfig, trace: Trace, notes: Receiver<Vec<Note>>) {
+/// closes the inbox or asks for the shutdown.
+pub(super) fn work(config: OtelConfig, trace: Trace, inbox: Arc<Inbox>) {
     let mut spans = match export::start(&config) {
         Ok((provider, failures)) => Ok(Spans::new(provider, failures, &config, trace)),
         Err(e) => Err(e),
     };
-    while let Ok(batch) = notes.recv() {
+    while let Some(batch) = inbox.take() {
         for note in batch {
             match (&mut spans, note) {
                 (Ok(spans), note) => {
