@@ -4,7 +4,8 @@
 //! timed). Histories of about 1, 4 and 16 MB of agent steps (a `bash` call
 //! and a 2 KB tool result each); each measured step appends one more step
 //! to the history, as the loop does. Prints medians of `STEPS` steps per
-//! size and the slope in ms per MB.
+//! size and the slope in ms per MB, in wall time and in CPU time of the
+//! agent's thread alone (the server's reading not in it).
 //!
 //! A second benchmark builds the bodies alone, in process, both ways (one
 //! `Value` serialised, as before the cache, and from kept bytes).
@@ -192,14 +193,17 @@ fn request_cost_per_step() {
         .build()
         .unwrap();
     let tools = tools();
-    println!("\n| API | history (MB) | messages | per step, median (ms) | ms per MB |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("\n| API | history (MB) | messages | per step, median (ms) | ms per MB | agent thread CPU per step (ms) |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     let mut slopes = Vec::new();
+    let mut cpu_slopes = Vec::new();
     for (name, spec, model) in &adapters {
         let mut points = Vec::new();
+        let mut cpu_points = Vec::new();
         for mb in SIZES_MB {
             let (mut messages, bytes) = history(mb, spec);
             let mut samples = Vec::new();
+            let mut cpu_samples = Vec::new();
             // The first request fills any cache; the loop's steps follow.
             for i in 0..=STEPS {
                 step(&mut messages, spec);
@@ -213,25 +217,44 @@ fn request_cost_per_step() {
                     spec,
                 };
                 let started = Instant::now();
+                let cpu_before = thread_cpu_ms();
                 let result = rt.block_on(model.complete(&request, &NoObserver));
+                let cpu = thread_cpu_ms() - cpu_before;
                 let elapsed = started.elapsed().as_secs_f64() * 1e3;
                 assert!(result.is_err(), "the sink answers 400");
                 if i > 0 {
                     samples.push(elapsed);
+                    cpu_samples.push(cpu);
                 }
             }
             let ms = median(samples);
+            let cpu = median(cpu_samples);
             let size = bytes as f64 / (1 << 20) as f64;
             points.push((size, ms));
+            cpu_points.push((size, cpu));
             println!(
-                "| {name} | {size:.1} | {} | {ms:.2} | {:.2} |",
+                "| {name} | {size:.1} | {} | {ms:.2} | {:.2} | {cpu:.2} |",
                 messages.len(),
                 ms / size
             );
         }
         slopes.push((*name, slope(&points)));
+        cpu_slopes.push((*name, slope(&cpu_points)));
     }
     print_slopes(&slopes);
+    println!("\nOn the agent's thread alone (CPU time: building the body and writing it to the socket, not the server reading it):");
+    print_slopes(&cpu_slopes);
+}
+
+/// CPU time this thread has used, in ms.
+fn thread_cpu_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
 /// How much a step's cost grows per MB of history: from the smallest to

@@ -76,6 +76,8 @@ pub(super) struct Inbox {
 struct Waiting {
     notes: Vec<Note>,
     closed: bool,
+    /// The thread waits for a wake-up, and none was sent yet.
+    sleeping: bool,
 }
 
 /// How often the thread looks for notes when nobody woke it.
@@ -87,14 +89,19 @@ impl Inbox {
     }
 
     /// Adds a note, waking the thread when `wake` or when `gathered` notes
-    /// are waiting.
+    /// are waiting, if it sleeps (once per sleep: a busy thread takes what
+    /// is waiting when it is done).
     pub(super) fn put(&self, note: Note, wake: bool, gathered: usize) {
-        let waiting = {
+        let woken = {
             let mut inbox = self.lock();
             inbox.notes.push(note);
-            inbox.notes.len()
+            let woken = inbox.sleeping && (wake || inbox.notes.len() >= gathered);
+            if woken {
+                inbox.sleeping = false;
+            }
+            woken
         };
-        if wake || waiting >= gathered {
+        if woken {
             self.ready.notify_one();
         }
     }
@@ -110,11 +117,13 @@ impl Inbox {
     fn take(&self) -> Option<Vec<Note>> {
         let mut inbox = self.lock();
         if inbox.notes.is_empty() && !inbox.closed {
+            inbox.sleeping = true;
             inbox = self
                 .ready
                 .wait_timeout(inbox, LOOK_EVERY)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
+            inbox.sleeping = false;
         }
         if inbox.notes.is_empty() && inbox.closed {
             return None;
