@@ -130,6 +130,19 @@ fn tools() -> Vec<ToolSpec> {
         .collect()
 }
 
+/// One step's request for `messages`.
+fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
+    Request {
+        system: "You are a coding agent.",
+        messages,
+        tools,
+        output_schema: None,
+        max_output_tokens: None,
+        reasoning_effort: None,
+        spec,
+    }
+}
+
 fn transport(port: u16, auth: Auth) -> HttpTransport {
     let timeouts = StreamTimeouts {
         first_event: Duration::from_secs(60),
@@ -207,15 +220,7 @@ fn request_cost_per_step() {
             // The first request fills any cache; the loop's steps follow.
             for i in 0..=STEPS {
                 step(&mut messages, spec);
-                let request = Request {
-                    system: "You are a coding agent.",
-                    messages: &messages,
-                    tools: &tools,
-                    output_schema: None,
-                    max_output_tokens: None,
-                    reasoning_effort: None,
-                    spec,
-                };
+                let request = request(&messages, &tools, spec);
                 let started = Instant::now();
                 let cpu_before = thread_cpu_ms();
                 let result = rt.block_on(model.complete(&request, &NoObserver));
@@ -349,15 +354,7 @@ fn request_building_in_process() {
             let (mut before, mut after) = (Vec::new(), Vec::new());
             for i in 0..=STEPS {
                 step(&mut messages, spec);
-                let request = Request {
-                    system: "You are a coding agent.",
-                    messages: &messages,
-                    tools: &tools,
-                    output_schema: None,
-                    max_output_tokens: None,
-                    reasoning_effort: None,
-                    spec,
-                };
+                let request = request(&messages, &tools, spec);
                 let started = Instant::now();
                 let a = std::hint::black_box(fresh(&request));
                 let t_fresh = started.elapsed().as_secs_f64() * 1e3;
