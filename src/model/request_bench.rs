@@ -5,10 +5,13 @@
 //! and a 2 KB tool result each); each measured step appends one more step
 //! to the history, as the loop does. Prints medians of `STEPS` steps per
 //! size and the slope in ms per MB, in wall time and in CPU time of the
-//! agent's thread alone (the server's reading not in it).
+//! agent's thread alone (the server's reading not in it). The same is
+//! measured for a body built beforehand and only sent (the transport
+//! alone), and tinyagent's own part is what a step grows beyond that.
 //!
 //! A second benchmark builds the bodies alone, in process, both ways (one
-//! `Value` serialised, as before the cache, and from kept bytes).
+//! `Value` serialised, as before the cache, and from kept bytes), each way
+//! in its own run of steps.
 //!
 //! `bench/request.sh`, or
 //! `cargo test --release --lib model::request_bench -- --ignored --nocapture`.
@@ -246,9 +249,73 @@ fn request_cost_per_step() {
         slopes.push((*name, slope(&points)));
         cpu_slopes.push((*name, slope(&cpu_points)));
     }
+    let floor = transport_alone(port, &rt, &tools);
+    let (floor_ms, floor_cpu) = (slope(&floor.0), slope(&floor.1));
+    slopes.push((TRANSPORT_ALONE, floor_ms));
+    cpu_slopes.push((TRANSPORT_ALONE, floor_cpu));
     print_slopes(&slopes);
     println!("\nOn the agent's thread alone (CPU time: building the body and writing it to the socket, not the server reading it):");
     print_slopes(&cpu_slopes);
+    println!("\ntinyagent's own part: growth per MB beyond sending the same bytes (ms per step, wall | agent thread CPU):\n");
+    println!("| API | wall | CPU |\n| --- | --- | --- |");
+    for ((name, ms), (_, cpu)) in slopes.iter().zip(&cpu_slopes) {
+        if *name != TRANSPORT_ALONE {
+            println!("| {name} | {:.2} | {:.2} |", ms - floor_ms, cpu - floor_cpu);
+        }
+    }
+}
+
+const TRANSPORT_ALONE: &str = "the same bytes, built beforehand (transport alone)";
+
+/// What sending a step's bytes costs with nothing built: a Chat Completions
+/// body for each history size, made once and posted `STEPS` times through
+/// the same transport. Points (MB, ms) in wall time and agent-thread CPU.
+fn transport_alone(
+    port: u16,
+    rt: &tokio::runtime::Runtime,
+    tools: &[ToolSpec],
+) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    use super::spec::WireOptions;
+    use super::wire_cache::WireCache;
+    let spec = "openai/gpt-5";
+    let transport = transport(port, Auth::Bearer);
+    let (mut points, mut cpu_points) = (Vec::new(), Vec::new());
+    for mb in SIZES_MB {
+        let (messages, bytes) = history(mb, spec);
+        let request = request(&messages, tools, spec);
+        let cache = WireCache::default();
+        let body = bytes::Bytes::from(super::openai::request_bytes(
+            "gpt-5",
+            Dialect::OpenAi,
+            None,
+            &request,
+            WireOptions::default(),
+            &cache,
+        ));
+        let (mut samples, mut cpu_samples) = (Vec::new(), Vec::new());
+        for i in 0..=STEPS {
+            let started = Instant::now();
+            let cpu_before = thread_cpu_ms();
+            let result = rt.block_on(transport.post("/v1/chat/completions", body.clone()));
+            cpu_samples.push(thread_cpu_ms() - cpu_before);
+            samples.push(started.elapsed().as_secs_f64() * 1e3);
+            assert!(result.is_err(), "the sink answers 400");
+            if i == 0 {
+                samples.clear();
+                cpu_samples.clear();
+            }
+        }
+        let (ms, cpu) = (median(samples), median(cpu_samples));
+        let size = bytes as f64 / (1 << 20) as f64;
+        println!(
+            "| {TRANSPORT_ALONE} | {size:.1} | {} | {ms:.2} | {:.2} | {cpu:.2} |",
+            messages.len(),
+            ms / size
+        );
+        points.push((size, ms));
+        cpu_points.push((size, cpu));
+    }
+    (points, cpu_points)
 }
 
 /// CPU time this thread has used, in ms.
@@ -279,7 +346,7 @@ fn print_slopes(slopes: &[(&str, f64)]) {
 
 // ---------- in process: the body alone ----------
 
-type Build = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
+type Build = Box<dyn Fn(&Request<'_>) -> bytes::Bytes>;
 
 /// Each adapter's body built two ways, no HTTP: the whole body as one
 /// `serde_json::Value` serialised (how every request was built before the
@@ -291,7 +358,7 @@ fn request_building_in_process() {
     use super::wire_cache::WireCache;
     use super::{anthropic, ollama, openai, responses};
 
-    let bytes = |v: serde_json::Value| serde_json::to_vec(&v).unwrap();
+    let bytes = |v: serde_json::Value| bytes::Bytes::from(serde_json::to_vec(&v).unwrap());
     let chat = WireCache::default();
     let messages = WireCache::default();
     let items = WireCache::default();
@@ -302,14 +369,15 @@ fn request_building_in_process() {
             "openai/gpt-5",
             Box::new(move |r| bytes(openai::request_body("gpt-5", Dialect::OpenAi, None, r))),
             Box::new(move |r| {
-                openai::request_bytes(
+                let body = openai::request_bytes(
                     "gpt-5",
                     Dialect::OpenAi,
                     None,
                     r,
                     WireOptions::default(),
                     &chat,
-                )
+                );
+                chat.lend(body)
             }),
         ),
         (
@@ -317,13 +385,14 @@ fn request_building_in_process() {
             "anthropic/claude-sonnet-4-5",
             Box::new(move |r| bytes(anthropic::request_body("claude-sonnet-4-5", r, None))),
             Box::new(move |r| {
-                anthropic::request_bytes(
+                let body = anthropic::request_bytes(
                     "claude-sonnet-4-5",
                     r,
                     None,
                     WireOptions::default(),
                     &messages,
-                )
+                );
+                messages.lend(body)
             }),
         ),
         (
@@ -331,7 +400,9 @@ fn request_building_in_process() {
             "responses/gpt-5",
             Box::new(move |r| bytes(responses::request_body("gpt-5", r, None))),
             Box::new(move |r| {
-                responses::request_bytes("gpt-5", r, None, WireOptions::default(), &items)
+                let body =
+                    responses::request_bytes("gpt-5", r, None, WireOptions::default(), &items);
+                items.lend(body)
             }),
         ),
         (
@@ -339,7 +410,8 @@ fn request_building_in_process() {
             "ollama/qwen3",
             Box::new(move |r| bytes(ollama::request_body("qwen3", None, r))),
             Box::new(move |r| {
-                ollama::request_bytes("qwen3", None, r, WireOptions::default(), &olla)
+                let body = ollama::request_bytes("qwen3", None, r, WireOptions::default(), &olla);
+                olla.lend(body)
             }),
         ),
     ];
@@ -350,23 +422,29 @@ fn request_building_in_process() {
     for (name, spec, fresh, cached) in &builders {
         let mut points = Vec::new();
         for mb in SIZES_MB {
-            let (mut messages, size) = history(mb, spec);
-            let (mut before, mut after) = (Vec::new(), Vec::new());
-            for i in 0..=STEPS {
-                step(&mut messages, spec);
-                let request = request(&messages, &tools, spec);
-                let started = Instant::now();
-                let a = std::hint::black_box(fresh(&request));
-                let t_fresh = started.elapsed().as_secs_f64() * 1e3;
-                let started = Instant::now();
-                let b = std::hint::black_box(cached(&request));
-                let t_cached = started.elapsed().as_secs_f64() * 1e3;
-                assert_eq!(a, b);
-                if i > 0 {
-                    before.push(t_fresh);
-                    after.push(t_cached);
+            // Each way in its own loop, as the loop would run it: one way's
+            // freed memory is not in the other's measurement.
+            let (history_before, size) = history(mb, spec);
+            let run = |build: &Build| {
+                let mut messages = history_before.clone();
+                let mut times = Vec::new();
+                let mut last = bytes::Bytes::new();
+                for i in 0..=STEPS {
+                    step(&mut messages, spec);
+                    let request = request(&messages, &tools, spec);
+                    // The last request is done with its body, as in the loop.
+                    drop(std::mem::take(&mut last));
+                    let started = Instant::now();
+                    last = std::hint::black_box(build(&request));
+                    if i > 0 {
+                        times.push(started.elapsed().as_secs_f64() * 1e3);
+                    }
                 }
-            }
+                (times, last)
+            };
+            let (after, b) = run(cached);
+            let (before, a) = run(fresh);
+            assert_eq!(a, b);
             let size = size as f64 / (1 << 20) as f64;
             let after = median(after);
             points.push((size, after));

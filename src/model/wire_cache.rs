@@ -92,6 +92,7 @@ impl<M> WireCache<M> {
             seed: self.seed,
             kept,
             spare_body: &self.spare_body,
+            untaken: old.len(),
             old,
             next: 0,
             index: None,
@@ -149,6 +150,9 @@ pub(crate) struct Fill<'a, M> {
     spare_body: &'a Mutex<Vec<u8>>,
     /// The last request's entries; those taken are `None`.
     old: Slots<M>,
+    /// How many of `old`'s entries are not taken yet: none left means a
+    /// message not found where expected is new, and nothing is indexed.
+    untaken: usize,
     /// Where in `old` the next message's entry probably is.
     next: usize,
     /// `old`'s positions by fingerprint, once one was needed.
@@ -188,8 +192,12 @@ impl<M> Fill<'_, M> {
         if let Some((fingerprint, entry)) = self.old.get_mut(self.next) {
             if *fingerprint == key && entry.is_some() {
                 self.next += 1;
+                self.untaken -= 1;
                 return entry.take();
             }
+        }
+        if self.untaken == 0 {
+            return None;
         }
         let old = &self.old;
         let index = self.index.get_or_insert_with(|| {
@@ -204,6 +212,7 @@ impl<M> Fill<'_, M> {
         if entry.is_some() {
             index.remove(&key);
             self.next = at + 1;
+            self.untaken -= 1;
         }
         entry
     }
@@ -537,6 +546,36 @@ mod tests {
             6,
             "a second use makes its own"
         );
+    }
+
+    #[test]
+    fn a_grown_history_is_never_indexed() {
+        let cache = WireCache::<()>::default();
+        let keys: Vec<_> = {
+            let fill = cache.fill();
+            (0..100)
+                .map(|i| fill.key().str(&i.to_string()).finish())
+                .collect()
+        };
+        let mut fill = cache.fill();
+        for key in &keys[..90] {
+            fill.bytes_or(*key, || b"x".to_vec());
+        }
+        drop(fill);
+        let mut fill = cache.fill();
+        for key in &keys {
+            fill.bytes_or(*key, || b"y".to_vec());
+        }
+        assert!(fill.index.is_none(), "each entry was where it was expected");
+        assert_eq!(fill.untaken, 0);
+        drop(fill);
+        let mut fill = cache.fill();
+        fill.bytes_or(keys[5], || b"z".to_vec());
+        assert!(
+            fill.index.is_some(),
+            "out of order: found by its fingerprint"
+        );
+        assert_eq!(fill.get(Slot(0)).bytes, b"x", "and kept");
     }
 
     #[test]
