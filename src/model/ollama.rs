@@ -12,7 +12,7 @@ use super::wire::{
     append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
     MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use super::wire_cache::{push_json, WireCache};
+use super::wire_cache::{push_json, WireBody, WireCache};
 use super::{
     FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
     Usage,
@@ -99,7 +99,7 @@ pub(crate) fn request_bytes(
     request: &Request<'_>,
     wire: WireOptions,
     cache: &WireCache,
-) -> Vec<u8> {
+) -> WireBody {
     let mut body = fields(model, budget, request);
     super::wire::apply_options(&mut body, WireApi::Ollama, wire);
     cache.fill().body(&body, "messages", |fill, array| {
@@ -109,11 +109,11 @@ pub(crate) fn request_bytes(
         for m in request.messages {
             let name = tool_name(m, request.messages);
             let key = fill.key().message(m, None).str(name).finish();
-            array.push_raw(fill.bytes_or(key, || {
+            fill.push_or(array, key, || {
                 let mut bytes = Vec::new();
                 push_json(&mut bytes, &message(m, name));
                 bytes
-            }));
+            });
         }
     })
 }

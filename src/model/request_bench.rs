@@ -265,6 +265,9 @@ fn request_cost_per_step() {
     }
 }
 
+/// (history in MB, ms) for each size measured.
+type Points = Vec<(f64, f64)>;
+
 const TRANSPORT_ALONE: &str = "the same bytes, built beforehand (transport alone)";
 
 /// What sending a step's bytes costs with nothing built: a Chat Completions
@@ -274,7 +277,7 @@ fn transport_alone(
     port: u16,
     rt: &tokio::runtime::Runtime,
     tools: &[ToolSpec],
-) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+) -> (Points, Points) {
     use super::spec::WireOptions;
     use super::wire_cache::WireCache;
     let spec = "openai/gpt-5";
@@ -284,14 +287,17 @@ fn transport_alone(
         let (messages, bytes) = history(mb, spec);
         let request = request(&messages, tools, spec);
         let cache = WireCache::default();
-        let body = bytes::Bytes::from(super::openai::request_bytes(
-            "gpt-5",
-            Dialect::OpenAi,
-            None,
-            &request,
-            WireOptions::default(),
-            &cache,
-        ));
+        let body = bytes::Bytes::from(
+            super::openai::request_bytes(
+                "gpt-5",
+                Dialect::OpenAi,
+                None,
+                &request,
+                WireOptions::default(),
+                &cache,
+            )
+            .bytes,
+        );
         let (mut samples, mut cpu_samples) = (Vec::new(), Vec::new());
         for i in 0..=STEPS {
             let started = Instant::now();

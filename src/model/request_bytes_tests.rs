@@ -11,10 +11,16 @@ use super::ollama;
 use super::openai::{self, Dialect};
 use super::responses;
 use super::spec::WireOptions;
-use super::wire_cache::WireCache;
+use super::wire_cache::{WireBody, WireCache};
 use super::{Message, Request, Role, ToolCall, ToolSpec};
 
 const OWN: &str = "x/own";
+
+/// A body as a request sends it, given back once sent: the next body
+/// through `cache` is written over it, as in a run.
+fn sent<M>(cache: &WireCache<M>, body: WireBody) -> Vec<u8> {
+    cache.lend(body).to_vec()
+}
 
 type Cached = Box<dyn Fn(&Request<'_>) -> Vec<u8>>;
 type Fresh = Box<dyn Fn(&Request<'_>) -> Value>;
@@ -36,13 +42,16 @@ fn adapters() -> Vec<Paths> {
         Paths {
             name: "chat completions",
             cached: Box::new(move |r| {
-                openai::request_bytes(
-                    "gpt-5",
-                    Dialect::OpenAi,
-                    Some(900),
-                    r,
-                    WireOptions::default(),
+                sent(
                     &chat,
+                    openai::request_bytes(
+                        "gpt-5",
+                        Dialect::OpenAi,
+                        Some(900),
+                        r,
+                        WireOptions::default(),
+                        &chat,
+                    ),
                 )
             }),
             fresh: Box::new(|r| openai::request_body("gpt-5", Dialect::OpenAi, Some(900), r)),
@@ -50,13 +59,16 @@ fn adapters() -> Vec<Paths> {
         Paths {
             name: "openrouter",
             cached: Box::new(move |r| {
-                openai::request_bytes(
-                    "x/y",
-                    Dialect::OpenRouter,
-                    None,
-                    r,
-                    WireOptions::default(),
+                sent(
                     &router,
+                    openai::request_bytes(
+                        "x/y",
+                        Dialect::OpenRouter,
+                        None,
+                        r,
+                        WireOptions::default(),
+                        &router,
+                    ),
                 )
             }),
             fresh: Box::new(|r| openai::request_body("x/y", Dialect::OpenRouter, None, r)),
@@ -64,12 +76,15 @@ fn adapters() -> Vec<Paths> {
         Paths {
             name: "anthropic",
             cached: Box::new(move |r| {
-                anthropic::request_bytes(
-                    "claude-sonnet-4-5",
-                    r,
-                    None,
-                    WireOptions::default(),
+                sent(
                     &messages,
+                    anthropic::request_bytes(
+                        "claude-sonnet-4-5",
+                        r,
+                        None,
+                        WireOptions::default(),
+                        &messages,
+                    ),
                 )
             }),
             fresh: Box::new(|r| anthropic::request_body("claude-sonnet-4-5", r, None)),
@@ -77,14 +92,26 @@ fn adapters() -> Vec<Paths> {
         Paths {
             name: "responses",
             cached: Box::new(move |r| {
-                responses::request_bytes("gpt-5", r, Some(500), WireOptions::default(), &responses)
+                sent(
+                    &responses,
+                    responses::request_bytes(
+                        "gpt-5",
+                        r,
+                        Some(500),
+                        WireOptions::default(),
+                        &responses,
+                    ),
+                )
             }),
             fresh: Box::new(|r| responses::request_body("gpt-5", r, Some(500))),
         },
         Paths {
             name: "ollama",
             cached: Box::new(move |r| {
-                ollama::request_bytes("qwen3", Some(300), r, WireOptions::default(), &ollama)
+                sent(
+                    &ollama,
+                    ollama::request_bytes("qwen3", Some(300), r, WireOptions::default(), &ollama),
+                )
             }),
             fresh: Box::new(|r| ollama::request_body("qwen3", Some(300), r)),
         },
@@ -266,7 +293,7 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
         openai::request_body("gpt-5", Dialect::OpenAi, None, &r),
         WireApi::OpenAi,
     );
-    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+    assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
     assert!(
         expected.contains(r#""stream":false"#) && expected.contains(r#""tool_choice":"required""#)
     );
@@ -277,7 +304,7 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
         anthropic::request_body("claude-sonnet-4-5", &r, None),
         WireApi::Anthropic,
     );
-    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+    assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 
     let cache = WireCache::default();
     let cached = responses::request_bytes("gpt-5", &r, None, options, &cache);
@@ -285,10 +312,10 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
         responses::request_body("gpt-5", &r, None),
         WireApi::Responses,
     );
-    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+    assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 
     let cache = WireCache::default();
     let cached = ollama::request_bytes("qwen3", None, &r, options, &cache);
     let expected = fresh(ollama::request_body("qwen3", None, &r), WireApi::Ollama);
-    assert_eq!(String::from_utf8(cached).unwrap(), expected);
+    assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 }

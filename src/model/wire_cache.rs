@@ -14,10 +14,18 @@
 //! writes it (compact, in insertion order), with the one field holding the
 //! conversation written from the kept bytes: the same bytes as serialising
 //! the whole body as one `Value`.
+//!
+//! Each body is written into the last one's buffer, over the last body: an
+//! entry whose bytes that body held at the very offset the new body puts
+//! them is not copied again (on a step that only added messages, that is
+//! every entry before the new ones). Which body a buffer holds, and where
+//! each entry was written in it, are tracked by a generation number.
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use bytes::Bytes;
@@ -39,8 +47,16 @@ pub(crate) struct WireCache<M = ()> {
     kept: Mutex<Kept<M>>,
     /// The last body's buffer, back from the request that sent it: the
     /// next body is written into memory already in use instead of pages
-    /// the system must first hand out (which cost more than the writing).
-    spare_body: Arc<Mutex<Vec<u8>>>,
+    /// the system must first hand out (which cost more than the writing),
+    /// and over the body it holds.
+    spare_body: Arc<Mutex<Spare>>,
+}
+
+/// A body's buffer, holding that body.
+#[derive(Default)]
+struct Spare {
+    bytes: Vec<u8>,
+    generation: u64,
 }
 
 struct Kept<M> {
@@ -50,6 +66,8 @@ struct Kept<M> {
     spare: Slots<M>,
     /// The last body's length: the next one is about as long.
     last_body: usize,
+    /// The last body's generation: each body has the next one.
+    generation: u64,
 }
 
 type Slots<M> = Vec<(Fingerprint, Option<Entry<M>>)>;
@@ -59,6 +77,33 @@ type Slots<M> = Vec<(Fingerprint, Option<Entry<M>>)>;
 pub(crate) struct Entry<M> {
     pub bytes: Vec<u8>,
     pub meta: M,
+    /// Where `bytes` were last written whole: a body's generation and the
+    /// offset in it.
+    placed: Cell<Option<(u64, usize)>>,
+}
+
+impl<M> Entry<M> {
+    pub(crate) fn new(bytes: Vec<u8>, meta: M) -> Self {
+        Entry {
+            bytes,
+            meta,
+            placed: Cell::new(None),
+        }
+    }
+}
+
+/// A request body, written by `Fill::body`, to send through `WireCache::lend`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct WireBody {
+    pub bytes: Vec<u8>,
+    generation: u64,
+}
+
+impl std::ops::Deref for WireBody {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
 }
 
 impl<M> Default for WireCache<M> {
@@ -69,6 +114,7 @@ impl<M> Default for WireCache<M> {
                 entries: Vec::new(),
                 spare: Vec::new(),
                 last_body: 0,
+                generation: 0,
             }),
             spare_body: Arc::default(),
         }
@@ -102,9 +148,12 @@ impl<M> WireCache<M> {
 
     /// A body to send: its buffer comes back to this cache for the next
     /// body once the request is done with it.
-    pub(crate) fn lend(&self, body: Vec<u8>) -> Bytes {
+    pub(crate) fn lend(&self, body: WireBody) -> Bytes {
         Bytes::from_owner(Lent {
-            body,
+            body: Spare {
+                bytes: body.bytes,
+                generation: body.generation,
+            },
             home: Arc::downgrade(&self.spare_body),
         })
     }
@@ -112,13 +161,13 @@ impl<M> WireCache<M> {
 
 /// A body lent to a request (see `WireCache::lend`).
 struct Lent {
-    body: Vec<u8>,
-    home: Weak<Mutex<Vec<u8>>>,
+    body: Spare,
+    home: Weak<Mutex<Spare>>,
 }
 
 impl AsRef<[u8]> for Lent {
     fn as_ref(&self) -> &[u8] {
-        &self.body
+        &self.body.bytes
     }
 }
 
@@ -126,7 +175,8 @@ impl Drop for Lent {
     fn drop(&mut self) {
         if let Some(home) = self.home.upgrade() {
             let mut spare = home.lock().unwrap_or_else(PoisonError::into_inner);
-            if spare.capacity() < self.body.capacity() {
+            // The newest body is the one the next is most like.
+            if spare.generation < self.body.generation {
                 *spare = std::mem::take(&mut self.body);
             }
         }
@@ -147,7 +197,7 @@ pub(crate) struct Slot(usize);
 pub(crate) struct Fill<'a, M> {
     seed: u64,
     kept: MutexGuard<'a, Kept<M>>,
-    spare_body: &'a Mutex<Vec<u8>>,
+    spare_body: &'a Mutex<Spare>,
     /// The last request's entries; those taken are `None`.
     old: Slots<M>,
     /// How many of `old`'s entries are not taken yet: none left means a
@@ -224,19 +274,26 @@ impl<M> Fill<'_, M> {
         fields: &Map<String, Value>,
         spliced: &str,
         write: impl FnOnce(&mut Self, &mut JsonArray<'_>),
-    ) -> Vec<u8> {
-        let mut out = std::mem::take(
+    ) -> WireBody {
+        let spare = std::mem::take(
             &mut *self
                 .spare_body
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        out.clear();
+        self.kept.generation += 1;
+        let mut out = Out::over(spare, self.kept.generation);
         // Room for the body to grow for a while: a buffer that is too small
         // is replaced (never grown, which would copy its old bytes).
         let want = self.kept.last_body + (64 << 10);
-        if out.capacity() < want {
-            out = Vec::with_capacity(want + want / 4);
+        if out.buf.capacity() < want {
+            out = Out::over(
+                Spare {
+                    bytes: Vec::with_capacity(want + want / 4),
+                    generation: 0,
+                },
+                self.kept.generation,
+            );
         }
         let mut write = Some(write);
         out.push(b'{');
@@ -256,20 +313,104 @@ impl<M> Fill<'_, M> {
             }
         }
         out.push(b'}');
-        self.kept.last_body = out.len();
-        out
+        let body = out.finish();
+        self.kept.last_body = body.bytes.len();
+        body
+    }
+}
+
+/// A body being written over the last one, in that one's buffer: bytes go
+/// at `at`, over what is there, and the buffer is cut there at the end.
+pub(crate) struct Out {
+    buf: Vec<u8>,
+    at: usize,
+    /// What of `buf` the last body left: the generation that wrote it and
+    /// its length.
+    old: (u64, usize),
+    generation: u64,
+}
+
+impl Out {
+    fn over(spare: Spare, generation: u64) -> Self {
+        Out {
+            old: (spare.generation, spare.bytes.len()),
+            buf: spare.bytes,
+            at: 0,
+            generation,
+        }
+    }
+
+    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
+        let end = self.at + bytes.len();
+        if self.at == self.buf.len() {
+            self.buf.extend_from_slice(bytes);
+        } else if end <= self.buf.len() {
+            self.buf[self.at..end].copy_from_slice(bytes);
+        } else {
+            let (over, after) = bytes.split_at(self.buf.len() - self.at);
+            self.buf[self.at..].copy_from_slice(over);
+            self.buf.extend_from_slice(after);
+        }
+        self.at = end;
+    }
+
+    pub(crate) fn push(&mut self, byte: u8) {
+        self.extend_from_slice(&[byte]);
+    }
+
+    /// Writes an entry's bytes, unless they are already here: the last
+    /// body wrote them at this very offset (and nothing of this body has
+    /// been written past it, as writing only goes forward).
+    fn entry<M>(&mut self, entry: &Entry<M>) {
+        let (at, (generation, length)) = (self.at, self.old);
+        if entry.placed.get() == Some((generation, at)) && at + entry.bytes.len() <= length {
+            self.at += entry.bytes.len();
+        } else {
+            self.extend_from_slice(&entry.bytes);
+        }
+        entry.placed.set(Some((self.generation, at)));
+    }
+
+    fn finish(mut self) -> WireBody {
+        self.buf.truncate(self.at);
+        WireBody {
+            bytes: self.buf,
+            generation: self.generation,
+        }
+    }
+}
+
+impl io::Write for Out {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
 impl<M: Default> Fill<'_, M> {
     /// `entry` for entries without facts beside the bytes.
+    #[cfg(test)]
     pub(crate) fn bytes_or(&mut self, key: Fingerprint, make: impl FnOnce() -> Vec<u8>) -> &[u8] {
-        &self
-            .entry(key, || Entry {
-                bytes: make(),
-                meta: M::default(),
-            })
-            .bytes
+        &self.entry(key, || Entry::new(make(), M::default())).bytes
+    }
+
+    /// `bytes_or`'s entry pushed onto `array`.
+    pub(crate) fn push_or(
+        &mut self,
+        array: &mut JsonArray<'_>,
+        key: Fingerprint,
+        make: impl FnOnce() -> Vec<u8>,
+    ) {
+        array.push_entry(self.entry(key, || Entry::new(make(), M::default())));
     }
 }
 
@@ -286,12 +427,12 @@ impl<M> Drop for Fill<'_, M> {
 /// A JSON array being written: items as bytes already serialised (several
 /// comma-joined items at once, or none), or as values.
 pub(crate) struct JsonArray<'o> {
-    out: &'o mut Vec<u8>,
+    out: &'o mut Out,
     empty: bool,
 }
 
 impl<'o> JsonArray<'o> {
-    pub(crate) fn open(out: &'o mut Vec<u8>) -> Self {
+    pub(crate) fn open(out: &'o mut Out) -> Self {
         out.push(b'[');
         JsonArray { out, empty: true }
     }
@@ -305,13 +446,23 @@ impl<'o> JsonArray<'o> {
         self.out.extend_from_slice(items);
     }
 
+    /// Appends a kept entry's items (nothing when it has none), copied
+    /// only when the last body did not have them here.
+    pub(crate) fn push_entry<M>(&mut self, entry: &Entry<M>) {
+        if entry.bytes.is_empty() {
+            return;
+        }
+        self.separate();
+        self.out.entry(entry);
+    }
+
     pub(crate) fn push_value(&mut self, item: &impl Serialize) {
         self.separate();
         push_json(self.out, item);
     }
 
-    /// The bytes written so far, for items written by hand.
-    pub(crate) fn out(&mut self) -> &mut Vec<u8> {
+    /// Where items written by hand go.
+    pub(crate) fn out(&mut self) -> &mut Out {
         self.separate();
         self.out
     }
@@ -329,7 +480,7 @@ impl<'o> JsonArray<'o> {
 }
 
 /// Appends `value` as compact JSON (writing into a `Vec` cannot fail).
-pub(crate) fn push_json(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+pub(crate) fn push_json(out: &mut impl io::Write, value: &(impl Serialize + ?Sized)) {
     let _ = serde_json::to_writer(out, value);
 }
 
@@ -476,7 +627,10 @@ mod tests {
         });
         let mut whole = fields.clone();
         whole.insert("items".into(), Value::Array(items.to_vec()));
-        assert_eq!(bytes, serde_json::to_vec(&Value::Object(whole)).unwrap());
+        assert_eq!(
+            bytes.bytes,
+            serde_json::to_vec(&Value::Object(whole)).unwrap()
+        );
     }
 
     #[test]
@@ -499,7 +653,7 @@ mod tests {
         drop(copy);
         let third = cache.fill().body(&fields, "items", write);
         assert_eq!(third.as_ptr(), at, "back once the request let go of it");
-        assert_eq!(third, br#"{"items":["x"]}"#);
+        assert_eq!(third.bytes, br#"{"items":["x"]}"#);
     }
 
     #[test]
@@ -508,10 +662,7 @@ mod tests {
         let made = std::cell::Cell::new(0);
         let make = |meta: u8| {
             made.set(made.get() + 1);
-            Entry {
-                bytes: vec![b'0' + meta],
-                meta,
-            }
+            Entry::new(vec![b'0' + meta], meta)
         };
         let (k1, k2, k3) = {
             let mut fill = cache.fill();
@@ -546,6 +697,60 @@ mod tests {
             6,
             "a second use makes its own"
         );
+    }
+
+    #[test]
+    fn an_entry_already_in_place_is_not_written_again() {
+        let cache = WireCache::<()>::default();
+        let mut fields = Map::new();
+        fields.insert("items".into(), Value::Null);
+        let body = |first: &str, items: &[&str]| {
+            let bytes = cache.fill().body(&fields, "items", |fill, array| {
+                array.push_value(&first);
+                for item in items {
+                    let key = fill.key().str(item).finish();
+                    fill.push_or(array, key, || serde_json::to_vec(item).unwrap());
+                }
+            });
+            let sent = cache.lend(bytes);
+            String::from_utf8(sent.to_vec()).unwrap()
+        };
+        assert_eq!(body("s", &["one", "two"]), r#"{"items":["s","one","two"]}"#);
+        // Marks the kept body where "one" is: the mark shows whether the
+        // next body copied those bytes or left them where they were.
+        let mark = |from: &str, to: &str| {
+            let mut spare = cache.spare_body.lock().unwrap();
+            let at = spare.bytes.windows(from.len()).position(|w| w == from.as_bytes());
+            spare.bytes[at.unwrap()..][..to.len()].copy_from_slice(to.as_bytes());
+        };
+        mark("one", "ONE");
+        assert_eq!(
+            body("s", &["one", "two", "six"]),
+            r#"{"items":["s","ONE","two","six"]}"#,
+            "in place: not copied"
+        );
+        // Something before them changed length: every entry is elsewhere
+        // now, so each is written again.
+        assert_eq!(
+            body("st", &["one", "two", "six"]),
+            r#"{"items":["st","one","two","six"]}"#
+        );
+        mark("two", "TWO");
+        // Same length, other bytes before them: written over, the entries
+        // still in place.
+        assert_eq!(
+            body("ts", &["one", "two"]),
+            r#"{"items":["ts","one","TWO"]}"#
+        );
+        // One dropped before another: that one is now elsewhere.
+        mark("one", "ONE");
+        assert_eq!(body("ts", &["two"]), r#"{"items":["ts","two"]}"#);
+        // A body still in use cannot be written over.
+        let held = cache.lend(cache.fill().body(&fields, "items", |_, array| {
+            array.push_value(&"held");
+        }));
+        assert_eq!(body("ts", &["two"]), r#"{"items":["ts","two"]}"#);
+        assert_eq!(&held[..], br#"{"items":["held"]}"#);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
-use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireCache};
+use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireBody, WireCache};
 use crate::model::{Message, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
@@ -93,7 +93,7 @@ pub(crate) fn request_bytes(
     configured_max: Option<u32>,
     wire: WireOptions,
     cache: &WireCache<Blocks>,
-) -> Vec<u8> {
+) -> WireBody {
     let mut fill = cache.fill();
     let mut parts = Vec::with_capacity(request.messages.len());
     for message in request.messages {
@@ -136,10 +136,11 @@ pub(crate) fn request_bytes(
             out.extend_from_slice(br#","content":"#);
             let mut content = JsonArray::open(out);
             for part in turn {
-                let bytes = &fill.get(part.slot).bytes;
+                let entry = fill.get(part.slot);
+                let bytes = &entry.bytes;
                 match part.blocks.last {
-                    _ if Some(part.slot) != last => content.push_raw(bytes),
-                    LastBlock::Thinking => content.push_raw(bytes),
+                    _ if Some(part.slot) != last => content.push_entry(entry),
+                    LastBlock::Thinking => content.push_entry(entry),
                     LastBlock::Plain => {
                         let out = content.out();
                         out.extend_from_slice(&bytes[..bytes.len() - 1]);
@@ -209,10 +210,7 @@ fn blocks_entry(request: &Request<'_>, message: &Message) -> Entry<Blocks> {
         has_text: blocks.iter().any(|b| b["type"] != "tool_result"),
         last,
     };
-    Entry {
-        bytes: joined(&blocks),
-        meta,
-    }
+    Entry::new(joined(&blocks), meta)
 }
 
 /// The body's fields, `messages` (in its place) left `null`. `can_think`:

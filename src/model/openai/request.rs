@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
-use crate::model::wire_cache::{push_json, WireCache};
+use crate::model::wire_cache::{push_json, WireBody, WireCache};
 use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
 
 /// Which OpenAI-compatible server we talk to; they differ in the names of
@@ -57,7 +57,7 @@ pub(crate) fn request_bytes(
     request: &Request<'_>,
     wire: WireOptions,
     cache: &WireCache,
-) -> Vec<u8> {
+) -> WireBody {
     let mut body = fields(model, dialect, budget, request);
     apply_options(&mut body, WireApi::OpenAi, wire);
     cache.fill().body(&body, "messages", |fill, array| {
@@ -66,11 +66,11 @@ pub(crate) fn request_bytes(
         }
         for m in request.messages {
             let key = fill.key().message(m, None).finish();
-            array.push_raw(fill.bytes_or(key, || {
+            fill.push_or(array, key, || {
                 let mut bytes = Vec::new();
                 push_json(&mut bytes, &message(m));
                 bytes
-            }));
+            });
         }
     })
 }

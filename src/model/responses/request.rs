@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
-use crate::model::wire_cache::{joined, WireCache};
+use crate::model::wire_cache::{joined, WireBody, WireCache};
 use crate::model::{Message, Request, Role};
 
 /// The whole request body, `stream: true` included, each message serialised
@@ -37,18 +37,18 @@ pub(crate) fn request_bytes(
     configured_max: Option<u32>,
     wire: WireOptions,
     cache: &WireCache,
-) -> Vec<u8> {
+) -> WireBody {
     let mut body = fields(model, request, configured_max);
     apply_options(&mut body, WireApi::Responses, wire);
     cache.fill().body(&body, "input", |fill, array| {
         for m in request.messages {
             let extra = request.extra_of(m);
             let key = fill.key().message(m, extra).finish();
-            array.push_raw(fill.bytes_or(key, || {
+            fill.push_or(array, key, || {
                 let mut items = Vec::new();
                 message_items(request, m, &mut items);
                 joined(&items)
-            }));
+            });
         }
     })
 }
