@@ -17,6 +17,7 @@
 
 mod client;
 mod export;
+mod inbox;
 mod spans;
 mod values;
 
@@ -30,7 +31,8 @@ use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use super::{Event, EventRecord, RequestRecord, Sink};
 pub use export::OtelConfig;
 use export::FLUSH_BUDGET;
-use spans::{Inbox, Note, Trace};
+use inbox::{Inbox, Note};
+use spans::Trace;
 use values::{extract, spawn_vars};
 
 /// Where the sink hands the environment variables (`TRACEPARENT`,
