@@ -5,7 +5,8 @@ Runs the release binary on a 200-step `script/` run (`--no-save`, so the
 run store's thread is not in the figures), alternating tracing
 off (no OTEL_* variable) and on (OTEL_EXPORTER_OTLP_ENDPOINT pointing at a
 loopback OTLP/HTTP receiver in this script that answers 200 to every POST),
-and prints the median wall time of each, for two kinds of step:
+and prints the median wall time of each: for a 1-step run (`submit`
+alone: what tracing costs once per run) and for two kinds of step:
   * `plan` each step (an in-process tool: the agent's own time, so the
     figure is the hardest test of the 5 % target);
   * `bash true` each step (a real command, with TRACEPARENT handed to it).
@@ -47,7 +48,8 @@ def run(args, env, cwd):
 
 def script(path, steps, call):
     with open(path, "w") as f:
-        f.write(f"- tool_calls:\n  - {call}\n  usage: {{input: 1000, output: 20}}\n  repeat: {steps - 1}\n")
+        if steps > 1:
+            f.write(f"- tool_calls:\n  - {call}\n  usage: {{input: 1000, output: 20}}\n  repeat: {steps - 1}\n")
         f.write("- tool_calls:\n  - {name: submit, arguments: {output: done}}\n")
 
 
@@ -66,10 +68,12 @@ def main():
     versions = [run(["--version"], on, tmp) for _ in range(50)]
     print(f"--version with tracing configured: median {statistics.median(versions)*1000:.2f} ms")
 
-    for label, call in [("plan", "{name: plan, arguments: {items: [{text: step, status: in_progress}]}}"),
-                        ("bash true", "{name: bash, arguments: {command: 'true'}}")]:
+    plan = "{name: plan, arguments: {items: [{text: step, status: in_progress}]}}"
+    for steps, label, call in [(1, "submit", None),
+                               (200, "plan", plan),
+                               (200, "bash true", "{name: bash, arguments: {command: 'true'}}")]:
         path = os.path.join(tmp, "s.yaml")
-        script(path, 200, call)
+        script(path, steps, call)
         args = ["-m", f"script/{path}", "-q", "--no-save", "bench"]
         times = {"off": [], "on": [], "on (http/json)": []}
         for _ in range(runs):
@@ -78,7 +82,7 @@ def main():
         base = statistics.median(times["off"])
         for mode, walls in times.items():
             med = statistics.median(walls)
-            print(f"200 steps ({label}), tracing {mode}: median {med*1000:.1f} ms ({(med/base-1)*100:+.1f} %)")
+            print(f"{steps} step{'s' if steps > 1 else ''} ({label}), tracing {mode}: median {med*1000:.1f} ms ({(med/base-1)*100:+.1f} %)")
     server.shutdown()
 
 
