@@ -25,19 +25,20 @@ use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use bytes::Bytes;
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 use xxhash_rust::xxh3::Xxh3;
 
 mod fingerprint;
+mod writing;
 
 use fingerprint::PassThrough;
 pub(crate) use fingerprint::{Fingerprint, Key};
+use writing::Out;
+pub(crate) use writing::{joined, push_json, JsonArray};
 
 /// One adapter's kept message bytes, with `M` (small facts about the bytes
 /// the adapter needs to assemble a body) beside each entry.
@@ -286,7 +287,7 @@ impl<M> Fill<'_, M> {
         // Room for the body to grow for a while: a buffer that is too small
         // is replaced (never grown, which would copy its old bytes).
         let want = self.kept.last_body + (64 << 10);
-        if out.buf.capacity() < want {
+        if out.capacity() < want {
             out = Out::over(
                 Spare {
                     bytes: Vec::with_capacity(want + want / 4),
@@ -319,83 +320,6 @@ impl<M> Fill<'_, M> {
     }
 }
 
-/// A body being written over the last one, in that one's buffer: bytes go
-/// at `at`, over what is there, and the buffer is cut there at the end.
-pub(crate) struct Out {
-    buf: Vec<u8>,
-    at: usize,
-    /// What of `buf` the last body left: the generation that wrote it and
-    /// its length.
-    old: (u64, usize),
-    generation: u64,
-}
-
-impl Out {
-    fn over(spare: Spare, generation: u64) -> Self {
-        Out {
-            old: (spare.generation, spare.bytes.len()),
-            buf: spare.bytes,
-            at: 0,
-            generation,
-        }
-    }
-
-    pub(crate) fn extend_from_slice(&mut self, bytes: &[u8]) {
-        let end = self.at + bytes.len();
-        if self.at == self.buf.len() {
-            self.buf.extend_from_slice(bytes);
-        } else if end <= self.buf.len() {
-            self.buf[self.at..end].copy_from_slice(bytes);
-        } else {
-            let (over, after) = bytes.split_at(self.buf.len() - self.at);
-            self.buf[self.at..].copy_from_slice(over);
-            self.buf.extend_from_slice(after);
-        }
-        self.at = end;
-    }
-
-    pub(crate) fn push(&mut self, byte: u8) {
-        self.extend_from_slice(&[byte]);
-    }
-
-    /// Writes an entry's bytes, unless they are already here: the last
-    /// body wrote them at this very offset (and nothing of this body has
-    /// been written past it, as writing only goes forward).
-    fn entry<M>(&mut self, entry: &Entry<M>) {
-        let (at, (generation, length)) = (self.at, self.old);
-        if entry.placed.get() == Some((generation, at)) && at + entry.bytes.len() <= length {
-            self.at += entry.bytes.len();
-        } else {
-            self.extend_from_slice(&entry.bytes);
-        }
-        entry.placed.set(Some((self.generation, at)));
-    }
-
-    fn finish(mut self) -> WireBody {
-        self.buf.truncate(self.at);
-        WireBody {
-            bytes: self.buf,
-            generation: self.generation,
-        }
-    }
-}
-
-impl io::Write for Out {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        self.extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.extend_from_slice(bytes);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 impl<M: Default> Fill<'_, M> {
     /// `entry` for entries without facts beside the bytes.
     #[cfg(test)]
@@ -422,78 +346,6 @@ impl<M> Drop for Fill<'_, M> {
         self.kept.spare = old;
         self.kept.entries = std::mem::take(&mut self.used);
     }
-}
-
-/// A JSON array being written: items as bytes already serialised (several
-/// comma-joined items at once, or none), or as values.
-pub(crate) struct JsonArray<'o> {
-    out: &'o mut Out,
-    empty: bool,
-}
-
-impl<'o> JsonArray<'o> {
-    pub(crate) fn open(out: &'o mut Out) -> Self {
-        out.push(b'[');
-        JsonArray { out, empty: true }
-    }
-
-    /// Appends serialised items (nothing when `items` is empty).
-    pub(crate) fn push_raw(&mut self, items: &[u8]) {
-        if items.is_empty() {
-            return;
-        }
-        self.separate();
-        self.out.extend_from_slice(items);
-    }
-
-    /// Appends a kept entry's items (nothing when it has none), copied
-    /// only when the last body did not have them here.
-    pub(crate) fn push_entry<M>(&mut self, entry: &Entry<M>) {
-        if entry.bytes.is_empty() {
-            return;
-        }
-        self.separate();
-        self.out.entry(entry);
-    }
-
-    pub(crate) fn push_value(&mut self, item: &impl Serialize) {
-        self.separate();
-        push_json(self.out, item);
-    }
-
-    /// Where items written by hand go.
-    pub(crate) fn out(&mut self) -> &mut Out {
-        self.separate();
-        self.out
-    }
-
-    fn separate(&mut self) {
-        if !self.empty {
-            self.out.push(b',');
-        }
-        self.empty = false;
-    }
-
-    pub(crate) fn close(self) {
-        self.out.push(b']');
-    }
-}
-
-/// Appends `value` as compact JSON (writing into a `Vec` cannot fail).
-pub(crate) fn push_json(out: &mut impl io::Write, value: &(impl Serialize + ?Sized)) {
-    let _ = serde_json::to_writer(out, value);
-}
-
-/// Values serialised and joined by commas: an entry's bytes.
-pub(crate) fn joined(items: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_json(&mut out, item);
-    }
-    out
 }
 
 #[cfg(test)]
