@@ -15,6 +15,7 @@
 //! end, for the last batch. The one thing it decides itself is each tool
 //! span's id, so that `bash` gets the span's `TRACEPARENT` at once.
 
+mod batch;
 mod client;
 mod export;
 mod inbox;

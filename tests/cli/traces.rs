@@ -583,3 +583,36 @@ fn spans_of_a_long_step_go_out_while_it_runs() {
         "{first_spans:#?}"
     );
 }
+
+#[test]
+fn a_collector_that_never_answers_costs_one_warning_and_at_most_the_flush_budget() {
+    let env = TestEnv::new();
+    // Accepts connections and reads, but never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let model = env.script("m.yaml", BASH_THEN_SUBMIT);
+    let started = std::time::Instant::now();
+    let r = run(
+        &env,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)],
+        FAST_RETRY,
+        &["-m", &model],
+    );
+    let took = started.elapsed();
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(finished(&r.events)["status"], "submitted");
+    let warnings = of_type(&r.events, "warning");
+    assert_eq!(warnings.len(), 1, "{:?}", r.events);
+    assert_eq!(
+        warnings[0]["message"],
+        format!("traces could not be exported to {endpoint}: timed out")
+    );
+    // The 2 s flush budget, not the SDK's 5 s nor a wait per batch.
+    assert!(took < std::time::Duration::from_millis(4500), "{took:?}");
+}

@@ -1,6 +1,7 @@
 //! The OTLP/HTTP side of tracing: the variables that turn it on, the
-//! exporter (batched on the SDK's own thread, so the run's current-thread
-//! runtime never waits on a collector), the resource, and failure notes.
+//! exporter (driven by the tracing thread itself, on a runtime of its own,
+//! so the run's current-thread runtime never waits on a collector), the
+//! resource, and failure notes.
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -8,23 +9,18 @@ use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::error::OTelSdkError;
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
 };
-use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, Sampler, SdkTracerProvider, SpanData, SpanExporter,
-};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanExporter};
 use opentelemetry_sdk::Resource;
+
+use super::batch::{BatchLimits, Batches, Gathered};
 
 /// How long one export may take when no `OTEL_EXPORTER_OTLP_*TIMEOUT` says
 /// otherwise: the whole end-of-run flush is bounded by the same figure.
 pub(crate) const FLUSH_BUDGET: Duration = Duration::from_secs(2);
-
-/// Spans per export unless `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` says otherwise
-/// (the SDK's default is 512): smaller batches go out while the run goes on,
-/// so little is left for the flush at its end.
-const EXPORT_BATCH: usize = 64;
 
 /// Tracing as the environment asks for it.
 #[derive(Clone)]
@@ -44,9 +40,8 @@ pub struct OtelConfig {
     pub warnings: Vec<String>,
     /// Why tracing cannot start (an endpoint that is not an http(s) URL).
     invalid: Option<String>,
-    /// Spans per export: `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (read by the SDK)
-    /// when set, else `EXPORT_BATCH`.
-    batch_size: Option<usize>,
+    /// How spans are batched (`OTEL_BSP_*`).
+    batch: BatchLimits,
     /// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`,
     /// else `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else `FLUSH_BUDGET`.
     timeout: Duration,
@@ -114,10 +109,7 @@ impl OtelConfig {
             service_name: var("OTEL_SERVICE_NAME"),
             warnings,
             invalid,
-            batch_size: match var("OTEL_BSP_MAX_EXPORT_BATCH_SIZE") {
-                Some(_) => None,
-                None => Some(EXPORT_BATCH),
-            },
+            batch: BatchLimits::from_env(&var),
             timeout: [
                 "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
                 "OTEL_EXPORTER_OTLP_TIMEOUT",
@@ -158,7 +150,7 @@ fn bounded(text: &str, max: usize) -> String {
 pub(crate) struct Failures(Arc<Mutex<Option<String>>>);
 
 impl Failures {
-    fn note(&self, reason: String) {
+    pub(crate) fn note(&self, reason: String) {
         let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert(reason);
     }
@@ -196,79 +188,49 @@ pub(crate) fn short_reason(error: &OTelSdkError) -> String {
     }
 }
 
-/// The OTLP exporter, noting its first failure.
-#[derive(Debug)]
-struct Watched {
-    inner: opentelemetry_otlp::SpanExporter,
-    failures: Failures,
-}
-
 impl fmt::Debug for Failures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Failures")
     }
 }
 
-impl SpanExporter for Watched {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let result = self.inner.export(batch).await;
-        if let Err(e) = &result {
-            self.failures.note(short_reason(e));
-        }
-        result
-    }
-
-    fn shutdown_with_timeout(&mut self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn shutdown(&mut self) -> OTelSdkResult {
-        self.inner.shutdown()
-    }
-
-    fn force_flush(&mut self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
-}
-
-/// Starts the tracer provider: OTLP/HTTP exporter (endpoint and headers
-/// from the standard variables, read by the SDK), batched on its own thread.
-pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Failures), String> {
+/// Starts the tracer provider and the batches its spans gather in for the
+/// OTLP/HTTP exporter (endpoint and headers from the standard variables,
+/// read by the SDK's exporter builder).
+pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches), String> {
     if let Some(invalid) = &config.invalid {
         return Err(invalid.clone());
     }
-    let client = super::client::OnCallerThread::new(config.timeout)
+    let client = super::client::OtlpClient::new(config.timeout)
         .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
-    let inner = opentelemetry_otlp::SpanExporter::builder()
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+    let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(config.protocol)
         .with_http_client(client)
         .build()
         .map_err(|e| format!("tracing is off: the OTLP exporter could not be set up: {e}"))?;
-    let failures = Failures::default();
-    let exporter = Watched {
-        inner,
-        failures: failures.clone(),
-    };
-    let mut batch = BatchConfigBuilder::default();
-    if let Some(size) = config.batch_size {
-        batch = batch.with_max_export_batch_size(size);
-    }
-    let processor = BatchSpanProcessor::builder(exporter)
-        .with_batch_config(batch.build())
-        .build();
+    let resource = resource(config.service_name.clone());
+    exporter.set_resource(&resource);
+    let gathered = Gathered::new(config.batch);
     // Sampling follows `TRACEPARENT`'s flag, else every run is sampled: the
     // sink has already told commands so.
     let provider = SdkTracerProvider::builder()
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)))
-        .with_span_processor(processor)
-        .with_resource(resource(config.service_name.clone()))
+        .with_span_processor(gathered.clone())
+        .with_resource(resource)
         .build();
-    Ok((provider, failures))
+    let batches = Batches::new(
+        exporter,
+        runtime,
+        gathered,
+        config.batch,
+        Failures::default(),
+    );
+    Ok((provider, batches))
 }
 
 /// `OTEL_RESOURCE_ATTRIBUTES`, the SDK's own attributes, and `service.name`

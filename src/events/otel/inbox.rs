@@ -43,8 +43,9 @@ pub(super) enum Note {
 
 /// Notes on their way to the thread. The sink adds them without waking the
 /// thread, except when enough have gathered or one needs an answer; the
-/// thread also looks every `LOOK_EVERY` on its own, so nothing waits there
-/// for long while a run sits in a long step.
+/// thread also looks on its own every `LOOK_EVERY` at the latest (sooner
+/// when a batch of spans is due), so nothing waits there for long while a
+/// run sits in a long step.
 #[derive(Default)]
 pub(super) struct Inbox {
     waiting: Mutex<Waiting>,
@@ -59,8 +60,8 @@ struct Waiting {
     sleeping: bool,
 }
 
-/// How often the thread looks for notes when nobody woke it.
-const LOOK_EVERY: Duration = Duration::from_secs(1);
+/// The longest the thread waits for notes when nobody wakes it.
+pub(super) const LOOK_EVERY: Duration = Duration::from_secs(1);
 
 impl Inbox {
     fn lock(&self) -> MutexGuard<'_, Waiting> {
@@ -91,15 +92,15 @@ impl Inbox {
         self.ready.notify_one();
     }
 
-    /// The notes waiting (perhaps none, after `LOOK_EVERY`), or `None` once
-    /// closed and empty.
-    pub(super) fn take(&self) -> Option<Vec<Note>> {
+    /// The notes waiting (perhaps none, after waiting `within`), or `None`
+    /// once closed and empty.
+    pub(super) fn take(&self, within: Duration) -> Option<Vec<Note>> {
         let mut inbox = self.lock();
         if inbox.notes.is_empty() && !inbox.closed {
             inbox.sleeping = true;
             inbox = self
                 .ready
-                .wait_timeout(inbox, LOOK_EVERY)
+                .wait_timeout(inbox, within)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
             inbox.sleeping = false;

@@ -1,8 +1,8 @@
 //! The trace sink's own thread: the notes the sink hands over become
 //! OpenTelemetry spans named and attributed by the GenAI semantic
-//! conventions, which the SDK batches and exports over OTLP/HTTP. Building
+//! conventions, batched and exported over OTLP/HTTP (`batch`). Building
 //! the exporter, every span and every export happen here, never on the run's
-//! thread.
+//! thread, and on no other thread.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,12 +15,17 @@ use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 use serde_json::json;
 
-use super::export::{self, short_reason, Failures, OtelConfig};
-use super::inbox::{Inbox, Note};
+use super::batch::Batches;
+use super::export::{self, short_reason, OtelConfig};
+use super::inbox::{Inbox, Note, LOOK_EVERY};
 use super::values::{
     as_i64, bounded, host_port, input_messages, output_messages, strings, timestamp, RunEnd,
 };
 use crate::events::{Event, RequestRecord};
+
+/// How long a flush at a run's end may export: a little less than the sink
+/// waits for its answer, so that the answer says why it failed.
+const FLUSH_WITHIN: Duration = export::FLUSH_BUDGET.saturating_sub(Duration::from_millis(100));
 
 /// The trace every run of this process joins, as the sink decided it.
 pub(super) struct Trace {
@@ -34,11 +39,21 @@ pub(super) struct Trace {
 /// closes the inbox or asks for the shutdown.
 pub(super) fn work(config: OtelConfig, trace: Trace, inbox: Arc<Inbox>) {
     let mut spans = match export::start(&config) {
-        Ok((provider, failures)) => Ok(Spans::new(provider, failures, &config, trace)),
+        Ok((provider, batches)) => Ok(Spans::new(provider, batches, &config, trace)),
         Err(e) => Err(e),
     };
-    while let Some(batch) = inbox.take() {
-        for note in batch {
+    loop {
+        let within = match &spans {
+            Ok(spans) => spans
+                .batches
+                .due_in()
+                .map_or(LOOK_EVERY, |d| d.min(LOOK_EVERY)),
+            Err(_) => LOOK_EVERY,
+        };
+        let Some(notes) = inbox.take(within) else {
+            break;
+        };
+        for note in notes {
             match (&mut spans, note) {
                 (Ok(spans), note) => {
                     if spans.apply(note) {
@@ -51,10 +66,13 @@ pub(super) fn work(config: OtelConfig, trace: Trace, inbox: Arc<Inbox>) {
                 (Err(_), _) => {}
             }
         }
+        if let Ok(spans) = &mut spans {
+            spans.batches.export_due();
+        }
     }
     if let Ok(spans) = &mut spans {
-        // The sink went away without a shutdown: never the SDK's 5 s wait.
-        let _ = spans.provider.shutdown_with_timeout(Duration::ZERO);
+        // The sink went away without a shutdown: nothing more is waited for.
+        let _ = spans.batches.shutdown(Duration::ZERO);
     }
 }
 
@@ -70,9 +88,10 @@ struct RunSpans {
 
 /// Every open span of the process's runs.
 struct Spans {
-    provider: SdkTracerProvider,
+    /// Kept alive for the tracer; its spans gather in `batches`.
+    _provider: SdkTracerProvider,
     tracer: SdkTracer,
-    failures: Failures,
+    batches: Batches,
     capture: bool,
     trace: Trace,
     runs: HashMap<String, RunSpans>,
@@ -83,7 +102,7 @@ struct Spans {
 impl Spans {
     fn new(
         provider: SdkTracerProvider,
-        failures: Failures,
+        batches: Batches,
         config: &OtelConfig,
         trace: Trace,
     ) -> Spans {
@@ -92,9 +111,9 @@ impl Spans {
             .build();
         let tracer = provider.tracer_with_scope(scope);
         Spans {
-            provider,
+            _provider: provider,
             tracer,
-            failures,
+            batches,
             capture: config.capture_content,
             trace,
             runs: HashMap::new(),
@@ -128,19 +147,19 @@ impl Spans {
                 if let Some(end) = RunEnd::of(&finished) {
                     self.end_run(&run_id, end, SystemTime::now());
                 }
-                let outcome = self.provider.force_flush().err();
+                let outcome = self.batches.export_all(FLUSH_WITHIN).err();
                 let _ = done.send(
-                    self.failures
-                        .first()
+                    self.batches
+                        .first_failure()
                         .or_else(|| outcome.as_ref().map(short_reason)),
                 );
             }
             Note::Shutdown { wait, done } => {
                 self.runs.clear();
-                let outcome = self.provider.shutdown_with_timeout(wait).err();
+                let outcome = self.batches.shutdown(wait).err();
                 let _ = done.send(
-                    self.failures
-                        .first()
+                    self.batches
+                        .first_failure()
                         .or_else(|| outcome.as_ref().map(short_reason)),
                 );
                 return true;
