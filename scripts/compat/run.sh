@@ -8,10 +8,13 @@
 # Servers: llama-cpp-python's OpenAI-compatible server with SmolLM2-135M
 # (chat format chatml-function-calling, so it takes tools), and LiteLLM's
 # proxy in front of it (Chat Completions, Anthropic Messages, Responses)
-# plus a LiteLLM `mock_response` model (a rate-limit error, for recording). Every case is a tinyagent run with
-# tools; a case passes when the run ends without error after at least two
-# model responses and one tool call, and no response has 0 tokens. The
-# servers are stopped on exit, whatever happens.
+# plus a LiteLLM `mock_response` model (a rate-limit error, for recording),
+# and an OTLP/HTTP receiver decoding with the OpenTelemetry project's Python
+# bindings (otlp_receiver.py). Every case is a tinyagent run with tools; a
+# case passes when the run ends without error after at least two model
+# responses and one tool call, and no response has 0 tokens; a trace case
+# also needs the run's whole trace (SPEC 16) at that receiver. The servers
+# are stopped on exit, whatever happens.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -19,6 +22,7 @@ DIR="${TINYAGENT_COMPAT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tinyagent-compat}"
 VENV="$DIR/venv"
 LLAMA_PORT="${LLAMA_PORT:-18431}"
 LITELLM_PORT="${LITELLM_PORT:-18432}"
+OTLP_PORT="${OTLP_PORT:-18433}"
 RECORD=0
 [ "${1:-}" = "--record" ] && RECORD=1
 
@@ -124,6 +128,10 @@ PYTHONPATH="$WORK" LITELLM_LOCAL_MODEL_COST_MAP=True setsid "$VENV/bin/litellm" 
     >"$WORK/litellm.log" 2>&1 &
 PIDS+=($!)
 
+setsid "$VENV/bin/python" "$ROOT/scripts/compat/otlp_receiver.py" serve "$OTLP_PORT" "$WORK/spans.jsonl" \
+    >"$WORK/otlp.log" 2>&1 &
+PIDS+=($!)
+
 wait_for "http://127.0.0.1:$LLAMA_PORT/v1/models" 180 llama-cpp-python "$WORK/llama.log"
 wait_for "http://127.0.0.1:$LITELLM_PORT/health/liveliness" 240 LiteLLM "$WORK/litellm.log"
 
@@ -172,27 +180,41 @@ health_db: off
 EOF
 
 TASK='Use the bash tool to run the command: echo compat-ok. Then call the submit tool with the output of that command.'
-# name|model spec|verdict mode|step limit
+# name|model spec|verdict mode|step limit|traces (none, http/protobuf, http/json)
 CASES=(
-    "llama-cpp-python chat completions|llama/smollm2|model|6"
-    "LiteLLM chat completions -> llama-cpp-python|lite/smollm2|model|6"
-    "LiteLLM messages -> llama-cpp-python|liteanthropic/smollm2|model|6"
-    "LiteLLM responses -> llama-cpp-python|literesponses/smollm2-responses|model|6"
+    "llama-cpp-python chat completions|llama/smollm2|model|6|none"
+    "LiteLLM chat completions -> llama-cpp-python|lite/smollm2|model|6|none"
+    "LiteLLM messages -> llama-cpp-python|liteanthropic/smollm2|model|6|none"
+    "LiteLLM responses -> llama-cpp-python|literesponses/smollm2-responses|model|6|none"
+    "traces (protobuf) of a llama-cpp-python run|llama/smollm2|model|6|http/protobuf"
+    "traces (http/json) of a LiteLLM run|lite/smollm2|model|6|http/json"
 )
 
 failed=0
 printf '\n%-48s %-6s %s\n' "case" "result" "details"
 for case in "${CASES[@]}"; do
-    IFS='|' read -r name spec mode steps <<<"$case"
+    IFS='|' read -r name spec mode steps traces <<<"$case"
     slug="$(echo "$spec" | tr '/' '-')"
+    otel=()
+    if [ "$traces" != none ]; then
+        slug="$slug-traces-${traces#http/}"
+        otel=(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$OTLP_PORT" OTEL_EXPORTER_OTLP_PROTOCOL="$traces")
+    fi
     ws="$WORK/ws-$slug"
     mkdir -p "$ws"
-    HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" XDG_STATE_HOME="$WORK/home/state" \
-        "$BIN" -m "$spec" --json -c "$WORK/tinyagent.yaml" -C "$ws" \
+    env HOME="$WORK/home" XDG_CONFIG_HOME="$WORK/home/.config" XDG_STATE_HOME="$WORK/home/state" \
+        "${otel[@]}" "$BIN" -m "$spec" --json -c "$WORK/tinyagent.yaml" -C "$ws" \
         --step-limit "$steps" --time-limit 10m "$TASK" \
         >"$WORK/$slug.jsonl" 2>"$WORK/$slug.stderr" </dev/null
     code=$?
     verdict="$("$VENV/bin/python" "$ROOT/scripts/compat/verdict.py" "$WORK/$slug.jsonl" "$code" "$mode")"
+    if [ "$traces" != none ] && [ "${verdict%% *}" = PASS ]; then
+        provider="${spec%%/*}"
+        port="$LLAMA_PORT"
+        [ "$provider" = llama ] || port="$LITELLM_PORT"
+        verdict="$("$VENV/bin/python" "$ROOT/scripts/compat/otlp_receiver.py" check \
+            "$WORK/spans.jsonl" "$provider" "${spec#*/}" "$port" "$WORK/$slug.jsonl")"
+    fi
     result="${verdict%% *}"
     [ "$result" = PASS ] || failed=$((failed + 1))
     printf '%-48s %-6s %s\n' "$name" "$result" "${verdict#* }"

