@@ -11,7 +11,7 @@ use opentelemetry::Context;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 
-use super::export::{short_reason, Failures};
+use super::export::short_reason;
 
 /// How spans are batched: `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`,
 /// `OTEL_BSP_MAX_QUEUE_SIZE` and `OTEL_BSP_SCHEDULE_DELAY`.
@@ -122,7 +122,8 @@ pub(crate) struct Batches {
     runtime: tokio::runtime::Runtime,
     gathered: Gathered,
     limits: BatchLimits,
-    failures: Failures,
+    /// The first export failure, kept for the one warning a run gets.
+    first_failure: Option<String>,
 }
 
 impl Batches {
@@ -131,14 +132,13 @@ impl Batches {
         runtime: tokio::runtime::Runtime,
         gathered: Gathered,
         limits: BatchLimits,
-        failures: Failures,
     ) -> Batches {
         Batches {
             exporter,
             runtime,
             gathered,
             limits,
-            failures,
+            first_failure: None,
         }
     }
 
@@ -190,7 +190,7 @@ impl Batches {
 
     /// The first failure of any export so far.
     pub(crate) fn first_failure(&self) -> Option<String> {
-        self.failures.first()
+        self.first_failure.clone()
     }
 
     fn export(&mut self, batch: Vec<SpanData>, deadline: Option<Instant>) -> OTelSdkResult {
@@ -207,7 +207,7 @@ impl Batches {
             }
         };
         if let Err(e) = &outcome {
-            self.failures.note(short_reason(e));
+            self.first_failure.get_or_insert_with(|| short_reason(e));
         }
         outcome
     }

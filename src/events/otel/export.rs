@@ -4,7 +4,6 @@
 //! resource, and failure notes.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
@@ -145,21 +144,6 @@ fn bounded(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-/// The first export failure, kept for the one warning a run gets.
-#[derive(Clone, Default)]
-pub(crate) struct Failures(Arc<Mutex<Option<String>>>);
-
-impl Failures {
-    pub(crate) fn note(&self, reason: String) {
-        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert(reason);
-    }
-
-    pub(crate) fn first(&self) -> Option<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-}
-
 /// A short reason for an export error: the SDK's messages can hold the
 /// collector's response body, which never reaches our output.
 pub(crate) fn short_reason(error: &OTelSdkError) -> String {
@@ -185,12 +169,6 @@ pub(crate) fn short_reason(error: &OTelSdkError) -> String {
                 "export failed".to_string()
             }
         }
-    }
-}
-
-impl fmt::Debug for Failures {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Failures")
     }
 }
 
@@ -223,14 +201,10 @@ pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches),
         .with_span_processor(gathered.clone())
         .with_resource(resource)
         .build();
-    let batches = Batches::new(
-        exporter,
-        runtime,
-        gathered,
-        config.batch,
-        Failures::default(),
-    );
-    Ok((provider, batches))
+    Ok((
+        provider,
+        Batches::new(exporter, runtime, gathered, config.batch),
+    ))
 }
 
 /// `OTEL_RESOURCE_ATTRIBUTES`, the SDK's own attributes, and `service.name`
