@@ -616,3 +616,32 @@ fn a_collector_that_never_answers_costs_one_warning_and_at_most_the_flush_budget
     // The 2 s flush budget, not the SDK's 5 s nor a wait per batch.
     assert!(took < std::time::Duration::from_millis(4500), "{took:?}");
 }
+
+#[test]
+fn spans_dropped_from_a_full_queue_cost_one_warning_that_counts_them() {
+    let env = TestEnv::new();
+    let collector = Collector::start();
+    let model = env.script(
+        "m.yaml",
+        "- tool_calls:\n  - {name: plan, arguments: {items: [{text: step, status: in_progress}]}}\n  repeat: 9\n- tool_calls:\n  - {name: submit, arguments: {output: done}}\n",
+    );
+    let r = run(
+        &env,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.url()),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "1"),
+        ],
+        FAST_RETRY,
+        &["-m", &model],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let warnings = of_type(&r.events, "warning");
+    assert_eq!(warnings.len(), 1, "{:?}", r.events);
+    let message = warnings[0]["message"].as_str().unwrap();
+    let prefix = format!("traces could not be exported to {}: ", collector.url());
+    let rest = message.strip_prefix(&prefix).expect(message);
+    let (count, why) = rest.split_once(" spans dropped: ").expect(message);
+    assert!(count.parse::<u32>().unwrap() >= 1, "{message}");
+    assert_eq!(why, "the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full");
+    assert!(!collector.spans().is_empty(), "what fitted was sent");
+}

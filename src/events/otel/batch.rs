@@ -57,6 +57,9 @@ fn clamp_usize(n: u64) -> usize {
     usize::try_from(n).unwrap_or(usize::MAX)
 }
 
+/// Why spans were dropped (the end of the run's one tracing warning).
+const QUEUE_FULL: &str = "the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full";
+
 /// Ended spans waiting for their export.
 #[derive(Debug, Default)]
 struct Waiting {
@@ -188,9 +191,17 @@ impl Batches {
         outcome
     }
 
-    /// The first failure of any export so far.
+    /// The first failure of any export so far, else spans dropped because
+    /// the queue was full.
     pub(crate) fn first_failure(&self) -> Option<String> {
-        self.first_failure.clone()
+        if let Some(reason) = &self.first_failure {
+            return Some(reason.clone());
+        }
+        match self.gathered.lock().dropped {
+            0 => None,
+            1 => Some(format!("1 span dropped: {QUEUE_FULL}")),
+            n => Some(format!("{n} spans dropped: {QUEUE_FULL}")),
+        }
     }
 
     fn export(&mut self, batch: Vec<SpanData>, deadline: Option<Instant>) -> OTelSdkResult {
@@ -221,12 +232,11 @@ fn take(waiting: &mut Waiting, size: usize) -> Vec<SpanData> {
         let rest = waiting.spans.split_off(size);
         std::mem::replace(&mut waiting.spans, rest)
     };
-    waiting.since = if waiting.spans.is_empty() {
-        None
-    } else {
-        // The rest ended after the batch taken: they have waited no longer.
-        waiting.since
-    };
+    // The rest keep the taken batch's time, earlier than their own: they go
+    // out no later than their delay says.
+    if waiting.spans.is_empty() {
+        waiting.since = None;
+    }
     batch
 }
 
@@ -237,6 +247,7 @@ mod tests {
         Span as _, SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _,
         TracerProvider as _,
     };
+    use opentelemetry_otlp::WithHttpConfig;
     use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
     use std::collections::HashMap;
 
@@ -271,6 +282,39 @@ mod tests {
         assert!(waiting.since.is_some());
         assert_eq!(take(&mut waiting, limits.size).len(), 1);
         assert!(waiting.since.is_none(), "nothing waits");
+    }
+
+    #[test]
+    fn spans_dropped_from_a_full_queue_are_the_failure_when_no_export_failed() {
+        let limits = BatchLimits {
+            size: 1,
+            queue: 1,
+            delay: Duration::from_secs(5),
+        };
+        let gathered = Gathered::new(limits);
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_http_client(
+                super::super::client::OtlpClient::new(Duration::from_secs(1)).unwrap(),
+            )
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut batches = Batches::new(exporter, runtime, gathered.clone(), limits);
+        let tracer = provider(&gathered).tracer("test");
+        tracer.start("kept").end();
+        assert_eq!(batches.first_failure(), None);
+        tracer.start("dropped").end();
+        tracer.start("dropped too").end();
+        assert_eq!(
+            batches.first_failure().as_deref(),
+            Some("2 spans dropped: the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full")
+        );
+        batches.first_failure = Some("HTTP 503".to_string());
+        assert_eq!(batches.first_failure().as_deref(), Some("HTTP 503"));
     }
 
     #[test]
