@@ -20,21 +20,21 @@ use crate::settings::{load_config, Env, Settings, SetupError};
 
 /// A probe's reply budget: enough for a short tool call, a fraction of a
 /// cent on any priced model.
-pub const PROBE_MAX_OUTPUT_TOKENS: u32 = 32;
+pub(crate) const PROBE_MAX_OUTPUT_TOKENS: u32 = 32;
 
 const PROBE_SYSTEM: &str =
     "This is a connectivity check of a coding agent. Answer by calling the `ping` tool once.";
 const PROBE_TASK: &str = "Call the ping tool.";
 
 /// One model to probe, with the key to keep out of its messages.
-pub struct Target {
+pub(crate) struct Target {
     pub member: Member,
     secret: Option<String>,
 }
 
 /// The verdict on one model.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub spec: String,
     /// `None` when the model answered; else the SPEC 4 reason.
     pub reason: Option<String>,
@@ -47,13 +47,13 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         self.reason.is_none()
     }
 
     /// `ok  <spec>  <ms> ms  tool calls: yes|no  price: known|unknown`, or
     /// `FAIL  <spec>  <reason>: <message>`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         match &self.reason {
             None => format!(
                 "ok  {}  {} ms  tool calls: {}  price: {}",
@@ -75,7 +75,7 @@ impl Verdict {
 }
 
 /// The models of a configuration in probe order, each once.
-pub fn models(settings: &Settings) -> Vec<&ResolvedModel> {
+pub(crate) fn models(settings: &Settings) -> Vec<&ResolvedModel> {
     let mut models: Vec<&ResolvedModel> = Vec::new();
     let sub = settings
         .subagents
@@ -91,7 +91,7 @@ pub fn models(settings: &Settings) -> Vec<&ResolvedModel> {
 
 /// Resolves the configuration as a run would (no task is read) and builds
 /// every model to probe. Errors are setup errors (exit 2).
-pub fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), SetupError> {
+pub(crate) fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), SetupError> {
     let config = load_config(&cli.config, env)?;
     let settings = Settings::from_parts(cli, config, String::new(), env, None)?;
     let mut targets = Vec::new();
@@ -153,7 +153,7 @@ fn failure_message(error: &ModelError) -> String {
 /// Sends one probe to `target` and judges it. `limit` cuts off a model
 /// that never answers (the adapters enforce the first-event timeout; this
 /// also bounds models without a stream, and a stream that stalls).
-pub async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -> Verdict {
+pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -> Verdict {
     let member = &target.member;
     let tools = [ToolSpec {
         name: "ping".into(),
@@ -277,7 +277,7 @@ impl Sink for Lines {
 }
 
 /// `--check` from the command line: the process exit code.
-pub fn run(cli: &Cli, env: Env) -> i32 {
+pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     let (settings, targets) = match prepare(cli, env) {
         Ok(prepared) => prepared,
         Err(e) => {

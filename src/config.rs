@@ -197,7 +197,7 @@ pub struct ConfigError {
 /// Reads one config file as YAML and checks it against `Config` on its own,
 /// so an unknown key is reported with this file's name. A missing optional
 /// file yields `None`.
-pub fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, ConfigError> {
+pub(crate) fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -281,7 +281,7 @@ fn check_shape(text: &str) -> Result<(), String> {
 }
 
 /// Deserializes a layered value into `Config`, with the key path in errors.
-pub fn check(value: &Value) -> Result<Config, String> {
+pub(crate) fn check(value: &Value) -> Result<Config, String> {
     serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -318,7 +318,7 @@ fn did_you_mean(head: &str, expected: &str) -> String {
 
 /// Lays `top` over `base` key by key: mappings merge recursively, anything
 /// else replaces.
-pub fn overlay(base: &mut Value, top: Value) {
+pub(crate) fn overlay(base: &mut Value, top: Value) {
     match (base, top) {
         (Value::Mapping(base), Value::Mapping(top)) => {
             for (key, value) in top {
@@ -337,7 +337,7 @@ pub fn overlay(base: &mut Value, top: Value) {
 /// The user config's path: `$TINYAGENT_CONFIG`, else
 /// `$XDG_CONFIG_HOME/tinyagent/config.yaml`, else
 /// `~/.config/tinyagent/config.yaml`.
-pub fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(p) = env("TINYAGENT_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }

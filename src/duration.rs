@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// Parses a duration; a bare number other than `0` is an error.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text == "0" {
         return Ok(Duration::ZERO);

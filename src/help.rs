@@ -18,7 +18,7 @@ pub enum Generate {
 }
 
 /// The text after the flags in `--help`.
-pub fn after_help() -> String {
+pub(crate) fn after_help() -> String {
     let mut text = String::from("Built-in providers (-m <provider>/<model>):\n");
     for p in BUILTIN_PROVIDERS {
         let key = match (p.name, p.key_env) {
@@ -44,7 +44,7 @@ pub fn after_help() -> String {
 /// Prints what `kind` asks for about `command` (the CLI's clap command) on
 /// stdout; returns the exit code. Built in memory first: a closed pipe
 /// (`| head`) is not an error.
-pub fn generate(kind: Generate, command: clap::Command) -> i32 {
+pub(crate) fn generate(kind: Generate, command: clap::Command) -> i32 {
     let bytes = render(kind, command);
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&bytes).and_then(|()| out.flush());
@@ -52,7 +52,7 @@ pub fn generate(kind: Generate, command: clap::Command) -> i32 {
 }
 
 /// The completion script or man page for `kind`.
-pub fn render(kind: Generate, mut command: clap::Command) -> Vec<u8> {
+pub(crate) fn render(kind: Generate, mut command: clap::Command) -> Vec<u8> {
     let mut buf = Vec::new();
     let shell = match kind {
         Generate::CompleteBash => clap_complete::Shell::Bash,

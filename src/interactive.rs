@@ -20,18 +20,18 @@ use crate::trajectory::Trajectory;
 use crate::worktree;
 
 /// The prompt for a task or a follow-up.
-pub const PROMPT: &str = "> ";
+pub(crate) const PROMPT: &str = "> ";
 /// The prompt after a line ending in `\`.
-pub const MORE: &str = ". ";
+pub(crate) const MORE: &str = ". ";
 /// Said once when a session starts by asking.
-pub const HINT: &str =
+pub(crate) const HINT: &str =
     "tinyagent: interactive session; an empty line, exit or Ctrl-D ends it, a line ending in \\ continues";
 /// The history file under the state directory.
 const HISTORY: &str = "history";
 
 /// What a run starts from besides its flags (an interactive follow-up).
 #[derive(Default)]
-pub struct Start {
+pub(crate) struct Start {
     /// The task, already read (from the session's prompt): stdin is not read.
     pub task: Option<String>,
     /// The finished run this one continues, in memory.
@@ -41,7 +41,7 @@ pub struct Start {
 }
 
 /// How a run ended.
-pub struct Ended {
+pub(crate) struct Ended {
     pub code: i32,
     /// The run's final document (`None` when it never started).
     pub doc: Option<Trajectory>,
@@ -52,7 +52,7 @@ pub struct Ended {
 /// Whether these flags start an interactive session: `-i` (which needs a
 /// terminal on stdin), or no TASK with a terminal on stdin and stderr and
 /// no `--json`, `--resume` or `--continue`.
-pub fn wanted(cli: &Cli) -> Result<bool, String> {
+pub(crate) fn wanted(cli: &Cli) -> Result<bool, String> {
     let stdin_tty = std::io::stdin().is_terminal();
     if cli.interactive {
         if !stdin_tty {
@@ -87,7 +87,7 @@ enum Input {
 
 /// Runs a session, each run through `run_one`, and returns its exit code:
 /// the last run's (0 when no task was given), 130 for Ctrl-C at the prompt.
-pub fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
+pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
     let resuming = cli.resume.is_some() || cli.continue_run;
     // A configuration that cannot run is said before asking for a task.
     let config = match settings::load_config(&cli.config, &process_env) {

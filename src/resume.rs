@@ -14,16 +14,16 @@ use crate::setup::SetupError;
 use crate::trajectory::{self, StartedCall, Trajectory};
 
 /// What a started tool call with no recorded result becomes.
-pub const INTERRUPTED_CALL: &str = "interrupted: the run stopped while this call was running, so its outcome is unknown (it may have done part or all of its work). It was NOT re-run; check its effects before calling it again.";
+pub(crate) const INTERRUPTED_CALL: &str = "interrupted: the run stopped while this call was running, so its outcome is unknown (it may have done part or all of its work). It was NOT re-run; check its effects before calling it again.";
 /// What a call that never started becomes.
-pub const UNSTARTED_CALL: &str =
+pub(crate) const UNSTARTED_CALL: &str =
     "not run: the run stopped before this call started. Call it again if it is still needed.";
 /// Added when the checkpoint ended on an answer that still has to be
 /// given (and checked) again.
-pub const ANSWER_AGAIN_NOTE: &str =
+pub(crate) const ANSWER_AGAIN_NOTE: &str =
     "The run was resumed after it stopped. Continue with the task and give your final answer.";
 /// Added when the checkpoint ended on a reply cut off by the token limit.
-pub const CUT_OFF_NOTE: &str = "Your last reply was cut off by the output token limit. Continue with a shorter reply, for example by splitting large file writes.";
+pub(crate) const CUT_OFF_NOTE: &str = "Your last reply was cut off by the output token limit. Continue with a shorter reply, for example by splitting large file writes.";
 
 /// A loaded checkpoint that may be resumed.
 #[derive(Debug)]
@@ -36,14 +36,14 @@ pub struct Checkpointed {
 
 /// Loads FILE and its journal, refusing what cannot be resumed: a finished
 /// run is continued only when a follow-up TASK is given.
-pub fn load_for(path: &Path, has_task: bool) -> Result<Checkpointed, SetupError> {
+pub(crate) fn load_for(path: &Path, has_task: bool) -> Result<Checkpointed, SetupError> {
     let cp = read(path)?;
     check_status(&cp, has_task)?;
     Ok(cp)
 }
 
 /// A finished (`submitted`, `completed`) run continues only with a TASK.
-pub fn check_status(cp: &Checkpointed, has_task: bool) -> Result<(), SetupError> {
+pub(crate) fn check_status(cp: &Checkpointed, has_task: bool) -> Result<(), SetupError> {
     if !has_task && matches!(cp.doc.status, Status::Submitted | Status::Completed) {
         return Err(SetupError(format!(
             "cannot resume {}: the run already finished ({}); give a TASK to continue it with a follow-up (only an unfinished run (error, interrupted, running, a limit, output_truncated) resumes without one)",
@@ -55,7 +55,7 @@ pub fn check_status(cp: &Checkpointed, has_task: bool) -> Result<(), SetupError>
 }
 
 /// Loads FILE and its journal, whatever the run's status.
-pub fn read(path: &Path) -> Result<Checkpointed, SetupError> {
+pub(crate) fn read(path: &Path) -> Result<Checkpointed, SetupError> {
     let refuse = |why: String| SetupError(format!("cannot resume {}: {why}", path.display()));
     if !path.is_file() {
         return Err(refuse("no such trajectory file".into()));
@@ -77,7 +77,7 @@ pub fn read(path: &Path) -> Result<Checkpointed, SetupError> {
 
 /// The checkpoint's primary model is the run's: a different `--model` is
 /// refused (the chain, not the primary, may change on resume).
-pub fn check_model(flag: Option<&str>, cp: &Checkpointed) -> Result<(), SetupError> {
+pub(crate) fn check_model(flag: Option<&str>, cp: &Checkpointed) -> Result<(), SetupError> {
     let Some(flag) = flag else { return Ok(()) };
     let wanted = ModelSpec::parse(flag).map_err(SetupError)?;
     let primary = ModelSpec::parse(&cp.doc.model).map_err(SetupError)?;
@@ -92,7 +92,7 @@ pub fn check_model(flag: Option<&str>, cp: &Checkpointed) -> Result<(), SetupErr
 
 /// Where a resumed run starts.
 #[derive(Debug)]
-pub struct Continuation {
+pub(crate) struct Continuation {
     /// The document of the new run, with the checkpoint's history.
     pub doc: Trajectory,
     /// Messages to add before the first step (tool results for unfinished
@@ -104,7 +104,7 @@ pub struct Continuation {
 }
 
 /// The new run's identity and chain.
-pub struct NewRun<'a> {
+pub(crate) struct NewRun<'a> {
     pub run_id: &'a str,
     pub fallback_models: Vec<String>,
     pub cwd: &'a str,
@@ -116,7 +116,7 @@ pub struct NewRun<'a> {
 }
 
 /// Turns a checkpoint into the continuing run.
-pub fn continue_run(cp: Checkpointed, new: NewRun) -> Continuation {
+pub(crate) fn continue_run(cp: Checkpointed, new: NewRun) -> Continuation {
     let Checkpointed {
         mut doc, started, ..
     } = cp;

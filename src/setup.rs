@@ -7,10 +7,10 @@
 pub struct SetupError(pub String);
 
 /// Reads environment variables; a parameter so tests need no global state.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The process environment.
-pub fn process_env(name: &str) -> Option<String> {
+pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 

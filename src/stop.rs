@@ -10,12 +10,12 @@ use tokio_util::sync::CancellationToken;
 static TERMINATED: AtomicBool = AtomicBool::new(false);
 
 /// Records that the process was asked to terminate (SIGTERM).
-pub fn mark_terminated() {
+pub(crate) fn mark_terminated() {
     TERMINATED.store(true, Ordering::SeqCst);
 }
 
 /// Whether the process was asked to terminate (SIGTERM).
-pub fn terminated() -> bool {
+pub(crate) fn terminated() -> bool {
     TERMINATED.load(Ordering::SeqCst)
 }
 

@@ -1,7 +1,10 @@
 //! "Did you mean": the closest valid name to a misspelt one.
 
 /// The candidate closest to `word`, when it is close enough to be a typo.
-pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))

@@ -6,13 +6,13 @@ use std::io::{IsTerminal, Read};
 use crate::setup::SetupError;
 
 /// The most stdin may hold (as the task or as context).
-pub const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The heading the piped text follows in the task.
-pub const CONTEXT_HEADING: &str = "The following was piped to tinyagent on standard input:";
+pub(crate) const CONTEXT_HEADING: &str = "The following was piped to tinyagent on standard input:";
 
 /// Reads all of stdin, at most `MAX_STDIN_BYTES`.
-pub fn read_stdin() -> Result<Vec<u8>, SetupError> {
+pub(crate) fn read_stdin() -> Result<Vec<u8>, SetupError> {
     let mut bytes = Vec::new();
     std::io::stdin()
         .lock()
@@ -29,14 +29,14 @@ pub fn read_stdin() -> Result<Vec<u8>, SetupError> {
 }
 
 /// Stdin as the task text (`-`, or no TASK with a piped stdin).
-pub fn stdin_task() -> Result<String, SetupError> {
+pub(crate) fn stdin_task() -> Result<String, SetupError> {
     String::from_utf8(read_stdin()?)
         .map_err(|_| SetupError("cannot read the task from stdin: it is not UTF-8 text".into()))
 }
 
 /// `task` with a piped, non-empty stdin appended as context; a terminal
 /// stdin is not read.
-pub fn with_piped_context(task: String) -> Result<String, SetupError> {
+pub(crate) fn with_piped_context(task: String) -> Result<String, SetupError> {
     if std::io::stdin().is_terminal() {
         return Ok(task);
     }
@@ -46,7 +46,7 @@ pub fn with_piped_context(task: String) -> Result<String, SetupError> {
 
 /// The task, a blank line, the heading, and the text between `<stdin>`
 /// tags; text that is only whitespace adds nothing.
-pub fn append_context(task: String, text: &str) -> String {
+pub(crate) fn append_context(task: String, text: &str) -> String {
     if text.trim().is_empty() {
         return task;
     }

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The branch prefix of run worktrees.
-pub const BRANCH_PREFIX: &str = "tinyagent/";
+pub(crate) const BRANCH_PREFIX: &str = "tinyagent/";
 
 /// A worktree created for a run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Worktree {
+pub(crate) struct Worktree {
     /// The worktree's top directory.
     pub path: PathBuf,
     pub branch: String,
@@ -20,7 +20,7 @@ pub struct Worktree {
 }
 
 /// Whether `name` can name a worktree directory and branch.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 100
         && name
@@ -36,7 +36,7 @@ pub fn valid_name(name: &str) -> bool {
 /// given without a TASK, is the task (`--worktree "fix the tests"`).
 /// Returns (task argument, name request) where the name request is
 /// `None` without `--worktree`, `Some(None)` for an automatic name.
-pub fn split_task_and_name<'a>(
+pub(crate) fn split_task_and_name<'a>(
     task: Option<&'a str>,
     worktree: Option<&'a Option<String>>,
 ) -> (Option<&'a str>, Option<Option<&'a str>>) {
@@ -52,7 +52,7 @@ pub fn split_task_and_name<'a>(
 
 /// Creates the branch and worktree `name` for the repository around `cwd`,
 /// from its current HEAD. Every failure is a one-line reason (exit 2).
-pub fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
+pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
     if !valid_name(name) {
         return Err(format!(
             "'{name}' is not a usable worktree name (letters, digits, '.', '_' and '-')"

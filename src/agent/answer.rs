@@ -10,9 +10,9 @@ use super::hooks;
 use super::{Agent, Counters};
 
 /// Invalid answers in a row that end the run.
-pub const MAX_INVALID_ANSWERS: u32 = 3;
+pub(super) const MAX_INVALID_ANSWERS: u32 = 3;
 /// Failed stop-hook rounds after which an answer stands anyway.
-pub const MAX_STOP_HOOK_FAILURES: u32 = 3;
+pub(super) const MAX_STOP_HOOK_FAILURES: u32 = 3;
 
 /// An answer the agent wants to finish with.
 pub(super) enum FinalAnswer {

@@ -34,7 +34,7 @@ use crate::tools::shorten;
 use crate::trajectory::JournalOp;
 
 /// The first line of the message that replaces summarised history.
-pub const SUMMARY_MARKER: &str = "[summary of earlier conversation]";
+pub(crate) const SUMMARY_MARKER: &str = "[summary of earlier conversation]";
 /// Assistant turns kept verbatim at the end of the history.
 const KEEP_TURNS: usize = 2;
 /// How much of each tool output the summariser reads.
@@ -57,7 +57,7 @@ Drop anything it will not need. Reply with the summary only.";
 
 /// When to compact (config `compaction:`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CompactionPolicy {
+pub(crate) struct CompactionPolicy {
     /// Compact before a request estimated above this share of the window.
     pub threshold: f64,
     /// The window assumed for a model whose own window is unknown.
@@ -74,7 +74,7 @@ impl Default for CompactionPolicy {
 }
 
 impl CompactionPolicy {
-    pub fn from_config(config: &CompactionConfig) -> Result<CompactionPolicy, String> {
+    pub(crate) fn from_config(config: &CompactionConfig) -> Result<CompactionPolicy, String> {
         let defaults = CompactionPolicy::default();
         let threshold = config.threshold.unwrap_or(defaults.threshold);
         if !(threshold > 0.0 && threshold <= 1.0) {
@@ -102,7 +102,7 @@ pub fn estimate_tokens(system: &str, messages: &[Message], tools: &[ToolSpec]) -
 /// The messages to summarise: after the task, before the last `KEEP_TURNS`
 /// assistant turns (with fewer turns than that, before the last one).
 /// `None` when that holds no assistant turn or tool result.
-pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
+pub(crate) fn older_history(messages: &[Message]) -> Option<Range<usize>> {
     if messages.len() < 2 {
         return None;
     }
@@ -125,7 +125,7 @@ pub fn older_history(messages: &[Message]) -> Option<Range<usize>> {
 
 /// The conversation as text for the summariser, tool outputs cut first,
 /// then the whole cut to `max_chars` keeping its head and tail.
-pub fn transcript(messages: &[Message], max_chars: usize) -> String {
+pub(crate) fn transcript(messages: &[Message], max_chars: usize) -> String {
     let mut out = String::new();
     for m in messages {
         let who = match m.role {
@@ -156,7 +156,7 @@ pub fn transcript(messages: &[Message], max_chars: usize) -> String {
 }
 
 /// A mechanical outline of `messages`, used when the model gives no summary.
-pub fn digest(messages: &[Message]) -> String {
+pub(crate) fn digest(messages: &[Message]) -> String {
     let mut out = String::from("(outline of the earlier steps; no summary was available)\n");
     for m in messages {
         let first_line = |text: &str| -> String {
@@ -187,7 +187,7 @@ pub fn digest(messages: &[Message]) -> String {
 }
 
 /// The history with `older` replaced by one summary message.
-pub fn replace_with_summary(
+pub(crate) fn replace_with_summary(
     messages: &[Message],
     older: Range<usize>,
     summary: &str,
@@ -205,7 +205,7 @@ pub fn replace_with_summary(
 }
 
 /// The history with long tool outputs shortened; `None` when none is long.
-pub fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
+pub(crate) fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
     let mut out = messages.to_vec();
     shrink_tool_outputs(&mut out, |_| false).then_some(out)
 }
@@ -213,7 +213,10 @@ pub fn shorten_tool_outputs(messages: &[Message]) -> Option<Vec<Message>> {
 /// Shortens the largest tool outputs, one at a time, until `done` says the
 /// history is small enough: first each to `SHORTENED_TOOL_CHARS`, then by
 /// halves down to `MIN_TOOL_CHARS`. Returns whether anything changed.
-pub fn shrink_tool_outputs(messages: &mut [Message], done: impl Fn(&[Message]) -> bool) -> bool {
+pub(crate) fn shrink_tool_outputs(
+    messages: &mut [Message],
+    done: impl Fn(&[Message]) -> bool,
+) -> bool {
     let mut changed = false;
     for floor in [SHORTENED_TOOL_CHARS, MIN_TOOL_CHARS] {
         // Outputs this pass cannot cut (the note would outweigh the cut).

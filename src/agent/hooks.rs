@@ -23,14 +23,14 @@ const MAX_HOOK_OUTPUT_CHARS: usize = 8_000;
 
 /// The configured hook commands.
 #[derive(Debug, Clone, Default)]
-pub struct Hooks {
+pub(crate) struct Hooks {
     pub stop: Vec<String>,
     pub pre_tool: Vec<String>,
     pub post_tool: Vec<String>,
 }
 
 impl Hooks {
-    pub fn from_config(config: &HooksConfig) -> Hooks {
+    pub(crate) fn from_config(config: &HooksConfig) -> Hooks {
         let commands =
             |list: &[crate::config::HookCommand]| list.iter().map(|h| h.command.clone()).collect();
         Hooks {
@@ -43,21 +43,21 @@ impl Hooks {
 
 /// A hook that said no: which command, and what it printed.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HookRefusal {
+pub(crate) struct HookRefusal {
     pub command: String,
     pub message: String,
 }
 
 impl HookRefusal {
     /// `hook `cmd` failed (exit 1):\n<output>`
-    pub fn describe(&self, kind: &str) -> String {
+    pub(crate) fn describe(&self, kind: &str) -> String {
         format!("{kind} hook `{}` {}", self.command, self.message)
     }
 }
 
 /// Runs `commands` in order with `payload` on stdin; the first that exits
 /// non-zero (or cannot run, or times out) stops the list and is returned.
-pub async fn run_all(
+pub(crate) async fn run_all(
     commands: &[String],
     payload: &Value,
     cwd: &Path,

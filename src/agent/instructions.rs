@@ -11,14 +11,14 @@ use crate::config::InstructionsConfig;
 use crate::setup::SetupError;
 
 /// The file name looked for in each directory.
-pub const FILE_NAME: &str = "AGENTS.md";
+pub(crate) const FILE_NAME: &str = "AGENTS.md";
 
 /// Most bytes of instructions put in the system prompt, all files together.
-pub const MAX_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_BYTES: usize = 32 * 1024;
 
 /// The instructions of one run: the files used, in order, with their text.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Instructions {
+pub(crate) struct Instructions {
     /// (path as shown to the model and in `run.started`, text)
     pub files: Vec<(String, String)>,
     /// What the user should hear: cut, skipped or unreadable files.
@@ -27,12 +27,12 @@ pub struct Instructions {
 
 impl Instructions {
     /// The paths used, for `run.started.instructions`.
-    pub fn paths(&self) -> Vec<String> {
+    pub(crate) fn paths(&self) -> Vec<String> {
         self.files.iter().map(|(p, _)| p.clone()).collect()
     }
 
     /// The system prompt section, or `None` when there are no instructions.
-    pub fn prompt_section(&self) -> Option<String> {
+    pub(crate) fn prompt_section(&self) -> Option<String> {
         if self.files.is_empty() {
             return None;
         }
@@ -50,7 +50,7 @@ working directory; a deeper file refines the ones above it). Follow them unless 
 
 /// Where the instructions come from, resolved from the flag and the config.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Source {
+pub(crate) enum Source {
     Off,
     /// The `AGENTS.md` files found from the repository root to `cwd`.
     Found,
@@ -62,7 +62,11 @@ pub enum Source {
 impl Source {
     /// `--instructions FILE` wins; then config `instructions:` (a relative
     /// config path is taken from the working directory); the default is on.
-    pub fn resolve(flag: Option<&Path>, config: Option<&InstructionsConfig>, cwd: &Path) -> Source {
+    pub(crate) fn resolve(
+        flag: Option<&Path>,
+        config: Option<&InstructionsConfig>,
+        cwd: &Path,
+    ) -> Source {
         if let Some(file) = flag {
             return Source::File(file.to_path_buf(), "--instructions");
         }
@@ -79,7 +83,7 @@ impl Source {
 /// Loads the instructions of a run in `cwd`. Only an explicitly named file
 /// that cannot be read is an error (exit 2); every other trouble is a
 /// warning.
-pub fn load(source: &Source, cwd: &Path) -> Result<Instructions, SetupError> {
+pub(crate) fn load(source: &Source, cwd: &Path) -> Result<Instructions, SetupError> {
     let mut out = Instructions::default();
     let mut budget = Budget::new(MAX_BYTES);
     match source {

@@ -4,15 +4,15 @@
 //! through events and the trajectory.
 
 mod answer;
-pub mod compact;
-pub mod hooks;
-pub mod instructions;
+pub(crate) mod compact;
+pub(crate) mod hooks;
+pub(crate) mod instructions;
 mod prompt;
-pub mod schema;
+pub(crate) mod schema;
 mod setup;
-pub mod subagent;
+pub(crate) mod subagent;
 mod tool_calls;
-pub mod usage;
+pub(crate) mod usage;
 
 use std::time::Instant;
 
@@ -31,22 +31,22 @@ use crate::tools::{submit_spec, ToolCtx, ToolRegistry};
 use crate::trajectory::{Checkpoint, JournalOp, Trajectory};
 
 use answer::{FinalAnswer, Verdict};
-pub use prompt::system_prompt;
-pub use setup::job_options;
+pub(crate) use prompt::system_prompt;
+pub(crate) use setup::job_options;
 
 /// A reply cut off this many times in a row ends the run.
 const MAX_TRUNCATIONS: u32 = 3;
 
 /// Step and cost limits (the time limit lives in `Stop`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub steps: Option<u32>,
     pub cost_usd: Option<f64>,
 }
 
 /// Per-request options from settings.
 #[derive(Debug, Clone, Default)]
-pub struct RequestOptions {
+pub(crate) struct RequestOptions {
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     pub output_schema: Option<Value>,
@@ -55,7 +55,7 @@ pub struct RequestOptions {
 /// What unattended jobs and long tasks add to a run: the output schema,
 /// compaction, hooks and subagents. The default is none of them.
 #[derive(Default)]
-pub struct JobOptions {
+pub(crate) struct JobOptions {
     /// `--output-schema`: a final answer must be JSON valid against it.
     pub output_schema: Option<schema::OutputSchema>,
     pub compaction: compact::CompactionPolicy,
@@ -81,7 +81,7 @@ struct Counters {
 
 /// How a run ended.
 #[derive(Debug, Clone)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub status: Status,
     /// The process exit code (75 for an outage, else the status's).
     pub exit_code: i32,
@@ -91,7 +91,7 @@ pub struct Outcome {
 }
 
 /// Everything one run needs, wired by `lib.rs`.
-pub struct Agent {
+pub(crate) struct Agent {
     pub chain: ChainModel,
     pub tools: ToolRegistry,
     pub emitter: Emitter,
@@ -123,7 +123,10 @@ impl Agent {
     /// Runs the loop to its end and returns the outcome with the finished
     /// document (an interactive follow-up continues it); `run.finished` has
     /// been emitted and the trajectory finished when this returns.
-    pub async fn run_keeping_doc(mut self, new_messages: Vec<Message>) -> (Outcome, Trajectory) {
+    pub(crate) async fn run_keeping_doc(
+        mut self,
+        new_messages: Vec<Message>,
+    ) -> (Outcome, Trajectory) {
         let outcome = self.run_mut(new_messages).await;
         (outcome, self.doc)
     }
@@ -395,7 +398,7 @@ impl Agent {
 
     /// Ends the run at once, without a request: a resumed checkpoint whose
     /// last reply was already a final answer.
-    pub fn finish_now(
+    pub(crate) fn finish_now(
         mut self,
         new_messages: Vec<Message>,
         status: Status,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 /// The system prompt for a run in `cwd`.
-pub fn system_prompt(cwd: &Path) -> String {
+pub(crate) fn system_prompt(cwd: &Path) -> String {
     format!(
         "You are tinyagent, a coding agent working in the directory {cwd}.\n\
 Work step by step: inspect files with list_files, grep and read_file, change them with edit_file or write_file, \

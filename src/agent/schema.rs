@@ -10,7 +10,7 @@ use serde_json::Value;
 const MAX_ERRORS_SHOWN: usize = 10;
 
 /// A compiled output schema.
-pub struct OutputSchema {
+pub(crate) struct OutputSchema {
     /// The schema document as read (also sent to providers).
     pub value: Value,
     validator: jsonschema::Validator,
@@ -27,7 +27,7 @@ impl std::fmt::Debug for OutputSchema {
 impl OutputSchema {
     /// Reads and compiles the schema at `path`; the error is one line naming
     /// the file.
-    pub fn load(path: &Path) -> Result<OutputSchema, String> {
+    pub(crate) fn load(path: &Path) -> Result<OutputSchema, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--output-schema {}: cannot read: {e}", path.display()))?;
         let value: Value = serde_json::from_str(&text)
@@ -36,7 +36,7 @@ impl OutputSchema {
     }
 
     /// Compiles a schema document (checked against its meta-schema).
-    pub fn compile(value: Value) -> Result<OutputSchema, String> {
+    pub(crate) fn compile(value: Value) -> Result<OutputSchema, String> {
         if !(value.is_object() || value.is_boolean()) {
             return Err("not a JSON Schema: expected an object".into());
         }
@@ -46,7 +46,7 @@ impl OutputSchema {
     }
 
     /// The validation errors of `instance`, one line each (empty when valid).
-    pub fn errors(&self, instance: &Value) -> Vec<String> {
+    pub(crate) fn errors(&self, instance: &Value) -> Vec<String> {
         self.validator
             .iter_errors(instance)
             .map(|e| {
@@ -63,7 +63,7 @@ impl OutputSchema {
 
     /// Checks a `submit` output. A string that holds JSON valid against the
     /// schema is accepted as that JSON (models often send JSON as text).
-    pub fn check_submitted(&self, output: &Value) -> Result<Value, String> {
+    pub(crate) fn check_submitted(&self, output: &Value) -> Result<Value, String> {
         let errors = self.errors(output);
         if errors.is_empty() {
             return Ok(output.clone());
@@ -78,7 +78,7 @@ impl OutputSchema {
 
     /// Checks the text of a final reply: it must be JSON (a Markdown code
     /// fence around it is tolerated) valid against the schema.
-    pub fn check_text(&self, text: &str) -> Result<Value, String> {
+    pub(crate) fn check_text(&self, text: &str) -> Result<Value, String> {
         let Some(value) = parse_json_text(text) else {
             return Err("the answer is not JSON; reply with only a JSON value that matches the output schema".into());
         };

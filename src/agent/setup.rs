@@ -15,7 +15,7 @@ use crate::setup::SetupError;
 
 /// The job options for a run with `--output-schema`, `compaction:`,
 /// `hooks:` and (with `subagents:`) the `delegate` tool's child chain.
-pub fn job_options(
+pub(crate) fn job_options(
     output_schema: Option<&Path>,
     compaction: &CompactionConfig,
     hooks: &HooksConfig,

@@ -26,7 +26,7 @@ use crate::trajectory::{Totals, Trajectory};
 
 /// What the parent keeps between delegations: the child chain (so its
 /// stickiness and cooldowns carry over) and the child's limits.
-pub struct Subagent {
+pub(crate) struct Subagent {
     /// `None` only while a child runs.
     pub chain: Option<ChainModel>,
     pub fallback_models: Vec<String>,
@@ -36,7 +36,7 @@ pub struct Subagent {
 }
 
 impl Subagent {
-    pub fn new(
+    pub(crate) fn new(
         chain: ChainModel,
         fallback_models: Vec<String>,
         step_limit: u32,

@@ -19,7 +19,7 @@ use crate::model::chain::Answer;
 const CHARS_PER_TOKEN: u64 = 4;
 
 /// The characters of a request as the estimates count them.
-pub fn request_chars(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
+pub(crate) fn request_chars(system: &str, messages: &[Message], tools: &[ToolSpec]) -> u64 {
     let mut chars = system.len();
     for m in messages {
         chars += m.content.len() + 8;
@@ -32,7 +32,7 @@ pub fn request_chars(system: &str, messages: &[Message], tools: &[ToolSpec]) -> 
 }
 
 /// The characters of a reply: its text and its tool calls.
-pub fn reply_chars(text: &str, calls: &[ToolCall]) -> u64 {
+pub(crate) fn reply_chars(text: &str, calls: &[ToolCall]) -> u64 {
     (text.len() + calls_chars(calls)) as u64
 }
 
@@ -70,7 +70,7 @@ struct Base {
 
 /// What the run has learnt about each model's token counts, by spec.
 #[derive(Debug, Default)]
-pub struct TokenMeter {
+pub(crate) struct TokenMeter {
     bases: HashMap<String, Base>,
     /// Context windows named by servers in their overflow errors.
     windows: HashMap<String, u64>,
@@ -81,21 +81,21 @@ pub struct TokenMeter {
 impl TokenMeter {
     /// Records that `spec`'s server counted `tokens` input tokens for a
     /// request of `chars` characters.
-    pub fn record(&mut self, spec: &str, chars: u64, tokens: u64) {
+    pub(crate) fn record(&mut self, spec: &str, chars: u64, tokens: u64) {
         if chars > 0 && tokens > 0 {
             self.bases.insert(spec.to_string(), Base { chars, tokens });
         }
     }
 
     /// Records a context window that `spec`'s server named.
-    pub fn record_window(&mut self, spec: &str, window: u64) {
+    pub(crate) fn record_window(&mut self, spec: &str, window: u64) {
         if window > 0 {
             self.windows.insert(spec.to_string(), window);
         }
     }
 
     /// The window `spec`'s server named in an overflow error, if any.
-    pub fn window(&self, spec: &str) -> Option<u64> {
+    pub(crate) fn window(&self, spec: &str) -> Option<u64> {
         self.windows.get(spec).copied()
     }
 
@@ -103,7 +103,7 @@ impl TokenMeter {
     /// count for its last counted request plus what was added since at the
     /// same rate (or scaled down when the request shrank), else chars / 4.
     /// At least 1 for any text.
-    pub fn estimate(&self, spec: &str, chars: u64) -> u64 {
+    pub(crate) fn estimate(&self, spec: &str, chars: u64) -> u64 {
         if chars == 0 {
             return 0;
         }
@@ -120,7 +120,7 @@ impl TokenMeter {
 
     /// The usage of a reply from `spec` whose server reported none: input
     /// from the request's size, output from the reply's, never 0.
-    pub fn estimate_usage(&self, spec: &str, request_chars: u64, reply_chars: u64) -> Usage {
+    pub(crate) fn estimate_usage(&self, spec: &str, request_chars: u64, reply_chars: u64) -> Usage {
         Usage {
             input_tokens: self.estimate(spec, request_chars).max(1),
             output_tokens: self.estimate(spec, reply_chars).max(1),
@@ -130,7 +130,7 @@ impl TokenMeter {
 
     /// True the first time it is asked about `spec`: that model's warning
     /// is due.
-    pub fn first_estimate(&mut self, spec: &str) -> bool {
+    pub(crate) fn first_estimate(&mut self, spec: &str) -> bool {
         self.warned.insert(spec.to_string())
     }
 }
@@ -189,7 +189,7 @@ fn div_ceil_scaled(x: u64, num: u64, den: u64) -> u64 {
 /// vendors word them ("Requested tokens (7930) exceed context window of
 /// 2048", "maximum context length is 2048 tokens. However, you requested
 /// 7930 tokens", "prompt is too long: 210000 tokens > 200000 maximum").
-pub fn overflow_sizes(message: &str) -> (Option<u64>, Option<u64>) {
+pub(crate) fn overflow_sizes(message: &str) -> (Option<u64>, Option<u64>) {
     let lower = message.to_ascii_lowercase();
     let mut words: Vec<&str> = Vec::new();
     let mut requested = None;

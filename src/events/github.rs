@@ -13,7 +13,7 @@ use crate::setup::Env;
 
 /// Escapes a workflow command's message (`%`, `\r`, `\n`), as the
 /// runner's `@actions/core` does.
-pub fn escape_data(text: &str) -> String {
+pub(crate) fn escape_data(text: &str) -> String {
     text.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
@@ -21,12 +21,12 @@ pub fn escape_data(text: &str) -> String {
 
 /// Escapes a workflow command's property value: the message escapes plus
 /// `:` and `,`.
-pub fn escape_property(text: &str) -> String {
+pub(crate) fn escape_property(text: &str) -> String {
     escape_data(text).replace(':', "%3A").replace(',', "%2C")
 }
 
 /// `::<command> title=<title>::<message>`, escaped.
-pub fn command(name: &str, title: &str, message: &str) -> String {
+pub(crate) fn command(name: &str, title: &str, message: &str) -> String {
     format!(
         "::{name} title={}::{}",
         escape_property(title),
@@ -45,7 +45,7 @@ struct ModelTotals {
 
 /// The GitHub Actions sink. Only the top-level run's end is summarised; a
 /// subagent's switches are annotated like any other.
-pub struct GithubSink {
+pub(crate) struct GithubSink {
     summary: Option<PathBuf>,
     checkpoint: Option<PathBuf>,
     per_model: BTreeMap<String, ModelTotals>,
@@ -56,7 +56,7 @@ pub struct GithubSink {
 impl GithubSink {
     /// The sink when `GITHUB_ACTIONS` is `true`; `checkpoint` is the file a
     /// later `--resume` would read.
-    pub fn from_env(env: Env, checkpoint: Option<PathBuf>) -> Option<GithubSink> {
+    pub(crate) fn from_env(env: Env, checkpoint: Option<PathBuf>) -> Option<GithubSink> {
         if env("GITHUB_ACTIONS").as_deref() != Some("true") {
             return None;
         }
@@ -73,7 +73,7 @@ impl GithubSink {
 
     /// Why the summary file cannot be written, checked before the run (for
     /// a `warning`); `None` when it can, or when none is asked for.
-    pub fn summary_problem(&self) -> Option<String> {
+    pub(crate) fn summary_problem(&self) -> Option<String> {
         let path = self.summary.as_ref()?;
         match open_append(path) {
             Ok(_) => None,

@@ -2,7 +2,7 @@
 //! line per tool call on a TTY, plain lines otherwise, and the closing
 //! summary line. The text of each line is built in `lines`.
 
-pub mod lines;
+pub(crate) mod lines;
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{Event, EventRecord, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
-pub use lines::{resume_hint, Continue};
+pub(crate) use lines::{resume_hint, Continue};
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
@@ -26,7 +26,7 @@ type WaitUntil = Arc<Mutex<Option<Instant>>>;
 
 /// Renders progress for a person. The final answer is not printed here (it
 /// goes to stdout from `main`); everything this sink writes goes to stderr.
-pub struct HumanSink {
+pub(crate) struct HumanSink {
     quiet: bool,
     color: bool,
     /// On a terminal (and not quiet): show a spinner between outputs.
@@ -45,7 +45,7 @@ pub struct HumanSink {
 }
 
 impl HumanSink {
-    pub fn new(quiet: bool) -> Self {
+    pub(crate) fn new(quiet: bool) -> Self {
         let tty = io::stderr().is_terminal();
         let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         let live = tty && !quiet;
@@ -244,7 +244,7 @@ static ANSWER_SHOWN: AtomicBool = AtomicBool::new(false);
 /// Whether the final answer is already on the screen: it streamed live onto
 /// stderr, and stdout is that same terminal (so printing it again would
 /// show it twice; a redirected stdout still gets it).
-pub fn answer_already_on_screen() -> bool {
+pub(crate) fn answer_already_on_screen() -> bool {
     use std::os::fd::AsRawFd;
     if !ANSWER_SHOWN.load(Ordering::Relaxed)
         || !io::stdout().is_terminal()
@@ -424,12 +424,12 @@ fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
 }
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`
-pub fn summary_line(event: &Event) -> String {
+pub(crate) fn summary_line(event: &Event) -> String {
     summary_with_costs(event, &[])
 }
 
 /// The summary line, with the cost of each model when more than one answered.
-pub fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> String {
+pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> String {
     let Event::RunFinished {
         status,
         steps,
@@ -460,7 +460,7 @@ pub fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> String {
 
 /// Clears the spinner's line on a terminal, for an exit that skips the
 /// sink's own cleanup (a second Ctrl-C).
-pub fn clear_terminal_line() {
+pub(crate) fn clear_terminal_line() {
     if io::stderr().is_terminal() {
         eprint!("\r\x1b[2K");
         let _ = io::stderr().flush();

@@ -6,12 +6,12 @@ use super::{EventRecord, Sink};
 
 /// Writes each event's JSON on its own line and flushes it, so a consumer
 /// sees every event as it happens. A closed stdout is ignored.
-pub struct JsonlSink<W: Write + Send> {
+pub(crate) struct JsonlSink<W: Write + Send> {
     out: W,
 }
 
 impl JsonlSink<io::Stdout> {
-    pub fn stdout() -> Self {
+    pub(crate) fn stdout() -> Self {
         JsonlSink { out: io::stdout() }
     }
 }

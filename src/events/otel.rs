@@ -30,7 +30,7 @@ use opentelemetry::trace::{SpanId, TraceContextExt, TraceId, TraceState};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 
 use super::{Event, EventRecord, RequestRecord, Sink};
-pub use export::OtelConfig;
+pub(crate) use export::OtelConfig;
 use export::FLUSH_BUDGET;
 use inbox::{Inbox, Note};
 use spans::Trace;
@@ -38,14 +38,14 @@ use values::{extract, spawn_vars};
 
 /// Where the sink hands the environment variables (`TRACEPARENT`,
 /// `TRACESTATE`) that commands started from now on should get.
-pub type Publish = Box<dyn Fn(Vec<(String, String)>) + Send>;
+pub(crate) type Publish = Box<dyn Fn(Vec<(String, String)>) + Send>;
 
 /// Notes that gather before the sink's thread is woken: one wake-up per
 /// this many events (the thread also looks on its own every second).
 const WAKE_EVERY: usize = 48;
 
 /// Turns events into spans on its own thread; see the module notes.
-pub struct OtelSink {
+pub(crate) struct OtelSink {
     inbox: Arc<Inbox>,
     endpoint: String,
     capture: bool,
@@ -67,7 +67,7 @@ impl OtelSink {
     /// Starts the tracing thread. Returns the sink and the warnings to emit
     /// once the run has started; tracing that cannot start is a warning and
     /// no sink.
-    pub fn start(config: OtelConfig, publish: Publish) -> (Option<OtelSink>, Vec<String>) {
+    pub(crate) fn start(config: OtelConfig, publish: Publish) -> (Option<OtelSink>, Vec<String>) {
         let mut warnings = config.warnings.clone();
         if let Some(invalid) = config.invalid() {
             warnings.push(invalid.to_string());

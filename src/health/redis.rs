@@ -18,7 +18,7 @@ use redis::{AsyncConnectionConfig, Script};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 /// The longest one operation may take, connecting included (SPEC 13).
-pub const OP_TIMEOUT: Duration = Duration::from_millis(200);
+pub(super) const OP_TIMEOUT: Duration = Duration::from_millis(200);
 /// How long a record outlives its last write: a cooling record must last
 /// through its cooldown and the hour its probe may come in.
 const KEEP_AFTER: Millis = 3_600_000;
@@ -87,7 +87,7 @@ return 1
 "#;
 
 /// A Redis URL with its password hidden, for messages and labels.
-pub fn redacted(url: &str) -> String {
+pub(super) fn redacted(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) => {
             if parsed.password().is_some() {

@@ -34,7 +34,7 @@ fn awaiting_probe(record: &Record, now: Millis) -> bool {
 
 /// How long a cooling record written under `policy` lasts: the cooldown, at
 /// most an hour.
-pub fn cooling_ms(policy: &FallbackPolicy) -> Millis {
+pub(super) fn cooling_ms(policy: &FallbackPolicy) -> Millis {
     match policy.cooldown {
         Cooldown::Never => MAX_COOLING,
         Cooldown::For(d) => (d.as_millis() as Millis).min(MAX_COOLING),
@@ -42,7 +42,7 @@ pub fn cooling_ms(policy: &FallbackPolicy) -> Millis {
 }
 
 /// How far back strikes count under `policy`: the cooldown, at least a minute.
-pub fn window_ms(policy: &FallbackPolicy) -> Millis {
+pub(super) fn window_ms(policy: &FallbackPolicy) -> Millis {
     cooling_ms(policy).max(MIN_WINDOW)
 }
 

@@ -11,11 +11,11 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 
 /// The largest message an MCP server may send (one JSON-RPC line).
-pub const MAX_MESSAGE: usize = 16 << 20;
+pub(super) const MAX_MESSAGE: usize = 16 << 20;
 
 /// An `AsyncRead` that passes bytes through until a line passes `max`
 /// bytes, then reports end of stream for good and raises `tripped`.
-pub struct BoundedLines<R> {
+pub(crate) struct BoundedLines<R> {
     inner: R,
     max: usize,
     /// Bytes since the last newline.
@@ -24,7 +24,7 @@ pub struct BoundedLines<R> {
 }
 
 impl<R> BoundedLines<R> {
-    pub fn new(inner: R, max: usize, tripped: Arc<AtomicBool>) -> Self {
+    pub(super) fn new(inner: R, max: usize, tripped: Arc<AtomicBool>) -> Self {
         BoundedLines {
             inner,
             max,

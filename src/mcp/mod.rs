@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use server::McpServer;
+pub(crate) use server::McpServer;
 
 use crate::config::McpServerConfig;
 use crate::events::Emitter;
@@ -37,11 +37,11 @@ use crate::tools::Tool;
 use tool::McpTool;
 
 /// How long a server has to start, initialize and list its tools.
-pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The run's MCP servers that started.
 #[derive(Default)]
-pub struct McpServers {
+pub(crate) struct McpServers {
     servers: Vec<Arc<McpServer>>,
 }
 
@@ -50,7 +50,7 @@ impl McpServers {
     /// ready (or to fail, or to run out of `timeout`). Failures are warnings.
     /// An interrupt or the time limit abandons the start (the servers are
     /// killed) and the run then ends as the loop sees `stop`.
-    pub async fn start(
+    pub(crate) async fn start(
         configs: &BTreeMap<String, McpServerConfig>,
         run_cwd: &Path,
         env: Env<'_>,
@@ -79,7 +79,7 @@ impl McpServers {
 
     /// One tool per tool of every started server. Names that cannot be
     /// offered to a model (too long once prefixed) are skipped with a warning.
-    pub fn tools(&self, emitter: &Emitter) -> Vec<Box<dyn Tool>> {
+    pub(crate) fn tools(&self, emitter: &Emitter) -> Vec<Box<dyn Tool>> {
         let mut tools: Vec<Box<dyn Tool>> = Vec::new();
         for server in &self.servers {
             for tool in &server.tools {
@@ -93,7 +93,7 @@ impl McpServers {
     }
 
     /// Stops every server.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         futures::future::join_all(self.servers.iter().map(|s| s.shutdown())).await;
     }
 }

@@ -31,10 +31,10 @@ const STDERR_TAIL: usize = 2000;
 /// How long a server gets to exit after its stdin closes at the end of a run.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long one tool call waits for its answer unless `tool_timeout` says.
-pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A running MCP server and the tools it offered at start.
-pub struct McpServer {
+pub(crate) struct McpServer {
     pub name: String,
     pub tools: Vec<Tool>,
     peer: Peer<RoleClient>,
@@ -90,7 +90,7 @@ impl State {
 
 /// Why a tool call did not produce a result.
 #[derive(Debug, thiserror::Error)]
-pub enum CallError {
+pub(crate) enum CallError {
     #[error("MCP server '{0}' is no longer running{1}")]
     Dead(String, String),
     #[error("MCP server '{0}': {1}")]
@@ -100,7 +100,7 @@ pub enum CallError {
 impl McpServer {
     /// Spawns, initializes and lists the tools of one server; any failure
     /// (including `timeout` passing) is an error message for a warning.
-    pub async fn start(
+    pub(crate) async fn start(
         name: &str,
         config: &McpServerConfig,
         run_cwd: &Path,
@@ -223,7 +223,7 @@ impl McpServer {
     }
 
     /// Whether the server is still running.
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         self.state.alive.load(Ordering::SeqCst)
     }
 
@@ -235,7 +235,7 @@ impl McpServer {
     }
 
     /// Calls one tool (by the server's own name for it).
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &str,
         arguments: serde_json::Value,
@@ -279,7 +279,7 @@ impl McpServer {
 
     /// Stops the server: closes its stdin, waits briefly, then kills its
     /// process group. No warning is emitted for this exit.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.state.stopping.store(true, Ordering::SeqCst);
         if let Some(cancel) = self.cancel.lock().unwrap_or_else(|e| e.into_inner()).take() {
             cancel.cancel();
@@ -312,7 +312,7 @@ fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
 /// The variables set for a server: each `NAME: SOURCE` entry sets NAME to
 /// the value of our variable SOURCE. An unset SOURCE is an error naming
 /// both (never a value).
-pub fn server_env(
+pub(super) fn server_env(
     map: &BTreeMap<String, String>,
     env: Env,
 ) -> Result<Vec<(String, String)>, String> {

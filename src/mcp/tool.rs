@@ -16,7 +16,7 @@ use crate::tools::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
 const MAX_NAME: usize = 64;
 
 /// One tool of one MCP server.
-pub struct McpTool {
+pub(super) struct McpTool {
     server: Arc<McpServer>,
     /// The server's own name for the tool.
     remote_name: String,
@@ -26,7 +26,7 @@ pub struct McpTool {
 impl McpTool {
     /// Wraps `tool` of `server`; an error (for a warning) when its name
     /// cannot be offered to a model.
-    pub fn new(server: Arc<McpServer>, tool: &rmcp::model::Tool) -> Result<McpTool, String> {
+    pub(super) fn new(server: Arc<McpServer>, tool: &rmcp::model::Tool) -> Result<McpTool, String> {
         Ok(McpTool {
             remote_name: tool.name.to_string(),
             spec: spec_of(&server.name, tool)?,
@@ -37,7 +37,7 @@ impl McpTool {
 
 /// The spec offered to the model for `tool` of `server`; an error (for a
 /// warning) when its name cannot be offered.
-pub fn spec_of(server: &str, tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
+pub(crate) fn spec_of(server: &str, tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
     let name = tool_name(server, &tool.name);
     if name.len() > MAX_NAME {
         return Err(format!(
@@ -86,7 +86,7 @@ impl Tool for McpTool {
 
 /// `mcp__<server>__<tool>`, with characters model APIs refuse in tool names
 /// replaced by `_`.
-pub fn tool_name(server: &str, tool: &str) -> String {
+pub(super) fn tool_name(server: &str, tool: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| {
@@ -103,7 +103,7 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 
 /// The text items of a result, joined by newlines; other items are noted;
 /// structured content stands in when there is no content at all.
-pub fn to_output(result: &CallToolResult) -> ToolOutput {
+pub(crate) fn to_output(result: &CallToolResult) -> ToolOutput {
     let mut parts: Vec<String> = Vec::new();
     for item in &result.content {
         parts.push(match item {

@@ -20,7 +20,7 @@ use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, T
 use super::{ErrorClass, Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
 use crate::health::{Health, HealthKey, Millis, Strike};
-pub use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
+pub(crate) use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
 /// The switch reason when another run's health record says a member is

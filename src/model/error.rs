@@ -147,7 +147,7 @@ impl ModelError {
 /// code into a `ModelError`, recognising quota and context-overflow errors
 /// that vendors report under ordinary statuses (OpenAI `insufficient_quota`,
 /// Anthropic "credit balance is too low", "prompt is too long", ...).
-pub fn classify_status(
+pub(crate) fn classify_status(
     status: u16,
     code: Option<&str>,
     message: &str,

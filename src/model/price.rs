@@ -53,7 +53,7 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
 /// The built-in price of a model of a built-in provider, if known.
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
 /// last part, with dots read as dashes.
-pub fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
+pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
     if !matches!(
         provider,
         "openai" | "responses" | "anthropic" | "openrouter"

@@ -33,7 +33,7 @@ impl From<RegistryError> for SetupError {
 }
 
 /// Builds the chain member for `resolved`.
-pub fn build_member(
+pub(crate) fn build_member(
     resolved: &ResolvedModel,
     timeouts: StreamTimeouts,
 ) -> Result<Member, RegistryError> {
@@ -98,7 +98,7 @@ pub fn build_member(
 
 /// `scheme://host:port` of a base URL: no path, query or credentials (the
 /// port is the scheme's default when the URL names none).
-pub fn origin(endpoint: &str) -> Option<String> {
+pub(crate) fn origin(endpoint: &str) -> Option<String> {
     let url = reqwest::Url::parse(endpoint).ok()?;
     let host = url.host_str()?;
     let port = url.port_or_known_default()?;

@@ -11,7 +11,7 @@ use super::http::watch_first_event;
 use super::price::Pricing;
 use super::{ErrorClass, FinishReason, Model, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event, RequestRecord};
-pub use crate::policy::RetryPolicy;
+pub(crate) use crate::policy::RetryPolicy;
 use crate::stop::{Stop, StopCause};
 
 /// The wait before a retry.
@@ -56,7 +56,7 @@ pub(crate) struct RequestCtx<'a> {
 
 /// A failed attempt with a transient cause, as the loop reports it.
 #[derive(Debug)]
-pub struct Failed<'a> {
+pub(crate) struct Failed<'a> {
     /// The attempt that failed, counted from 1.
     pub attempt: u32,
     /// The failure reason (`http_503`, `network`, ...).
@@ -67,7 +67,7 @@ pub struct Failed<'a> {
 
 /// What the referee says after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Wait, then ask the same model again.
     Retry,
     /// Stop here with this failure (`Failure::Model`).
@@ -78,7 +78,7 @@ pub enum Verdict {
 
 /// The rules one retry loop runs under, told every fact the loop learns.
 /// The chain's rules (`chain::Rules`) are the one implementation.
-pub trait Referee: Sync {
+pub(crate) trait Referee: Sync {
     /// Before each request (the first included): `true` ends the loop with
     /// `Failure::Skipped` before the request is sent.
     fn skip(&self) -> bool;
@@ -90,7 +90,7 @@ pub trait Referee: Sync {
 
 /// Why a retry loop ended without a reply.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The model's last error, after `attempts` requests: a cause that is
     /// not transient, or a transient one the referee gave up on.
     Model { error: ModelError, attempts: u32 },
@@ -135,7 +135,7 @@ fn not_empty(response: Response) -> Result<Response, ModelError> {
 /// not transient, or `referee` ends the loop. Emits `provider.retry` for each
 /// scheduled retry and `model.attempt_reset` when a failed attempt had
 /// streamed output. Requests and waits are raced against `ctx.stop`.
-pub async fn request_with_retries(
+pub(crate) async fn request_with_retries(
     target: Target<'_>,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,

@@ -81,21 +81,21 @@ struct ScriptError {
 
 /// A scripted model: replies in file order, one per request.
 #[derive(Debug)]
-pub struct ScriptModel {
+pub(crate) struct ScriptModel {
     replies: Vec<ScriptReply>,
     next: AtomicUsize,
 }
 
 impl ScriptModel {
     /// Reads and checks a script file; the error names the file.
-    pub fn load(path: &Path) -> Result<ScriptModel, String> {
+    pub(crate) fn load(path: &Path) -> Result<ScriptModel, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
         Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
     }
 
     /// Whether some reply states its own `cost:` (then the model is priced).
-    pub fn states_costs(&self) -> bool {
+    pub(crate) fn states_costs(&self) -> bool {
         self.replies.iter().any(|r| r.cost.is_some())
     }
 

@@ -70,7 +70,7 @@ pub enum ToolChoice {
 /// request answered by one JSON body (`stream: false`, for servers that
 /// cannot stream tool calls), and the `tool_choice` to send, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WireOptions {
+pub(crate) struct WireOptions {
     pub stream: bool,
     pub tool_choice: Option<ToolChoice>,
 }
@@ -86,14 +86,14 @@ impl Default for WireOptions {
 
 /// A parsed `<provider>/<model>` spec, split at the first `/`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ModelSpec {
+pub(crate) struct ModelSpec {
     pub provider: String,
     pub model: String,
 }
 
 impl ModelSpec {
     /// Parses a spec; both parts must be non-empty.
-    pub fn parse(text: &str) -> Result<ModelSpec, String> {
+    pub(crate) fn parse(text: &str) -> Result<ModelSpec, String> {
         match text.split_once('/') {
             Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(ModelSpec {
                 provider: provider.to_string(),
@@ -116,7 +116,7 @@ impl fmt::Display for ModelSpec {
 /// what the registry builds the adapter from, what the health record keys
 /// on, and what the run prices and sizes with.
 #[derive(Clone, PartialEq)]
-pub struct ResolvedModel {
+pub(crate) struct ResolvedModel {
     pub spec: ModelSpec,
     pub api: WireApi,
     /// Base URL the API's own paths are appended to, no trailing `/`
@@ -135,7 +135,7 @@ pub struct ResolvedModel {
 impl ResolvedModel {
     /// The health record's key: the resolved endpoint, or for a `script/`
     /// model the script file's absolute path.
-    pub fn health_key(&self) -> HealthKey {
+    pub(crate) fn health_key(&self) -> HealthKey {
         let endpoint = if self.api == WireApi::Script {
             let path = Path::new(&self.spec.model);
             path.canonicalize()
@@ -171,7 +171,7 @@ impl fmt::Debug for ResolvedModel {
 /// A built-in provider: its wire API, default endpoint, the environment
 /// variable overriding that endpoint, and its key variable.
 #[derive(Debug, Clone, Copy)]
-pub struct BuiltinProvider {
+pub(crate) struct BuiltinProvider {
     pub name: &'static str,
     pub api: WireApi,
     pub endpoint: &'static str,
@@ -180,7 +180,7 @@ pub struct BuiltinProvider {
 }
 
 /// SPEC section 2's table.
-pub const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
+pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
     BuiltinProvider {
         name: "openai",
         api: WireApi::OpenAi,
@@ -226,7 +226,7 @@ pub const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
 ];
 
 /// Looks up a built-in provider by name.
-pub fn builtin(name: &str) -> Option<&'static BuiltinProvider> {
+pub(crate) fn builtin(name: &str) -> Option<&'static BuiltinProvider> {
     BUILTIN_PROVIDERS.iter().find(|p| p.name == name)
 }
 

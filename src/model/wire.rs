@@ -66,7 +66,7 @@ pub(crate) fn note_model(slot: &mut Option<String>, name: Option<&str>) {
 
 /// Whether the stream's finish marker has arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     Continue,
     Finished,
 }

@@ -28,7 +28,7 @@ const HOP_BY_HOP: &[&str] = &[
 ];
 
 /// A running proxy; stops (and removes its socket) when dropped.
-pub struct Proxy {
+pub(super) struct Proxy {
     dir: tempfile::TempDir,
     socket: PathBuf,
     task: JoinHandle<()>,
@@ -36,7 +36,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Binds a fresh socket in a private temporary directory and serves it.
-    pub fn start(allow: Allowlist) -> io::Result<Proxy> {
+    pub(super) fn start(allow: Allowlist) -> io::Result<Proxy> {
         let dir = tempfile::Builder::new()
             .prefix("tinyagent-sandbox-")
             .tempdir()?;
@@ -47,11 +47,11 @@ impl Proxy {
     }
 
     /// The directory holding the socket (bind-mounted into the sandbox).
-    pub fn dir(&self) -> &Path {
+    pub(super) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn socket(&self) -> &Path {
+    pub(super) fn socket(&self) -> &Path {
         &self.socket
     }
 }

@@ -22,13 +22,13 @@ use crate::model::spec::{builtin, ModelSpec, ResolvedModel};
 use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
-pub use crate::setup::{process_env, Env, SetupError};
+pub(crate) use crate::setup::{process_env, Env, SetupError};
 use crate::task_input;
 use crate::worktree;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The task; with `--resume`, the new TASK (empty when none was given).
     pub task: String,
     pub cwd: PathBuf,
@@ -68,14 +68,14 @@ pub struct Settings {
 
 /// The subagents' models and step limit (config `subagents`).
 #[derive(Debug, Clone)]
-pub struct SubagentSettings {
+pub(crate) struct SubagentSettings {
     pub primary: ResolvedModel,
     pub fallbacks: Vec<ResolvedModel>,
     pub step_limit: u32,
 }
 
 /// A subagent's step limit when `subagents.step_limit` is not set.
-pub const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
+pub(crate) const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
 
 fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, SetupError> {
     text.as_ref()
@@ -86,7 +86,7 @@ fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, Setup
 impl Settings {
     /// Loads the user config and `-c` layers and resolves them with `cli`
     /// and, when resuming, the checkpoint being continued.
-    pub fn resolve(
+    pub(crate) fn resolve(
         cli: &Cli,
         env: Env,
         resumed: Option<&Checkpointed>,
@@ -105,7 +105,7 @@ impl Settings {
     /// Resolution once the config is loaded and the task known. A resumed
     /// run keeps the checkpoint's primary model and, unless `-C` is given,
     /// its working directory.
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         cli: &Cli,
         config: Config,
         task: String,
@@ -313,7 +313,7 @@ impl Settings {
 
 impl Settings {
     /// The run's chain: the primary, then its fallbacks.
-    pub fn chain(&self) -> impl Iterator<Item = &ResolvedModel> {
+    pub(crate) fn chain(&self) -> impl Iterator<Item = &ResolvedModel> {
         std::iter::once(&self.primary).chain(&self.fallbacks)
     }
 }
@@ -351,7 +351,7 @@ fn resolve_subagents(config: &Config, env: Env) -> Result<Option<SubagentSetting
 }
 
 /// Loads the user config (missing is fine) and lays each `-c` file over it.
-pub fn load_config(layers: &[PathBuf], env: Env) -> Result<Config, SetupError> {
+pub(crate) fn load_config(layers: &[PathBuf], env: Env) -> Result<Config, SetupError> {
     let mut merged = serde_yaml::Value::Mapping(Default::default());
     if let Some(path) = config::user_config_path(env) {
         if let Some(layer) = config::read_layer(&path, false)? {
@@ -368,7 +368,7 @@ pub fn load_config(layers: &[PathBuf], env: Env) -> Result<Config, SetupError> {
 
 /// The task from the argument (with a piped stdin appended as context),
 /// or stdin for `-` or a piped stdin.
-pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
+pub(crate) fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
     let from_stdin = match arg {
         Some("-") => true,
         Some(text) => return non_empty(text.to_string()).and_then(task_input::with_piped_context),
@@ -383,7 +383,7 @@ pub fn read_task(arg: Option<&str>) -> Result<String, SetupError> {
 }
 
 /// With `--resume` the task is optional and stdin is read only for `-`.
-pub fn read_resume_task(arg: Option<&str>) -> Result<Option<String>, SetupError> {
+pub(crate) fn read_resume_task(arg: Option<&str>) -> Result<Option<String>, SetupError> {
     match arg {
         None => Ok(None),
         Some("-") => read_task(Some("-")).map(Some),

@@ -11,7 +11,7 @@ use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions
 use crate::setup::{Env, SetupError};
 
 /// Most fallback entries a chain may have.
-pub const MAX_FALLBACKS: usize = 3;
+pub(super) const MAX_FALLBACKS: usize = 3;
 
 /// Resolves `spec`: a known provider whose key variable (if it has one) is
 /// set. `what` names the setting in errors (`model`, `fallback model`...).

@@ -19,12 +19,12 @@ const DEFAULT_TIMEOUT: u64 = 120;
 const MAX_TIMEOUT: u64 = 3600;
 
 /// How a command is started; the sandbox wraps it.
-pub trait CommandBuilder: Send + Sync {
+pub(crate) trait CommandBuilder: Send + Sync {
     fn build(&self, script: &str, ctx: &ToolCtx) -> Command;
 }
 
 /// Plain `bash -c`, stderr merged into stdout.
-pub struct PlainBash;
+pub(crate) struct PlainBash;
 
 impl CommandBuilder for PlainBash {
     fn build(&self, script: &str, ctx: &ToolCtx) -> Command {
@@ -40,11 +40,11 @@ impl CommandBuilder for PlainBash {
 /// someone outside the tool (the trace sink puts the current tool span's
 /// `TRACEPARENT` here when a call starts). Empty unless something sets it.
 #[derive(Clone, Default)]
-pub struct SpawnEnv(Arc<Mutex<Vec<(String, String)>>>);
+pub(crate) struct SpawnEnv(Arc<Mutex<Vec<(String, String)>>>);
 
 impl SpawnEnv {
     /// Replaces the variables given to the next commands.
-    pub fn set(&self, vars: Vec<(String, String)>) {
+    pub(crate) fn set(&self, vars: Vec<(String, String)>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = vars;
     }
 
@@ -54,13 +54,13 @@ impl SpawnEnv {
 }
 
 /// The `bash` tool.
-pub struct BashTool {
+pub(crate) struct BashTool {
     builder: Box<dyn CommandBuilder>,
     env: SpawnEnv,
 }
 
 impl BashTool {
-    pub fn new(builder: Box<dyn CommandBuilder>) -> Self {
+    pub(crate) fn new(builder: Box<dyn CommandBuilder>) -> Self {
         BashTool {
             builder,
             env: SpawnEnv::default(),
@@ -68,7 +68,7 @@ impl BashTool {
     }
 
     /// Gives each command the variables in `env` at the moment it starts.
-    pub fn with_env(mut self, env: SpawnEnv) -> Self {
+    pub(crate) fn with_env(mut self, env: SpawnEnv) -> Self {
         self.env = env;
         self
     }

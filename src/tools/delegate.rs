@@ -11,7 +11,7 @@ use super::ToolRegistry;
 use crate::conversation::ToolSpec;
 
 /// Added to a subagent's system prompt, naming the tools it is offered.
-pub fn subagent_note(tools: &ToolRegistry) -> String {
+pub(crate) fn subagent_note(tools: &ToolRegistry) -> String {
     let names: Vec<String> = tools
         .available_specs()
         .into_iter()
@@ -33,7 +33,7 @@ the agent that asked sees only that report, not your steps."
 }
 
 /// The `delegate` tool (offered only when `subagents` is configured).
-pub fn delegate_spec() -> ToolSpec {
+pub(crate) fn delegate_spec() -> ToolSpec {
     ToolSpec {
         name: "delegate".into(),
         description: "Hand a read-only investigation (finding where something lives, reading and summarising code) \
@@ -52,7 +52,7 @@ or run commands. Only its final report comes back. Give a self-contained task: i
 
 /// The subagent's tools: read-only file access, as far as config
 /// `tools: {allow, deny}` (the run's `filter`) allows it.
-pub fn subagent_tools(filter: &ToolFilter) -> ToolRegistry {
+pub(crate) fn subagent_tools(filter: &ToolFilter) -> ToolRegistry {
     let mut tools = ToolRegistry::with_filter(filter.clone());
     tools.add(Box::new(ReadFile));
     tools.add(Box::new(ListFiles));

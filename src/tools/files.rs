@@ -10,13 +10,13 @@ const DEFAULT_READ_LIMIT: usize = 2000;
 const MAX_LISTED: usize = 1000;
 
 /// `read_file`: lines of a text file, numbered, from `offset` (1-based).
-pub struct ReadFile;
+pub(crate) struct ReadFile;
 /// `write_file`: create or replace a file.
-pub struct WriteFile;
+pub(crate) struct WriteFile;
 /// `edit_file`: replace an exact, unique string (or all occurrences).
-pub struct EditFile;
+pub(crate) struct EditFile;
 /// `list_files`: files under a directory matching a glob.
-pub struct ListFiles;
+pub(crate) struct ListFiles;
 
 macro_rules! try_arg {
     ($e:expr) => {

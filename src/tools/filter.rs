@@ -9,7 +9,7 @@ use crate::config::ToolsConfig;
 use crate::suggest::closest;
 
 /// The built-in tools, `delegate` and `submit` included.
-pub const BUILTIN_TOOLS: &[&str] = &[
+pub(crate) const BUILTIN_TOOLS: &[&str] = &[
     "bash",
     "read_file",
     "write_file",
@@ -26,7 +26,7 @@ const SUBMIT: &str = "submit";
 
 /// Which tools a run offers.
 #[derive(Debug, Clone, Default)]
-pub struct ToolFilter {
+pub(crate) struct ToolFilter {
     /// `None`: every tool; else only those matching one entry.
     allow: Option<Vec<GlobMatcher>>,
     deny: Vec<GlobMatcher>,
@@ -35,7 +35,7 @@ pub struct ToolFilter {
 impl ToolFilter {
     /// Checks and compiles `tools:` against the built-in tools and the
     /// configured MCP servers.
-    pub fn from_config<'a>(
+    pub(crate) fn from_config<'a>(
         config: &ToolsConfig,
         mcp_servers: impl IntoIterator<Item = &'a String> + Clone,
     ) -> Result<ToolFilter, String> {
@@ -67,7 +67,7 @@ impl ToolFilter {
     }
 
     /// Whether the tool `name` is offered.
-    pub fn allows(&self, name: &str) -> bool {
+    pub(crate) fn allows(&self, name: &str) -> bool {
         if name == SUBMIT {
             return true;
         }

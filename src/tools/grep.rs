@@ -19,9 +19,9 @@ use super::{shorten, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
 use crate::conversation::ToolSpec;
 
 /// Matching lines reported when `max_results` is not given.
-pub const DEFAULT_MAX_RESULTS: usize = 100;
+pub(crate) const DEFAULT_MAX_RESULTS: usize = 100;
 /// The most matching lines one call may ask for.
-pub const MAX_RESULTS_CAP: usize = 1000;
+pub(crate) const MAX_RESULTS_CAP: usize = 1000;
 /// The most context lines around a match one call may ask for.
 const MAX_CONTEXT_LINES: usize = 10;
 /// Longest line shown, in characters; the rest is cut.
@@ -33,7 +33,7 @@ const HEAP_LIMIT: usize = 16 * 1024 * 1024;
 /// The `grep` tool's arguments (their JSON Schema is the tool's).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GrepArgs {
+pub(crate) struct GrepArgs {
     /// A regular expression (Rust regex syntax, as ripgrep).
     pub pattern: String,
     /// A file or directory to search, relative to the working directory (default: the working directory).
@@ -54,7 +54,7 @@ pub struct GrepArgs {
 }
 
 /// The `grep` tool.
-pub struct GrepTool;
+pub(crate) struct GrepTool;
 
 #[async_trait]
 impl Tool for GrepTool {

@@ -2,13 +2,13 @@
 //! shortening. A tool failure the model should see is a result with
 //! `ok: false`; tools never end the run.
 
-pub mod bash;
-pub mod delegate;
-pub mod files;
-pub mod filter;
-pub mod grep;
-pub mod plan;
-pub mod process;
+pub(crate) mod bash;
+pub(crate) mod delegate;
+pub(crate) mod files;
+pub(crate) mod filter;
+pub(crate) mod grep;
+pub(crate) mod plan;
+pub(crate) mod process;
 
 use std::path::{Path, PathBuf};
 
@@ -20,19 +20,19 @@ use crate::stop::Stop;
 
 /// What a tool reports back to the model.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ToolOutput {
+pub(crate) struct ToolOutput {
     pub ok: bool,
     pub output: String,
 }
 
 impl ToolOutput {
-    pub fn ok(output: impl Into<String>) -> Self {
+    pub(crate) fn ok(output: impl Into<String>) -> Self {
         ToolOutput {
             ok: true,
             output: output.into(),
         }
     }
-    pub fn err(output: impl Into<String>) -> Self {
+    pub(crate) fn err(output: impl Into<String>) -> Self {
         ToolOutput {
             ok: false,
             output: output.into(),
@@ -42,14 +42,14 @@ impl ToolOutput {
 
 /// Where a tool runs.
 #[derive(Clone)]
-pub struct ToolCtx {
+pub(crate) struct ToolCtx {
     pub cwd: PathBuf,
     pub stop: Stop,
 }
 
 impl ToolCtx {
     /// Resolves a tool path argument against the working directory.
-    pub fn resolve(&self, path: &str) -> PathBuf {
+    pub(crate) fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
         if p.is_absolute() {
             p.to_path_buf()
@@ -61,7 +61,7 @@ impl ToolCtx {
 
 /// One tool: its schema for the model and how to run it.
 #[async_trait]
-pub trait Tool: Send + Sync {
+pub(crate) trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput;
     /// Whether the tool is offered right now (an MCP tool whose server died
@@ -73,7 +73,7 @@ pub trait Tool: Send + Sync {
 
 /// The tools offered in a run, looked up by name.
 #[derive(Default)]
-pub struct ToolRegistry {
+pub(crate) struct ToolRegistry {
     tools: Vec<Box<dyn Tool>>,
     specs: Vec<ToolSpec>,
     /// Config `tools: {allow, deny}`.
@@ -82,14 +82,14 @@ pub struct ToolRegistry {
 
 impl ToolRegistry {
     /// A registry offering only what `filter` allows.
-    pub fn with_filter(filter: filter::ToolFilter) -> Self {
+    pub(crate) fn with_filter(filter: filter::ToolFilter) -> Self {
         ToolRegistry {
             filter,
             ..ToolRegistry::default()
         }
     }
 
-    pub fn add(&mut self, tool: Box<dyn Tool>) {
+    pub(crate) fn add(&mut self, tool: Box<dyn Tool>) {
         self.specs.push(tool.spec());
         self.tools.push(tool);
     }
@@ -101,7 +101,7 @@ impl ToolRegistry {
     }
 
     /// The specs of the tools offered right now.
-    pub fn available_specs(&self) -> Vec<ToolSpec> {
+    pub(crate) fn available_specs(&self) -> Vec<ToolSpec> {
         self.specs
             .iter()
             .zip(&self.tools)
@@ -111,7 +111,7 @@ impl ToolRegistry {
     }
 
     /// The tool `name`, when it is offered by config `tools:`.
-    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+    pub(crate) fn get(&self, name: &str) -> Option<&dyn Tool> {
         if !self.filter.allows(name) {
             return None;
         }
@@ -123,7 +123,7 @@ impl ToolRegistry {
 }
 
 /// The schema of `submit`, which the agent loop handles itself.
-pub fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
+pub(crate) fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
     let output = match output_schema {
         Some(schema) => schema.clone(),
         None => json!({"type": "string", "description": "The final answer for the user."}),
@@ -142,18 +142,18 @@ pub fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
 }
 
 /// Reads a string argument.
-pub fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+pub(crate) fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
     args.get(name)
         .and_then(Value::as_str)
         .ok_or_else(|| format!("missing string argument '{name}'"))
 }
 
 /// Longest tool output kept, in characters.
-pub const MAX_OUTPUT_CHARS: usize = 30_000;
+pub(crate) const MAX_OUTPUT_CHARS: usize = 30_000;
 
 /// Shortens long output, keeping its head and tail, with a note saying how
 /// much was cut.
-pub fn shorten(text: &str, max_chars: usize) -> String {
+pub(crate) fn shorten(text: &str, max_chars: usize) -> String {
     let total = text.chars().count();
     if total <= max_chars {
         return text.to_string();

@@ -27,10 +27,10 @@ pub enum PlanStatus {
 }
 
 /// The plan, shared between the tool and the trajectory.
-pub type SharedPlan = Arc<Mutex<Vec<PlanItem>>>;
+pub(crate) type SharedPlan = Arc<Mutex<Vec<PlanItem>>>;
 
 /// The `plan` tool: replaces the whole plan with the given items.
-pub struct PlanTool {
+pub(crate) struct PlanTool {
     pub plan: SharedPlan,
 }
 

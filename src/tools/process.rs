@@ -105,14 +105,14 @@ fn pid_line(pid: i32, out: &mut [u8; 24]) -> usize {
 }
 
 /// A spawned command with its process group.
-pub struct GuardedChild {
+pub(crate) struct GuardedChild {
     pub child: Child,
     group: ProcessGroup,
 }
 
 impl GuardedChild {
     /// Spawns `command` as the leader of a new, guarded process group.
-    pub fn spawn(mut command: Command) -> std::io::Result<GuardedChild> {
+    pub(crate) fn spawn(mut command: Command) -> std::io::Result<GuardedChild> {
         let mut group = ProcessGroup::prepare(&mut command);
         command.kill_on_drop(true);
         let child = command.spawn()?;
@@ -121,7 +121,7 @@ impl GuardedChild {
     }
 
     /// Kills the whole process group.
-    pub fn kill_group(&mut self) {
+    pub(crate) fn kill_group(&mut self) {
         self.group.kill();
     }
 }

@@ -11,7 +11,7 @@ use crate::exit::Status;
 /// What a tool call is about, from its arguments: the command for `bash`,
 /// the path for file tools, the pattern for `grep`, the task for
 /// `delegate`. Empty when there is nothing short to say.
-pub fn tool_subject(tool: &str, args: &Value) -> String {
+pub(crate) fn tool_subject(tool: &str, args: &Value) -> String {
     let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("");
     match tool {
         "bash" => first_line(text("command")),
@@ -52,7 +52,7 @@ fn first_line(text: &str) -> String {
 
 /// What a failed tool call's output says last: its last non-empty line,
 /// after bash's `[exit code: N]` when that is the last (so a cut keeps it).
-pub fn failure_note(output: &str) -> String {
+pub(crate) fn failure_note(output: &str) -> String {
     let mut lines = output
         .lines()
         .rev()
@@ -68,7 +68,7 @@ pub fn failure_note(output: &str) -> String {
 }
 
 /// `text` cut to `width` characters, ending in `…` when cut.
-pub fn cut(text: &str, width: usize) -> String {
+pub(crate) fn cut(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -80,7 +80,7 @@ pub fn cut(text: &str, width: usize) -> String {
 
 /// The plan's items as lines, `[x] done`, `[~] in progress`, `[ ] pending`,
 /// and the `done/total` count, from the `plan` tool's arguments.
-pub fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
+pub(crate) fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
     let items = args
         .get("items")
         .and_then(Value::as_array)
@@ -107,7 +107,7 @@ pub fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
 }
 
 /// Milliseconds as `120ms`, `1.2s`, `1m12s`, `1h02m`.
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     if ms < 1000 {
         format!("{ms}ms")
     } else if ms < 60_000 {
@@ -123,7 +123,7 @@ pub fn duration(ms: u64) -> String {
 }
 
 /// Token counts as `950`, `48.2k`, `1.2M`.
-pub fn tokens(n: u64) -> String {
+pub(crate) fn tokens(n: u64) -> String {
     match n {
         0..=999 => n.to_string(),
         1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
@@ -132,7 +132,7 @@ pub fn tokens(n: u64) -> String {
 }
 
 /// The facts of a `run.finished` the summary line shows.
-pub struct Summary<'a> {
+pub(crate) struct Summary<'a> {
     pub status: &'a str,
     pub steps: u32,
     pub tokens: u64,
@@ -144,7 +144,7 @@ pub struct Summary<'a> {
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`,
 /// with `(a $x, b $y)` after the cost when more than one model answered.
-pub fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> String {
+pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> String {
     let mut cost = format!("${:.4}", s.cost_usd);
     if cost_per_model.len() > 1 {
         let parts: Vec<String> = cost_per_model
@@ -184,7 +184,7 @@ fn summary_duration(ms: u64) -> String {
 /// How `--continue` finds a run kept in the run store: from the directory
 /// it was started in (`-C` when that is not the current one).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Continue {
+pub(crate) enum Continue {
     Here,
     In(PathBuf),
 }
@@ -192,7 +192,7 @@ pub enum Continue {
 impl Continue {
     /// For a run recorded under `dir` (canonical), seen from the current
     /// directory.
-    pub fn for_dir(dir: Option<&Path>) -> Continue {
+    pub(crate) fn for_dir(dir: Option<&Path>) -> Continue {
         let here = std::env::current_dir()
             .ok()
             .and_then(|d| d.canonicalize().ok());
@@ -207,7 +207,11 @@ impl Continue {
 /// a checkpoint at `checkpoint`; `None` for other ends. A run kept in the
 /// run store (`store`) is named both ways: `--continue`, and `--resume`
 /// of its file (which stays right when later runs start in the directory).
-pub fn resume_hint(status: Status, checkpoint: &Path, store: Option<Continue>) -> Option<String> {
+pub(crate) fn resume_hint(
+    status: Status,
+    checkpoint: &Path,
+    store: Option<Continue>,
+) -> Option<String> {
     let flag = match status {
         Status::Interrupted => "",
         Status::StepLimit => " --step-limit N",

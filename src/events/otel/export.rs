@@ -23,7 +23,7 @@ pub(crate) const FLUSH_BUDGET: Duration = Duration::from_secs(2);
 
 /// Tracing as the environment asks for it.
 #[derive(Clone)]
-pub struct OtelConfig {
+pub(crate) struct OtelConfig {
     /// `scheme://host:port` of the collector, for messages (never a path,
     /// query or credentials).
     pub endpoint: String,
@@ -58,7 +58,7 @@ impl fmt::Debug for OtelConfig {
 impl OtelConfig {
     /// Tracing settings when an OTLP endpoint is set, else `None` (and
     /// nothing of OpenTelemetry is touched).
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<OtelConfig> {
+    pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Option<OtelConfig> {
         let var = |name: &str| {
             env(name)
                 .map(|v| v.trim().to_string())

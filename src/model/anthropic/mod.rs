@@ -10,7 +10,7 @@ use async_trait::async_trait;
 #[cfg(test)]
 pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
-pub use stream::Assembly;
+pub(crate) use stream::Assembly;
 
 use super::http::HttpTransport;
 use super::spec::WireOptions;
@@ -18,11 +18,11 @@ use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// The `anthropic-version` header every request carries.
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 
 /// One Anthropic model behind one endpoint.
 #[derive(Debug)]
-pub struct AnthropicModel {
+pub(crate) struct AnthropicModel {
     transport: HttpTransport,
     model: String,
     /// The named model's configured `max_output_tokens`, used when the
@@ -36,7 +36,11 @@ pub struct AnthropicModel {
 
 impl AnthropicModel {
     /// `transport` must authenticate with `x-api-key`; the version header is added here.
-    pub fn new(transport: HttpTransport, model: &str, max_output_tokens: Option<u32>) -> Self {
+    pub(crate) fn new(
+        transport: HttpTransport,
+        model: &str,
+        max_output_tokens: Option<u32>,
+    ) -> Self {
         AnthropicModel {
             transport: transport.with_header("anthropic-version", API_VERSION),
             model: model.to_string(),
@@ -47,7 +51,7 @@ impl AnthropicModel {
     }
 
     /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
         self.wire = wire;
         self
     }

@@ -18,7 +18,7 @@ use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireBo
 use crate::model::{Message, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
-pub const DEFAULT_MAX_TOKENS: u32 = 16_000;
+pub(super) const DEFAULT_MAX_TOKENS: u32 = 16_000;
 
 /// Room left for the visible answer on top of the thinking budget when
 /// `max_tokens` is the default.
@@ -28,7 +28,7 @@ const ANSWER_ROOM: u32 = 8_192;
 const MIN_THINKING_BUDGET: u32 = 1_024;
 
 /// The thinking budget for a `reasoning_effort`.
-pub fn thinking_budget(effort: &str) -> Option<u32> {
+pub(super) fn thinking_budget(effort: &str) -> Option<u32> {
     match effort {
         "low" => Some(4_096),
         "medium" => Some(10_240),

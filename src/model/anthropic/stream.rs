@@ -38,7 +38,7 @@ enum Block {
 
 /// The reply so far.
 #[derive(Debug, Default)]
-pub struct Assembly {
+pub(crate) struct Assembly {
     /// In stream order; `index` is looked up among them.
     blocks: Vec<(usize, Block)>,
     tool_uses: usize,
@@ -124,7 +124,7 @@ struct WireUsage {
 impl Assembly {
     /// Applies one event's `data`. An in-stream `error` event fails the
     /// attempt with the status its type stands for.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         data: &str,
         observer: &dyn StreamObserver,
@@ -169,7 +169,7 @@ impl Assembly {
     }
 
     /// Applies a whole `message` body (a server that did not stream).
-    pub fn apply_message(
+    pub(crate) fn apply_message(
         &mut self,
         body: &Value,
         observer: &dyn StreamObserver,
@@ -274,7 +274,7 @@ impl Assembly {
     /// The whole reply. Thinking and redacted-thinking blocks (with their
     /// signatures) go to `extra` in stream order. A reply stopped as a
     /// refusal is a `Refusal` carrying its text.
-    pub fn finish(self) -> Result<Response, ModelError> {
+    pub(crate) fn finish(self) -> Result<Response, ModelError> {
         let mut text = String::new();
         let mut tool_calls = Vec::new();
         let mut kept = Vec::new();

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 #[cfg(test)]
 pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
-pub use stream::Assembly;
+pub(crate) use stream::Assembly;
 
 use super::http::HttpTransport;
 use super::spec::WireOptions;
@@ -19,7 +19,7 @@ use super::{Model, ModelError, Request, Response, StreamObserver};
 
 /// One Responses model behind one endpoint.
 #[derive(Debug)]
-pub struct ResponsesModel {
+pub(crate) struct ResponsesModel {
     transport: HttpTransport,
     model: String,
     /// The named model's configured `max_output_tokens`.
@@ -32,7 +32,11 @@ pub struct ResponsesModel {
 
 impl ResponsesModel {
     /// `transport` must authenticate with a bearer token.
-    pub fn new(transport: HttpTransport, model: &str, max_output_tokens: Option<u32>) -> Self {
+    pub(crate) fn new(
+        transport: HttpTransport,
+        model: &str,
+        max_output_tokens: Option<u32>,
+    ) -> Self {
         ResponsesModel {
             transport,
             model: model.to_string(),
@@ -43,7 +47,7 @@ impl ResponsesModel {
     }
 
     /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub fn with_wire(mut self, wire: WireOptions) -> Self {
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
         self.wire = wire;
         self
     }

@@ -39,7 +39,7 @@ enum Item {
 
 /// The reply so far.
 #[derive(Debug, Default)]
-pub struct Assembly {
+pub(crate) struct Assembly {
     /// By `output_index`, in stream order.
     items: Vec<(usize, Item)>,
     /// Refusal text, from `response.refusal.delta` or a `refusal` part.
@@ -103,7 +103,7 @@ struct WireInputDetails {
 
 impl Assembly {
     /// Applies one event's `data`.
-    pub fn apply(
+    pub(crate) fn apply(
         &mut self,
         data: &str,
         observer: &dyn StreamObserver,
@@ -197,7 +197,7 @@ impl Assembly {
     }
 
     /// Applies a whole `response` body (a server that did not stream).
-    pub fn apply_response(
+    pub(crate) fn apply_response(
         &mut self,
         body: &Value,
         observer: &dyn StreamObserver,
@@ -279,7 +279,7 @@ impl Assembly {
 
     /// The whole reply; reasoning items go to `extra` in stream order. A
     /// reply with refusal text is a `Refusal`.
-    pub fn finish(self) -> Result<Response, ModelError> {
+    pub(crate) fn finish(self) -> Result<Response, ModelError> {
         if !self.refusal.is_empty() {
             return Err(ModelError::Refusal { text: self.refusal });
         }
