@@ -268,7 +268,7 @@ impl Agent {
         let member = self.chain.active_member();
         member
             .context_window
-            .or_else(|| self.meter.window(&member.spec))
+            .or_else(|| self.meter.window(member.spec.as_str()))
             .or(self.jobs.compaction.default_context_window)
     }
 

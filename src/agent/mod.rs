@@ -219,7 +219,7 @@ impl Agent {
                 }
                 // An overflow compacts and retries once; never a fallback.
                 Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
-                    self.learn_overflow(&spec, &error.to_string(), system, tool_specs);
+                    self.learn_overflow(spec.as_str(), &error.to_string(), system, tool_specs);
                     if let Err(end) = self.compact(step, system, tool_specs, true).await {
                         return end;
                     }

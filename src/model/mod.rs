@@ -10,12 +10,15 @@
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
+pub(crate) mod attempt;
 pub(crate) mod chain;
 pub(crate) mod error;
+pub(crate) mod gate;
 pub mod http;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
+pub(crate) mod reason;
 pub(crate) mod registry;
 pub(crate) mod responses;
 pub(crate) mod retry;
