@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use super::{HealthStore, Millis, StoreError};
+use super::{Millis, Store, StoreError};
 
 type Clock = Box<dyn Fn() -> Millis + Send + Sync>;
 type Warn = Box<dyn Fn(String) + Send + Sync>;
@@ -15,7 +15,7 @@ type Warn = Box<dyn Fn(String) + Send + Sync>;
 /// `health_db: off`, or after its store failed once.
 pub struct Health {
     /// `None` when off; `Some(None)` once the store failed (after one warning).
-    store: Option<Mutex<Option<Box<dyn HealthStore>>>>,
+    store: Option<Mutex<Option<Box<dyn Store>>>>,
     clock: Clock,
     warn: Warn,
     label: String,
@@ -38,7 +38,7 @@ impl Health {
     /// A handle on `store`. `label` names the store in the warning, `warn`
     /// emits it.
     pub fn new(
-        store: Box<dyn HealthStore>,
+        store: Box<dyn Store>,
         label: impl Into<String>,
         warn: impl Fn(String) + Send + Sync + 'static,
     ) -> Health {
@@ -77,7 +77,7 @@ impl Health {
     /// rest of the run.
     pub fn with<R>(
         &self,
-        f: impl FnOnce(&mut dyn HealthStore, Millis) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut dyn Store, Millis) -> Result<R, StoreError>,
     ) -> Option<R> {
         let mut slot = self
             .store

@@ -86,7 +86,14 @@ impl Record {
 #[error("{0}")]
 pub struct StoreError(pub String);
 
-/// The shared record. Implementations hold only keys, reasons and times,
+/// Everything the shared record keeps, in one store: the cooling records
+/// of SPEC 13 (`HealthStore`) and what lives beside them. Each concern is a
+/// trait of its own, implemented by every store (memory, SQLite, Redis) in
+/// a file of its own; `Store` is all of them, and what `Health` holds.
+pub trait Store: HealthStore {}
+impl<T: HealthStore> Store for T {}
+
+/// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.
 pub trait HealthStore: Send {
     /// The record of `key` (default when none).
@@ -141,7 +148,7 @@ pub(crate) fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
 
 /// Opens the SQLite record at `path` (creating it and its directory), or
 /// explains why it cannot be used.
-pub(crate) fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
+pub(crate) fn open(path: &Path) -> Result<Box<dyn Store>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
@@ -177,7 +184,7 @@ impl Location {
         }
     }
 
-    fn open(&self) -> Result<Box<dyn HealthStore>, StoreError> {
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Location::File(path) => open(path),
             Location::Redis { url, password } => {

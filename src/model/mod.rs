@@ -73,6 +73,11 @@ pub(crate) struct Prompt<'a> {
     pub max_output_tokens: Option<u32>,
     /// `low` / `medium` / `high`; the chain clears it for members of another provider.
     pub reasoning_effort: Option<&'a str>,
+    /// The request's estimated input tokens (the server's count for the
+    /// previous request plus what was added since): what the gate sizes
+    /// deadlines and rate-limit reservations with.
+    #[allow(dead_code, reason = "the gate's deadline and pacing rules read it")]
+    pub estimated_input_tokens: u64,
 }
 
 impl<'a> Request<'a> {

@@ -198,6 +198,7 @@ impl Run {
             output_schema: None,
             max_output_tokens: None,
             reasoning_effort: None,
+            estimated_input_tokens: 0,
         };
         let ctx = RequestCtx {
             step,
