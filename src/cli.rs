@@ -87,6 +87,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION")]
     pub time_limit: Option<String>,
 
+    /// When every model is down, wait up to this long (e.g. 20m) for one to answer again instead of ending with exit 75 (config `outage_wait`; default 0: off)
+    #[arg(long, value_name = "DURATION")]
+    pub outage_wait: Option<String>,
+
     /// Reply budget per model request (config `max_output_tokens`)
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u32>,

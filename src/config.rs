@@ -60,6 +60,8 @@ pub struct Config {
     /// `tools: {allow, deny}`: which tools are offered (SPEC 11).
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// How long to wait for a model when every one is down (SPEC 18).
+    pub outage_wait: Option<DurationText>,
 }
 
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.

@@ -1,5 +1,6 @@
 //! Duration strings of the config and flags: a number with a unit (`500ms`,
-//! `30s`, `5m`, `1h`), or a bare `0`.
+//! `30s`, `5m`, `1h`), or a bare `0`; and the same short form for output
+//! (`compact`).
 
 use std::time::Duration;
 
@@ -17,6 +18,37 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text).map_err(|e| format!("invalid duration '{text}': {e}"))
 }
 
+/// A duration in the short form `parse` reads back: its parts from hours
+/// down to milliseconds, zero parts left out (`10m`, `1m30s`, `2s`,
+/// `1s500ms`, `0s`).
+pub(crate) fn compact(d: Duration) -> String {
+    let ms = d.as_millis();
+    let parts = [
+        (ms / 3_600_000, "h"),
+        (ms / 60_000 % 60, "m"),
+        (ms / 1000 % 60, "s"),
+        (ms % 1000, "ms"),
+    ];
+    let text: String = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if text.is_empty() {
+        "0s".to_string()
+    } else {
+        text
+    }
+}
+
+/// `compact` to the whole second from a second up (a time waited).
+pub(crate) fn compact_seconds(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        return compact(Duration::from_millis(d.as_millis() as u64));
+    }
+    compact(Duration::from_secs(d.as_secs_f64().round() as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +63,22 @@ mod tests {
         assert!(parse("30").is_err());
         assert!(parse("").is_err());
         assert!(parse("soon").is_err());
+    }
+
+    #[test]
+    fn compact_reads_back() {
+        for (d, text) in [
+            (Duration::from_secs(600), "10m"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(2), "2s"),
+            (Duration::from_millis(1500), "1s500ms"),
+            (Duration::from_secs(3600 + 60), "1h1m"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(compact(d), text);
+            assert_eq!(parse(text).unwrap(), d, "{text}");
+        }
+        assert_eq!(compact_seconds(Duration::from_millis(90_400)), "1m30s");
+        assert_eq!(compact_seconds(Duration::from_millis(250)), "250ms");
     }
 }

@@ -244,8 +244,9 @@ fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
     Ok(dir.canonicalize().unwrap_or(dir))
 }
 
-/// A chain of `models` (primary first) under the run's retry and fallback
-/// settings: the run's own and the subagents' are built here alike.
+/// A chain of `models` (primary first) under the run's retry, fallback and
+/// outage-wait settings: the run's own and the subagents' are built here
+/// alike.
 fn build_chain<'a>(
     models: impl Iterator<Item = &'a ResolvedModel>,
     settings: &Settings,
@@ -253,11 +254,10 @@ fn build_chain<'a>(
     let members = models
         .map(|model| build_member(model, settings.retry.stream_timeouts()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ChainModel::new(
-        members,
-        settings.retry.clone(),
-        settings.fallback.clone(),
-    ))
+    Ok(
+        ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+            .with_outage_wait(settings.outage_wait),
+    )
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {

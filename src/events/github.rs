@@ -1,14 +1,15 @@
 //! GitHub Actions (SPEC section 15): under `GITHUB_ACTIONS=true`, switches
-//! and restores become `::warning` workflow commands and a run without an
-//! answer an `::error` one, all on stderr (so `--json` stdout stays pure),
-//! and the run's Markdown summary is appended to `$GITHUB_STEP_SUMMARY`.
+//! and restores become `::warning` workflow commands, an outage wait and
+//! its end `::notice` ones (SPEC 18), and a run without an answer an
+//! `::error` one, all on stderr (so `--json` stdout stays pure), and the
+//! run's Markdown summary is appended to `$GITHUB_STEP_SUMMARY`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::human::summary_line;
-use super::{switch_line, Event, EventRecord, Sink};
+use super::{outage_event_line, switch_line, Event, EventRecord, Sink};
 use crate::setup::Env;
 
 /// Escapes a workflow command's message (`%`, `\r`, `\n`), as the
@@ -51,6 +52,9 @@ pub(crate) struct GithubSink {
     per_model: BTreeMap<String, ModelTotals>,
     switches: Vec<String>,
     finished: Option<Event>,
+    /// An outage wait began and has not ended with an answer: the run ids
+    /// still waiting.
+    waiting: Vec<String>,
 }
 
 impl GithubSink {
@@ -68,6 +72,7 @@ impl GithubSink {
             per_model: BTreeMap::new(),
             switches: Vec::new(),
             finished: None,
+            waiting: Vec::new(),
         })
     }
 
@@ -144,18 +149,26 @@ impl Sink for GithubSink {
                 t.output_tokens = t.output_tokens.saturating_add(*output_tokens);
                 t.cost_usd += cost_usd;
             }
-            Event::RunFinished { status, error, .. } if !child => {
-                if !matches!(status.as_str(), "submitted" | "completed") {
-                    let mut message = error.clone().unwrap_or_default();
-                    if !message.is_empty() {
-                        message.push('\n');
-                    }
-                    message.push_str(&summary_line(&record.event));
-                    let title = format!("tinyagent run {status}");
-                    eprintln!("{}", command("error", &title, &message));
+            Event::OutageWaiting { .. } => {
+                if let Some(line) = outage_event_line(&record.event) {
+                    eprintln!("{}", command("notice", "tinyagent outage", &line));
                 }
-                self.finished = Some(record.event.clone());
+                self.waiting.push(record.run_id.clone());
             }
+            Event::OutageOver { .. } => {
+                if let Some(line) = outage_event_line(&record.event) {
+                    eprintln!("{}", command("notice", "tinyagent outage over", &line));
+                }
+                self.waiting.retain(|id| id != &record.run_id);
+            }
+            Event::RunFinished { status, .. } if self.waiting.contains(&record.run_id) => {
+                // The wait ended without an answer: its end is a notice too.
+                self.waiting.retain(|id| id != &record.run_id);
+                let line = format!("outage: no model answered again; the run ended {status}");
+                eprintln!("{}", command("notice", "tinyagent outage over", &line));
+                self.handle_finished(record, child);
+            }
+            Event::RunFinished { .. } => self.handle_finished(record, child),
             _ => {}
         }
     }
@@ -163,6 +176,29 @@ impl Sink for GithubSink {
     fn finish(&mut self) {
         self.write_summary();
         self.finished = None;
+    }
+}
+
+impl GithubSink {
+    /// A run's end: an `::error` when it has no answer, and the summary
+    /// (top-level run only).
+    fn handle_finished(&mut self, record: &EventRecord, child: bool) {
+        let Event::RunFinished { status, error, .. } = &record.event else {
+            return;
+        };
+        if child {
+            return;
+        }
+        if !matches!(status.as_str(), "submitted" | "completed") {
+            let mut message = error.clone().unwrap_or_default();
+            if !message.is_empty() {
+                message.push('\n');
+            }
+            message.push_str(&summary_line(&record.event));
+            let title = format!("tinyagent run {status}");
+            eprintln!("{}", command("error", &title, &message));
+        }
+        self.finished = Some(record.event.clone());
     }
 }
 

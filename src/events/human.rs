@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
 use serde_json::Value;
 
-use super::{Event, EventRecord, Sink};
+use super::{Event, EventRecord, OutageNotice, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{resume_hint, Continue};
 
@@ -214,6 +214,11 @@ impl Sink for HumanSink {
         if let Some(line) = super::switch_line(&record.event) {
             self.line_unindented(&line);
         }
+        // So are the lines of an outage wait (SPEC 18): a CI log shows why
+        // the run is quiet, whatever the mode.
+        if let Some(line) = super::outage_event_line(&record.event) {
+            self.line_unindented(&line);
+        }
         if record.parent_run_id.is_some() {
             self.handle_subagent(record);
         } else {
@@ -230,6 +235,19 @@ impl Sink for HumanSink {
         self.streamed = true;
         eprint!("{text}");
         let _ = io::stderr().flush();
+    }
+
+    fn outage_progress(&mut self, notice: &OutageNotice) {
+        if self.live {
+            // A countdown to the next try under the spinner.
+            self.set_wait(Some(Instant::now() + notice.next_try));
+            self.spin(&format!(
+                "outage: waiting up to {} more · next try",
+                crate::duration::compact_seconds(notice.left)
+            ));
+        } else if notice.remind {
+            self.line_unindented(&notice.line());
+        }
     }
 
     fn finish(&mut self) {
@@ -380,6 +398,17 @@ impl HumanSink {
             Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
                 self.set_wait(None);
                 self.spin(&format!("asking {to}"));
+            }
+            Event::OutageWaiting { wait, next_try, .. } => {
+                self.set_wait(Some(Instant::now() + *next_try));
+                self.spin(&format!(
+                    "outage: waiting up to {} · next try",
+                    crate::duration::compact(*wait)
+                ));
+            }
+            Event::OutageOver { step, model, .. } => {
+                self.set_wait(None);
+                self.spin(&format!("thinking · step {step} · {model}"));
             }
             Event::RunStarted { .. } | Event::CheckResult { .. } | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => {

@@ -13,7 +13,7 @@ pub mod sqlite;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -24,6 +24,36 @@ pub struct ToolCallView {
     pub id: String,
     pub name: String,
     pub arguments: Value,
+}
+
+/// A model that is down and its last failure reason, as `outage.waiting`
+/// lists them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DownModel {
+    pub model: String,
+    pub reason: String,
+}
+
+/// How an outage wait stands (SPEC 18), for its stderr line and countdown.
+/// Not an event: `outage.waiting` is emitted once; this goes to sinks
+/// (`Sink::outage_progress`) as the wait goes on.
+#[derive(Debug, Clone)]
+pub struct OutageNotice {
+    /// Every model with its last reason.
+    pub models: Vec<DownModel>,
+    /// How much longer the run waits at most.
+    pub left: Duration,
+    /// When this run tries a model next.
+    pub next_try: Duration,
+    /// A line is due: a log that is not a terminal shows the run is alive.
+    pub remind: bool,
+}
+
+impl OutageNotice {
+    /// The stderr line, with the time left in place of the whole wait.
+    pub(crate) fn line(&self) -> String {
+        outage_line(&self.models, self.left, self.next_try)
+    }
 }
 
 /// One event of a run. The serde tag is the wire `type`.
@@ -111,6 +141,29 @@ pub enum Event {
         tokens_before: u64,
         tokens_after: u64,
     },
+    /// Every model is down and the run waits for one (SPEC 18).
+    #[serde(rename = "outage.waiting")]
+    OutageWaiting {
+        step: u32,
+        models: Vec<DownModel>,
+        /// RFC 3339: when the wait runs out.
+        until: String,
+        /// The whole wait, for the stderr line; not in `--json`.
+        #[serde(skip)]
+        wait: Duration,
+        /// When the run tries a model first, for the stderr line; not in `--json`.
+        #[serde(skip)]
+        next_try: Duration,
+    },
+    /// A model answered again and the run goes on (SPEC 18).
+    #[serde(rename = "outage.over")]
+    OutageOver {
+        step: u32,
+        model: String,
+        waited_seconds: f64,
+        /// The requests this run sent during the wait, the answered one included.
+        probes: u32,
+    },
     #[serde(rename = "warning")]
     Warning { message: String },
     /// A subagent's start, in its parent's stream and numbering.
@@ -183,6 +236,8 @@ impl Event {
             Event::ToolStarted { .. } => "tool.started",
             Event::ToolFinished { .. } => "tool.finished",
             Event::ContextCompacted { .. } => "context.compacted",
+            Event::OutageWaiting { .. } => "outage.waiting",
+            Event::OutageOver { .. } => "outage.over",
             Event::Warning { .. } => "warning",
             Event::SubagentStarted { .. } => "subagent.started",
             Event::SubagentFinished { .. } => "subagent.finished",
@@ -205,6 +260,8 @@ impl Event {
             | Event::ToolStarted { step, .. }
             | Event::ToolFinished { step, .. }
             | Event::ContextCompacted { step, .. }
+            | Event::OutageWaiting { step, .. }
+            | Event::OutageOver { step, .. }
             | Event::SubagentStarted { step, .. }
             | Event::SubagentFinished { step, .. } => Some(*step),
             Event::RunStarted { .. }
@@ -274,6 +331,9 @@ pub trait Sink: Send {
     }
     /// Streamed reply text, for live display; not an event.
     fn text_delta(&mut self, _step: u32, _text: &str) {}
+    /// How an outage wait stands (its countdown, a reminder line); not an
+    /// event.
+    fn outage_progress(&mut self, _notice: &OutageNotice) {}
     /// Called just before the top-level run's `run.finished` (given here)
     /// goes out. A sink that ships data elsewhere ends and flushes it here;
     /// the warning it may return is emitted first, so it is in the stream.
@@ -388,6 +448,13 @@ impl Emitter {
         }
     }
 
+    /// Hands how an outage wait stands to every sink.
+    pub(crate) fn outage_progress(&self, notice: &OutageNotice) {
+        for sink in self.lock().sinks.iter_mut() {
+            sink.outage_progress(notice);
+        }
+    }
+
     /// Flushes and closes every sink. A subagent's emitter leaves them open
     /// for its parent.
     pub fn finish(&self) {
@@ -426,9 +493,54 @@ pub(crate) struct SwitchNotices;
 
 impl Sink for SwitchNotices {
     fn handle(&mut self, record: &EventRecord) {
-        if let Some(line) = switch_line(&record.event) {
+        if let Some(line) = switch_line(&record.event).or_else(|| outage_event_line(&record.event))
+        {
             eprintln!("{line}");
         }
+    }
+
+    fn outage_progress(&mut self, notice: &OutageNotice) {
+        if notice.remind {
+            eprintln!("{}", notice.line());
+        }
+    }
+}
+
+/// `outage: every model is down (<spec>: <reason>, ...); waiting up to
+/// <DURATION>, next try in <N>s` (SPEC 18).
+pub(crate) fn outage_line(models: &[DownModel], wait: Duration, next_try: Duration) -> String {
+    let list: Vec<String> = models
+        .iter()
+        .map(|m| format!("{}: {}", m.model, m.reason))
+        .collect();
+    format!(
+        "outage: every model is down ({}); waiting up to {}, next try in {}s",
+        list.join(", "),
+        crate::duration::compact(wait),
+        next_try.as_secs_f64().ceil() as u64
+    )
+}
+
+/// The stderr line of an outage event: the wait begins, or it is over.
+pub(crate) fn outage_event_line(event: &Event) -> Option<String> {
+    match event {
+        Event::OutageWaiting {
+            models,
+            wait,
+            next_try,
+            ..
+        } => Some(outage_line(models, *wait, *next_try)),
+        Event::OutageOver {
+            step,
+            model,
+            waited_seconds,
+            probes,
+        } => Some(format!(
+            "outage over: {model} answered again after {} ({probes} request{}), going on with step {step}",
+            crate::duration::compact_seconds(Duration::try_from_secs_f64(*waited_seconds).unwrap_or_default()),
+            if *probes == 1 { "" } else { "s" }
+        )),
+        _ => None,
     }
 }
 

@@ -444,6 +444,8 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::ModelRestore { .. }
         | Event::AssistantMessage { .. }
         | Event::ContextCompacted { .. }
+        | Event::OutageWaiting { .. }
+        | Event::OutageOver { .. }
         | Event::SubagentStarted { .. }
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }

@@ -13,6 +13,7 @@
 mod handle;
 #[cfg(test)]
 mod memory;
+mod outage;
 mod redis;
 mod sqlite;
 #[cfg(test)]
@@ -23,6 +24,7 @@ use std::path::{Path, PathBuf};
 pub use handle::Health;
 #[cfg(test)]
 pub(crate) use memory::MemoryStore;
+pub use outage::{OutageRecord, OutageStore};
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 
@@ -87,11 +89,12 @@ impl Record {
 pub struct StoreError(pub String);
 
 /// Everything the shared record keeps, in one store: the cooling records
-/// of SPEC 13 (`HealthStore`) and what lives beside them. Each concern is a
-/// trait of its own, implemented by every store (memory, SQLite, Redis) in
-/// a file of its own; `Store` is all of them, and what `Health` holds.
-pub trait Store: HealthStore {}
-impl<T: HealthStore> Store for T {}
+/// of SPEC 13 (`HealthStore`) and what lives beside them (the outage
+/// record of SPEC 18, `OutageStore`). Each concern is a trait of its own,
+/// implemented by every store (memory, SQLite, Redis) in a file of its
+/// own; `Store` is all of them, and what `Health` holds.
+pub trait Store: HealthStore + OutageStore {}
+impl<T: HealthStore + OutageStore> Store for T {}
 
 /// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.

@@ -8,6 +8,10 @@
 //! its connection on a small runtime of its own (one thread) and each call
 //! waits at most `OP_TIMEOUT` for its answer: a slow or dead Redis costs
 //! the caller that long once, then the run goes on without the record.
+//! The outage record (SPEC 18) has keys and scripts of its own
+//! (`redis/outage.rs`).
+
+mod outage;
 
 use std::sync::mpsc;
 use std::time::Duration;

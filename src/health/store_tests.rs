@@ -5,7 +5,9 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{HealthKey, HealthStore, MemoryStore, RedisStore, SqliteStore};
+use super::{
+    HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore, RedisStore, SqliteStore, Store,
+};
 
 fn key() -> HealthKey {
     HealthKey {
@@ -23,7 +25,7 @@ fn other() -> HealthKey {
 
 /// Strikes count within the window until a success; a success clears
 /// strikes and cooling; keys differ by endpoint.
-fn strikes_and_success(s: &mut dyn HealthStore) {
+fn strikes_and_success(s: &mut dyn Store) {
     assert_eq!(s.read(&key()).unwrap(), Default::default());
     assert_eq!(
         s.record_strike(&key(), "http_503", 1_000, 60_000).unwrap(),
@@ -58,7 +60,7 @@ fn strikes_and_success(s: &mut dyn HealthStore) {
 
 /// One holder at a time; the same holder may take it again; an expired
 /// lease can be taken; a recorded outcome ends it.
-fn probe_lease(s: &mut dyn HealthStore) {
+fn probe_lease(s: &mut dyn Store) {
     s.mark_cooling(&key(), 10_000, "http_503", 1_000).unwrap();
     assert!(s.try_lease(&key(), 1, 11_000, 60_000).unwrap());
     assert!(s.try_lease(&key(), 1, 11_001, 60_000).unwrap());
@@ -77,7 +79,7 @@ fn probe_lease(s: &mut dyn HealthStore) {
 }
 
 /// Strikes kept per model are bounded.
-fn strikes_are_bounded(s: &mut dyn HealthStore) {
+fn strikes_are_bounded(s: &mut dyn Store) {
     let mut last = 0;
     for i in 0..100 {
         last = s
@@ -87,10 +89,70 @@ fn strikes_are_bounded(s: &mut dyn HealthStore) {
     assert_eq!(last, 64);
 }
 
-fn all_rules(make: &dyn Fn() -> Box<dyn HealthStore>) {
+/// The outage record (SPEC 18): failed probes count until a success after
+/// them; the first schedule stands unless replaced; a due probe's lease
+/// goes to one holder, and only once it is due.
+fn outage_record(s: &mut dyn Store) {
+    assert_eq!(s.read_outage(&key()).unwrap(), OutageRecord::default());
+    assert_eq!(
+        s.schedule_probe(&key(), 2_000, 1_000, false).unwrap(),
+        2_000
+    );
+    assert_eq!(
+        s.schedule_probe(&key(), 9_000, 1_001, false).unwrap(),
+        2_000,
+        "the fleet's first schedule stands"
+    );
+    assert!(
+        !s.take_due_probe(&key(), 1, 1_999, 60_000).unwrap(),
+        "not due"
+    );
+    assert!(s.take_due_probe(&key(), 1, 2_000, 60_000).unwrap());
+    assert!(
+        s.take_due_probe(&key(), 1, 2_001, 60_000).unwrap(),
+        "its own"
+    );
+    assert!(!s.take_due_probe(&key(), 2, 2_001, 60_000).unwrap(), "held");
+    assert!(s.read(&key()).unwrap().leased_by_other(2, 2_001));
+    assert_eq!(s.count_failed_probe(&key(), 2_100).unwrap(), 1);
+    assert_eq!(s.schedule_probe(&key(), 6_100, 2_100, true).unwrap(), 6_100);
+    // The failed probe is recorded: cooling ends the lease.
+    s.mark_cooling(&key(), 6_100, "http_503", 2_100).unwrap();
+    assert!(
+        !s.take_due_probe(&key(), 2, 6_099, 60_000).unwrap(),
+        "not due yet"
+    );
+    assert!(s.take_due_probe(&key(), 2, 6_100, 60_000).unwrap());
+    assert_eq!(s.count_failed_probe(&key(), 6_200).unwrap(), 2);
+    assert_eq!(
+        s.read_outage(&key()).unwrap(),
+        OutageRecord {
+            failures: 2,
+            next_probe_at: Some(6_100)
+        }
+    );
+    assert_eq!(s.read_outage(&other()).unwrap(), OutageRecord::default());
+    assert!(
+        !s.take_due_probe(&other(), 1, 9_000, 60_000).unwrap(),
+        "nothing scheduled"
+    );
+    // A success empties it; a new outage counts from 1.
+    s.record_success(&key(), 7_000).unwrap();
+    assert_eq!(s.read_outage(&key()).unwrap(), OutageRecord::default());
+    assert!(!s.take_due_probe(&key(), 3, 7_001, 60_000).unwrap());
+    assert_eq!(s.count_failed_probe(&key(), 8_000).unwrap(), 1);
+    assert_eq!(s.read_outage(&key()).unwrap().next_probe_at, None);
+    assert_eq!(
+        s.schedule_probe(&key(), 9_000, 8_000, false).unwrap(),
+        9_000
+    );
+}
+
+fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     strikes_and_success(&mut *make());
     probe_lease(&mut *make());
     strikes_are_bounded(&mut *make());
+    outage_record(&mut *make());
 }
 
 #[test]
@@ -178,6 +240,13 @@ fn redis_records_expire_on_their_own() {
         let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut conn).unwrap();
         assert!(ttl > 0 && ttl <= 300_000 + 3_600_000, "{k}: {ttl}");
     }
+    // The outage record lasts an hour past the probe it schedules.
+    s.schedule_probe(&key(), 61_000, 1_000, true).unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("tinyagent:outage:openai/gpt-5|http://127.0.0.1:8080/v1")
+        .query(&mut conn)
+        .unwrap();
+    assert!(ttl > 3_600_000 && ttl <= 60_000 + 3_600_000, "{ttl}");
 }
 
 #[test]

@@ -4,7 +4,13 @@
 //! rules, members that cooled down are probed at a step boundary, and each
 //! move is recorded here (the stderr line and `model.fallback` event via the
 //! emitter, `model_switches`, `model.restore`). Why a member was left, or
-//! skipped, is decided in the gate alone.
+//! skipped, is decided in the gate alone. When every member failed, the
+//! run may wait for one to come back (`--outage-wait`, SPEC 18): the
+//! exhausted path goes on in `chain/wait.rs`.
+
+mod wait;
+
+use std::time::Duration;
 
 use super::gate::{Gate, MemberTurn};
 use super::price::Pricing;
@@ -103,12 +109,34 @@ pub(crate) enum ChainError {
     /// The active model reported a context overflow (the agent compacts).
     ContextOverflow { spec: ModelSpec, error: ModelError },
     /// Every model failed with a transient or quota cause; each model tried
-    /// with its reason, with `last_error` the final model's error.
+    /// with its reason, with `last_error` the final model's error; after an
+    /// outage wait (`waited`), every model with its last reason.
     Exhausted {
         tried: Vec<(ModelSpec, SwitchReason)>,
         attempts: u32,
         last_error: ModelError,
+        waited: Option<Waited>,
     },
+}
+
+/// An outage wait that ran out (SPEC 18).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Waited {
+    pub time: Duration,
+    /// The requests the run sent during the wait.
+    pub probes: u32,
+}
+
+impl std::fmt::Display for Waited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.probes == 1 { "" } else { "s" };
+        write!(
+            f,
+            "waited {} for a model to answer again ({} request{plural})",
+            crate::duration::compact_seconds(self.time),
+            self.probes
+        )
+    }
 }
 
 impl std::fmt::Display for ChainError {
@@ -120,8 +148,30 @@ impl std::fmt::Display for ChainError {
             }
             ChainError::Exhausted {
                 tried,
+                last_error,
+                waited: Some(waited),
+                ..
+            } => {
+                let list: Vec<String> = tried
+                    .iter()
+                    .map(|(spec, reason)| format!("{spec} ({reason})"))
+                    .collect();
+                let what = if tried.len() == 1 {
+                    "the model failed"
+                } else {
+                    "every model of the fallback chain failed"
+                };
+                write!(
+                    f,
+                    "{what}: {}; {waited}; last error: {last_error}",
+                    list.join(", ")
+                )
+            }
+            ChainError::Exhausted {
+                tried,
                 attempts,
                 last_error,
+                waited: None,
             } => {
                 if let [(spec, _)] = tried.as_slice() {
                     let plural = if *attempts == 1 { "" } else { "s" };
@@ -176,6 +226,13 @@ impl ChainModel {
             switches: Vec::new(),
             gate: Gate::new(keys, retry, fallback, Health::off()),
         }
+    }
+
+    /// Waits up to `wait` for a member to answer again when every one is
+    /// down (SPEC 18; zero: the step fails at once, exit 75).
+    pub(crate) fn with_outage_wait(mut self, wait: Duration) -> Self {
+        self.gate = self.gate.with_outage_wait(wait);
+        self
     }
 
     /// Shares what this run learns about its members with other runs, and
@@ -323,11 +380,13 @@ impl ChainModel {
                     self.active = to;
                 }
                 (None, Some(last_error)) => {
-                    return Err(ChainError::Exhausted {
+                    let exhausted = ChainError::Exhausted {
                         tried,
                         attempts,
                         last_error,
-                    })
+                        waited: None,
+                    };
+                    return self.wait_out(prompt, ctx, exhausted).await;
                 }
                 // Only a member with a later one is skipped before any
                 // request (`MemberTurn::before_send`); were the last one

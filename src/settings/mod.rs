@@ -64,6 +64,8 @@ pub(crate) struct Settings {
     pub instructions: Option<InstructionsConfig>,
     /// `tools: {allow, deny}`, checked by `tools::filter`.
     pub tools: ToolsConfig,
+    /// `--outage-wait`: how long to wait when every model is down (zero: off).
+    pub outage_wait: Duration,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -242,6 +244,7 @@ impl Settings {
         }
         let fallback = FallbackPolicy::new(switch_after, cooldown, retry.attempts);
 
+        let outage_wait = outage_wait(cli, &config)?;
         let subagents = resolve_subagents(&config, env)?;
         let (_, worktree) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
@@ -304,6 +307,7 @@ impl Settings {
             save_runs,
             instructions: config.instructions,
             tools: config.tools,
+            outage_wait,
         })
     }
 }
@@ -312,6 +316,15 @@ impl Settings {
     /// The run's chain: the primary, then its fallbacks.
     pub(crate) fn chain(&self) -> impl Iterator<Item = &ResolvedModel> {
         std::iter::once(&self.primary).chain(&self.fallbacks)
+    }
+}
+
+/// `--outage-wait`, else config `outage_wait`, else 0 (off); a bad duration
+/// names the flag or the key.
+fn outage_wait(cli: &Cli, config: &Config) -> Result<Duration, SetupError> {
+    match &cli.outage_wait {
+        Some(text) => duration::parse(text).map_err(|e| SetupError(format!("--outage-wait: {e}"))),
+        None => Ok(dur(&config.outage_wait, "outage_wait")?.unwrap_or_default()),
     }
 }
 

@@ -559,12 +559,58 @@ impl Spans {
                 };
                 self.end_run(child_run_id, end, at);
             }
+            Event::OutageWaiting { .. } | Event::OutageOver { .. } => {
+                let run = self.run(run_id, parent, at);
+                outage_span_event(run, at, event);
+            }
             Event::ProviderRetry { .. }
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckFinished { .. } => {}
         }
+    }
+}
+
+/// An outage wait's start or end (SPEC 18) as a span event on the run.
+fn outage_span_event(run: &mut RunSpans, at: SystemTime, event: &Event) {
+    match event {
+        Event::OutageWaiting {
+            step,
+            models,
+            until,
+            ..
+        } => {
+            let down: Vec<String> = models
+                .iter()
+                .map(|m| format!("{}: {}", m.model, m.reason))
+                .collect();
+            run.span.add_event_with_timestamp(
+                "tinyagent.outage.waiting",
+                at,
+                vec![
+                    KeyValue::new("models", strings(&down)),
+                    KeyValue::new("until", until.clone()),
+                    KeyValue::new("step", i64::from(*step)),
+                ],
+            );
+        }
+        Event::OutageOver {
+            step,
+            model,
+            waited_seconds,
+            probes,
+        } => run.span.add_event_with_timestamp(
+            "tinyagent.outage.over",
+            at,
+            vec![
+                KeyValue::new("model", model.clone()),
+                KeyValue::new("waited_seconds", *waited_seconds),
+                KeyValue::new("probes", i64::from(*probes)),
+                KeyValue::new("step", i64::from(*step)),
+            ],
+        ),
+        _ => {}
     }
 }
 

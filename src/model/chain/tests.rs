@@ -72,6 +72,8 @@ struct Run {
     cancel: CancellationToken,
     stop: Stop,
     clock: Arc<AtomicI64>,
+    /// With a paused tokio clock: the clock also moves with tokio's time.
+    base: Option<tokio::time::Instant>,
     store: Shared,
 }
 
@@ -85,6 +87,9 @@ struct Setup {
     health: bool,
     /// Member index and the hook run before each of its requests.
     hooks: Vec<(usize, Hook)>,
+    backoff: Duration,
+    outage_wait: Duration,
+    base: Option<tokio::time::Instant>,
 }
 
 fn setup(scripts: &[&'static str]) -> Setup {
@@ -97,6 +102,22 @@ fn setup(scripts: &[&'static str]) -> Setup {
         clock: Arc::new(AtomicI64::new(1_000_000)),
         health: true,
         hooks: Vec::new(),
+        backoff: Duration::from_millis(1),
+        outage_wait: Duration::ZERO,
+        base: None,
+    }
+}
+
+/// The run's clock: the fake one, plus tokio's time since `base` when the
+/// test runs on a paused tokio clock (so sleeps move it).
+fn clock_fn(
+    clock: &Arc<AtomicI64>,
+    base: Option<tokio::time::Instant>,
+) -> impl Fn() -> i64 + Send + Sync + 'static {
+    let clock = clock.clone();
+    move || {
+        let moved = base.map_or(0, |b| b.elapsed().as_millis() as i64);
+        clock.load(Ordering::SeqCst) + moved
     }
 }
 
@@ -109,9 +130,16 @@ fn policy(switch_after: u32, cooldown: Cooldown) -> FallbackPolicy {
 
 /// Another run on the same store and clock.
 fn other_run(s: &Shared, clock: &Arc<AtomicI64>, cooldown: Cooldown) -> SharedRecord {
-    let clock = clock.clone();
-    let health = Health::new(Box::new(s.clone()), "test", |_| {})
-        .with_clock(move || clock.load(Ordering::SeqCst));
+    other_run_at(s, clock, None, cooldown)
+}
+
+fn other_run_at(
+    s: &Shared,
+    clock: &Arc<AtomicI64>,
+    base: Option<tokio::time::Instant>,
+    cooldown: Cooldown,
+) -> SharedRecord {
+    let health = Health::new(Box::new(s.clone()), "test", |_| {}).with_clock(clock_fn(clock, base));
     SharedRecord::new(health, policy(3, cooldown))
 }
 
@@ -130,6 +158,26 @@ impl Setup {
     }
     fn hook(mut self, member: usize, f: impl Fn(usize) + Send + Sync + 'static) -> Self {
         self.hooks.push((member, Box::new(f)));
+        self
+    }
+    fn attempts(mut self, n: u32) -> Self {
+        self.attempts = n;
+        self
+    }
+    fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+    /// Waits up to `wait` when every member is down, on tokio's paused
+    /// clock (the test runs with `start_paused`).
+    fn outage_wait(mut self, wait: Duration) -> Self {
+        self.outage_wait = wait;
+        self.base = Some(tokio::time::Instant::now());
+        self
+    }
+    fn store(mut self, store: &Shared, clock: &Arc<AtomicI64>) -> Self {
+        self.store = store.clone();
+        self.clock = clock.clone();
         self
     }
 
@@ -159,20 +207,20 @@ impl Setup {
             .collect();
         let retry = RetryPolicy {
             attempts: self.attempts,
-            backoff: Duration::from_millis(1),
+            backoff: self.backoff,
             max_backoff: Duration::from_millis(5),
             jitter: 0.0,
             ..RetryPolicy::default()
         };
-        let clock = self.clock.clone();
         let health = if self.health {
             Health::new(Box::new(self.store.clone()), "test", |_| {})
         } else {
             Health::off()
         }
-        .with_clock(move || clock.load(Ordering::SeqCst));
+        .with_clock(clock_fn(&self.clock, self.base));
         let chain = ChainModel::new(members, retry, policy(self.switch_after, self.cooldown))
-            .with_health(health);
+            .with_health(health)
+            .with_outage_wait(self.outage_wait);
         let events = Arc::new(Mutex::new(Vec::new()));
         let emitter = Emitter::new("run", vec![Box::new(Collect(events.clone()))]);
         let cancel = CancellationToken::new();
@@ -184,6 +232,7 @@ impl Setup {
             stop: Stop::new(cancel.clone(), None),
             cancel,
             clock: self.clock,
+            base: self.base,
             store: self.store,
         }
     }
@@ -258,6 +307,11 @@ impl Run {
                 _ => None,
             })
             .collect()
+    }
+
+    /// Another run on this run's store and clock.
+    fn other(&self) -> SharedRecord {
+        other_run_at(&self.store, &self.clock, self.base, TEN_S)
     }
 
     /// Whether another run reads member `name` as cooling down.
@@ -647,3 +701,5 @@ async fn empty_replies_count_toward_switch_after() {
         "the first empty reply is retried at once"
     );
 }
+
+mod wait;

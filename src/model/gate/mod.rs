@@ -11,7 +11,11 @@
 //!   failed probe of another run's record, or when the record now says
 //!   cooling;
 //! - at a step boundary (`Gate::eligible`, `due_probes`, `next_after`):
-//!   which members cooled down enough to be probed, and where a switch goes.
+//!   which members cooled down enough to be probed, and where a switch goes;
+//! - when every member is down and the run may wait (`outage.rs`, SPEC 18):
+//!   which member to probe and when, whose turn it is in the fleet, when
+//!   another run's probe succeeded; and a failure on the last member that
+//!   joins a wait the fleet is already in.
 //!
 //! The gate keeps each member's state: when this run left it (its own
 //! cooldown, SPEC 5) and, through `shared::SharedRecord`, what the shared
@@ -19,6 +23,7 @@
 //! runs). `chain.rs` walks the chain and records switches as the gate says;
 //! `retry.rs` sends and sleeps as it says; the stores keep facts.
 
+mod outage;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +33,7 @@ use super::reason::{FailureReason, SwitchReason};
 use super::ModelError;
 use crate::health::{Health, HealthKey, Millis};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
+pub(crate) use outage::{Next, Outage};
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
@@ -80,6 +86,9 @@ pub(crate) struct Gate {
     record: SharedRecord,
     retry: RetryPolicy,
     fallback: FallbackPolicy,
+    /// `--outage-wait`: how long the run waits when every member is down
+    /// (zero: it ends with exit 75 at once).
+    outage_wait: Duration,
 }
 
 impl Gate {
@@ -99,6 +108,7 @@ impl Gate {
             record: SharedRecord::new(health, fallback.clone()),
             retry,
             fallback,
+            outage_wait: Duration::ZERO,
         }
     }
 
@@ -272,6 +282,12 @@ impl Referee for MemberTurn<'_> {
         let wait = self.wait(failed);
         if failed.attempt >= self.max_attempts {
             // Switch after N (or, without a chain, the retry budget is spent).
+            return Verdict::MoveOn(failed.reason.into());
+        }
+        if !self.may_move_on && self.gate.joins_the_wait(self.index) {
+            // The last member, with --outage-wait, that the fleet already
+            // found down: wait with the fleet (SPEC 18) rather than spend
+            // the rest of the retries.
             return Verdict::MoveOn(failed.reason.into());
         }
         if self.may_move_on && (wait == Wait::TooLong || strike == Strike::RenewedElsewhere) {

@@ -82,6 +82,23 @@ impl SharedRecord {
         self.health.now()
     }
 
+    /// The store itself, for the outage rules (`gate/outage.rs`).
+    pub(super) fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Records the model as cooling down until `until` (a failed outage
+    /// probe: the next interval), a record this run owns; it ends the
+    /// probe lease.
+    pub(super) fn cool_until(&self, key: &HealthKey, until: Millis, reason: &str) {
+        let written = self
+            .health
+            .with(|store, now| store.mark_cooling(key, until, reason, now));
+        if written.is_some() {
+            self.mine(key, |mine| mine.until = Some(until));
+        }
+    }
+
     /// Runs `f` with what this run owns of `key`.
     fn mine<R>(&self, key: &HealthKey, f: impl FnOnce(&mut Owned) -> R) -> R {
         let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());

@@ -208,6 +208,32 @@ impl HealthStore for Broken {
         Err(StoreError("database is locked".into()))
     }
 }
+impl crate::health::OutageStore for Broken {
+    fn read_outage(&mut self, _: &HealthKey) -> Result<crate::health::OutageRecord, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn count_failed_probe(&mut self, _: &HealthKey, _: Millis) -> Result<u32, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn schedule_probe(
+        &mut self,
+        _: &HealthKey,
+        _: Millis,
+        _: Millis,
+        _: bool,
+    ) -> Result<Millis, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn take_due_probe(
+        &mut self,
+        _: &HealthKey,
+        _: u64,
+        _: Millis,
+        _: Millis,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+}
 
 #[test]
 fn after_a_cooldown_one_run_of_many_probes_and_the_others_skip_until_its_outcome() {

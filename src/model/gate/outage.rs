@@ -1,0 +1,276 @@
+//! Waiting out an outage (SPEC 18): the gate's answer when every member
+//! failed on a transient or quota cause and the run may wait
+//! (`--outage-wait`) instead of ending with exit 75. It says which member
+//! to ask next and when, whose turn it is in the fleet, when another run's
+//! request succeeded, and when a failing request joins a wait the fleet is
+//! already in. `chain/wait.rs` walks these rules: it sleeps, sends and
+//! records what people see.
+//!
+//! The schedule belongs to the shared record (SPEC 13), not to one run:
+//! - the first waiting run of a fleet schedules each member's first probe
+//!   `retry.backoff` after it began waiting; the others find it;
+//! - when a probe is due, only the run that takes the member's probe lease
+//!   (`OutageStore::take_due_probe`: due and free, in one step) sends it;
+//! - a failed probe counts for the fleet, and the fleet's count `n` of
+//!   failed probes of the member since it last answered sets the next
+//!   interval, `retry.backoff * 2^n` capped at a minute (a server's
+//!   Retry-After when longer); the member is recorded as cooling down for
+//!   that interval, which ends the lease;
+//! - a success any run records is a recovery: the waiting runs go on with
+//!   that member within a random spread of `SPREAD` after it;
+//! - the other waiting runs read the record (`POLL`) instead of asking.
+//!
+//! With the record off (or broken) the run keeps the same schedule alone.
+
+use std::time::Duration;
+
+use super::shared::LEASE_FOR;
+use super::Gate;
+use crate::health::Millis;
+use crate::model::reason::SwitchReason;
+
+/// The longest interval between two probes of one member.
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(60);
+/// The shortest first interval: a `retry.backoff` of 0 must not spin.
+const MIN_INTERVAL: Duration = Duration::from_millis(50);
+/// How often a waiting run reads the shared record for a recovery or the
+/// outcome of another run's probe.
+pub(crate) const POLL: Duration = Duration::from_secs(1);
+/// Runs that learn of a recovery from the record start again within this
+/// random spread after it, so a fleet does not all come back at once.
+pub(crate) const SPREAD: Duration = Duration::from_secs(5);
+
+/// The interval before the next probe of a member after the fleet's
+/// `failures` failed probes of it: `backoff` (at least `MIN_INTERVAL`)
+/// doubled for each, capped at `MAX_INTERVAL`; `asked` (a server's
+/// Retry-After) when longer.
+pub(crate) fn interval(backoff: Duration, failures: u32, asked: Option<Duration>) -> Duration {
+    let doubled = backoff
+        .max(MIN_INTERVAL)
+        .saturating_mul(1u32 << failures.min(16))
+        .min(MAX_INTERVAL);
+    asked.map_or(doubled, |asked| doubled.max(asked))
+}
+
+fn ms(d: Duration) -> Millis {
+    d.as_millis().min(Millis::MAX as u128 / 2) as Millis
+}
+
+fn duration(ms: Millis) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+/// What a waiting run does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Send member `index` one request now: its probe is due and this run
+    /// holds its probe lease.
+    Probe(usize),
+    /// Another run's request to member `index` succeeded: send it this
+    /// step's request `after` this long (the spread).
+    Follow { index: usize, after: Duration },
+    /// Nothing to do for this long; then ask again.
+    Sleep(Duration),
+}
+
+/// One member's schedule as this run knows it: a mirror of the record's,
+/// and all there is with the record off.
+#[derive(Debug, Clone, Copy, Default)]
+struct Own {
+    failures: u32,
+    next_at: Option<Millis>,
+}
+
+/// One run's wait: when it began, its own schedule, the recoveries it
+/// already followed, and each member's last reason.
+#[derive(Debug)]
+pub(crate) struct Outage {
+    started: Millis,
+    own: Vec<Own>,
+    /// The last success of each member this run already went on with.
+    followed: Vec<Option<Millis>>,
+    reasons: Vec<SwitchReason>,
+}
+
+impl Gate {
+    /// The same gate, waiting up to `wait` when every member is down (zero:
+    /// never).
+    pub(crate) fn with_outage_wait(self, wait: Duration) -> Gate {
+        Gate {
+            outage_wait: wait,
+            ..self
+        }
+    }
+
+    /// How long the run waits when every member is down (zero: it does not).
+    pub(crate) fn outage_wait(&self) -> Duration {
+        self.outage_wait
+    }
+
+    /// The run begins waiting; `reasons` holds each member's last reason
+    /// (chain order). Schedules each member's first probe unless the fleet
+    /// already did.
+    pub(crate) fn begin_outage(&self, reasons: Vec<SwitchReason>) -> Outage {
+        let now = self.record.now();
+        let mut outage = Outage {
+            started: now,
+            own: vec![Own::default(); self.len()],
+            followed: vec![None; self.len()],
+            reasons,
+        };
+        for index in 0..self.len() {
+            outage.due_at(self, index, now);
+        }
+        outage
+    }
+
+    /// Whether a failed request to member `index` joins a wait its fleet is
+    /// already in, instead of spending the rest of its retries: the run
+    /// waits out outages, and the shared record says the member is down
+    /// (cooling down, or a waiting run scheduled its next probe).
+    pub(super) fn joins_the_wait(&self, index: usize) -> bool {
+        if self.outage_wait.is_zero() {
+            return false;
+        }
+        let key = &self.keys[index];
+        self.record
+            .health()
+            .with(|store, now| {
+                let cooling = store.read(key)?.cooling_until.is_some_and(|u| u > now);
+                Ok(cooling || store.read_outage(key)?.next_probe_at.is_some())
+            })
+            .unwrap_or(false)
+    }
+}
+
+impl Outage {
+    /// Each member's last reason (chain order).
+    pub(crate) fn reasons(&self) -> &[SwitchReason] {
+        &self.reasons
+    }
+
+    /// What to do now: follow a recovery another run recorded, else probe
+    /// the first member (chain order) whose probe is due and whose lease
+    /// this run takes, else sleep until the next one is due (reading the
+    /// record again within `POLL` when it is shared).
+    pub(crate) fn next(&mut self, gate: &Gate) -> Next {
+        let now = gate.record.now();
+        if let Some(follow) = self.follow(gate, now) {
+            return follow;
+        }
+        let shared = gate.record.health().with(|_, _| Ok(())).is_some();
+        let mut wake = if shared { POLL } else { MAX_INTERVAL };
+        for index in 0..gate.len() {
+            let due = self.due_at(gate, index, now);
+            if due > now {
+                wake = wake.min(duration(due - now));
+            } else if self.take(gate, index) {
+                return Next::Probe(index);
+            }
+        }
+        Next::Sleep(wake)
+    }
+
+    /// A request of this wait to member `index` failed for `reason` (the
+    /// server asked for `asked` more): one more failed probe for the fleet,
+    /// the next one scheduled after the interval its count gives, and the
+    /// member recorded as cooling down until then (ending the lease).
+    pub(crate) fn failed(
+        &mut self,
+        gate: &Gate,
+        index: usize,
+        reason: SwitchReason,
+        asked: Option<Duration>,
+    ) {
+        let key = &gate.keys[index];
+        let health = gate.record.health();
+        let own = &mut self.own[index];
+        own.failures = health
+            .with(|store, now| store.count_failed_probe(key, now))
+            .unwrap_or(own.failures + 1);
+        let now = gate.record.now();
+        let at = now + ms(interval(gate.retry.backoff, own.failures, asked));
+        own.next_at = Some(at);
+        // Scheduled before the lease ends, so no run finds the old due time.
+        health.with(|store, now| store.schedule_probe(key, at, now, true));
+        gate.record.cool_until(key, at, &reason.to_string());
+        self.reasons[index] = reason;
+    }
+
+    /// How long until this run tries a member next (zero when one is due).
+    pub(crate) fn next_try(&self, gate: &Gate) -> Duration {
+        let now = gate.record.now();
+        (0..gate.len())
+            .filter_map(|index| {
+                let key = &gate.keys[index];
+                gate.record
+                    .health()
+                    .with(|store, _| store.read_outage(key))
+                    .and_then(|record| record.next_probe_at)
+                    .or(self.own[index].next_at)
+            })
+            .map(|at| duration(at - now))
+            .min()
+            .unwrap_or_default()
+    }
+
+    /// A success of a member recorded since the wait began (by any run)
+    /// that this run has not followed yet: follow it at a random point
+    /// within `SPREAD` after it.
+    fn follow(&mut self, gate: &Gate, now: Millis) -> Option<Next> {
+        for index in 0..gate.len() {
+            let key = &gate.keys[index];
+            let record = gate.record.health().with(|store, _| store.read(key))?;
+            let Some(at) = record.last_success_at else {
+                continue;
+            };
+            if at <= self.started || self.followed[index].is_some_and(|seen| at <= seen) {
+                continue;
+            }
+            self.followed[index] = Some(at);
+            let start = at + (ms(SPREAD) as f64 * fastrand::f64()) as Millis;
+            let after = duration(start - now);
+            return Some(Next::Follow { index, after });
+        }
+        None
+    }
+
+    /// When member `index`'s next probe is due: the record's schedule,
+    /// which this run sets (one interval from now) when it has none; this
+    /// run's own with the record off.
+    fn due_at(&mut self, gate: &Gate, index: usize, now: Millis) -> Millis {
+        let key = &gate.keys[index];
+        let backoff = gate.retry.backoff;
+        let shared = gate.record.health().with(|store, now| {
+            let record = store.read_outage(key)?;
+            match record.next_probe_at {
+                Some(at) => Ok(at),
+                None => {
+                    let at = now + ms(interval(backoff, record.failures, None));
+                    store.schedule_probe(key, at, now, false)
+                }
+            }
+        });
+        let own = &mut self.own[index];
+        match shared {
+            Some(at) => at,
+            None => *own
+                .next_at
+                .get_or_insert(now + ms(interval(backoff, own.failures, None))),
+        }
+    }
+
+    /// Takes member `index`'s probe lease if its probe is due and no other
+    /// run holds it; with the record off there is nobody to share with.
+    fn take(&self, gate: &Gate, index: usize) -> bool {
+        let key = &gate.keys[index];
+        let token = gate.record.health().token();
+        gate.record
+            .health()
+            .with(|store, now| store.take_due_probe(key, token, now, LEASE_FOR))
+            .unwrap_or(true)
+    }
+}
+
+#[cfg(test)]
+mod tests;
