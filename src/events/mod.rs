@@ -684,6 +684,56 @@ mod tests {
     }
 
     #[test]
+    fn outage_lines_match_spec() {
+        let models = vec![
+            DownModel {
+                model: "a/x".into(),
+                reason: "http_503".into(),
+            },
+            DownModel {
+                model: "b/y".into(),
+                reason: "network".into(),
+            },
+        ];
+        let waiting = Event::OutageWaiting {
+            step: 7,
+            models: models.clone(),
+            until: "2026-01-01T00:10:00.000Z".into(),
+            wait: Duration::from_secs(600),
+            next_try: Duration::from_millis(1200),
+        };
+        assert_eq!(
+            outage_event_line(&waiting).unwrap(),
+            "outage: every model is down (a/x: http_503, b/y: network); waiting up to 10m, next try in 2s"
+        );
+        let json = envelope(&waiting, 1, "t", "r", None);
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            ["type", "seq", "ts", "run_id", "step", "models", "until"]
+        );
+        let over = Event::OutageOver {
+            step: 7,
+            model: "a/x".into(),
+            waited_seconds: 92.4,
+            probes: 1,
+        };
+        assert_eq!(
+            outage_event_line(&over).unwrap(),
+            "outage over: a/x answered again after 1m32s (1 request), going on with step 7"
+        );
+        let reminder = OutageNotice {
+            models,
+            left: Duration::from_secs(90),
+            next_try: Duration::ZERO,
+            remind: true,
+        };
+        assert!(reminder
+            .line()
+            .ends_with("waiting up to 1m30s, next try in 0s"));
+    }
+
+    #[test]
     fn switch_lines_match_spec() {
         let line = switch_line(&Event::ModelFallback {
             step: 3,

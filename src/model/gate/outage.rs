@@ -236,24 +236,32 @@ impl Outage {
     }
 
     /// When member `index`'s next probe is due: the record's schedule,
-    /// which this run sets (one interval from now) when it has none; this
-    /// run's own with the record off.
+    /// which this run sets (one interval from now) when it has none, and
+    /// keeps a copy of; its own copy with the record off (so a record that
+    /// fails mid-wait leaves the run on the fleet's last schedule).
     fn due_at(&mut self, gate: &Gate, index: usize, now: Millis) -> Millis {
         let key = &gate.keys[index];
         let backoff = gate.retry.backoff;
         let shared = gate.record.health().with(|store, now| {
             let record = store.read_outage(key)?;
-            match record.next_probe_at {
-                Some(at) => Ok(at),
+            let at = match record.next_probe_at {
+                Some(at) => at,
                 None => {
                     let at = now + ms(interval(backoff, record.failures, None));
-                    store.schedule_probe(key, at, now, false)
+                    store.schedule_probe(key, at, now, false)?
                 }
-            }
+            };
+            Ok((at, record.failures))
         });
         let own = &mut self.own[index];
         match shared {
-            Some(at) => at,
+            Some((at, failures)) => {
+                *own = Own {
+                    failures,
+                    next_at: Some(at),
+                };
+                at
+            }
             None => *own
                 .next_at
                 .get_or_insert(now + ms(interval(backoff, own.failures, None))),

@@ -211,3 +211,57 @@ async fn a_failure_joins_a_wait_the_fleet_is_in_without_spending_its_retries() {
     assert!(run.waits().is_empty(), "no retry: it waited with the fleet");
     assert_eq!(over(&run), Some(("script/a".into(), 1)));
 }
+
+/// Keeps every outage notice a sink is handed.
+struct Notices(Arc<Mutex<Vec<crate::events::OutageNotice>>>);
+impl Sink for Notices {
+    fn handle(&mut self, _record: &EventRecord) {}
+    fn outage_progress(&mut self, notice: &crate::events::OutageNotice) {
+        self.0.lock().unwrap().push(notice.clone());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_wait_reminds_a_log_at_least_once_a_minute_and_counts_down() {
+    let mut run = setup(&[DEAD])
+        .backoff(Duration::from_secs(1))
+        .outage_wait(Duration::from_secs(300))
+        .build();
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let emitter = Emitter::new("run", vec![Box::new(Notices(notices.clone()))]);
+    let prompt = Prompt {
+        system: "",
+        messages: &[],
+        tools: &[],
+        output_schema: None,
+        max_output_tokens: None,
+        reasoning_effort: None,
+        estimated_input_tokens: 0,
+    };
+    let ctx = RequestCtx {
+        step: 1,
+        emitter: &emitter,
+        stop: &run.stop,
+    };
+    assert!(run.chain.complete(&prompt, ctx).await.is_err());
+    let notices = notices.lock().unwrap();
+    let reminders: Vec<Duration> = notices
+        .iter()
+        .filter(|n| n.remind)
+        .map(|n| n.left)
+        .collect();
+    assert!(reminders.len() >= 9, "every 30 s over 300 s: {reminders:?}");
+    for pair in reminders.windows(2) {
+        let gap = pair[0] - pair[1];
+        assert!(gap <= Duration::from_secs(31), "{reminders:?}");
+    }
+    assert!(
+        notices
+            .iter()
+            .any(|n| !n.remind && n.next_try > Duration::ZERO),
+        "each failed probe updates the countdown"
+    );
+    assert!(notices[0]
+        .line()
+        .starts_with("outage: every model is down (script/a: http_503); waiting up to "));
+}
