@@ -44,6 +44,7 @@ use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
+use events::human::once::ShownOnce;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
 use events::otel::{OtelConfig, OtelSink};
@@ -263,10 +264,17 @@ fn build_chain<'a>(
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
     // The human view prints the switch lines itself, above its spinner.
     if settings.json {
-        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
-    } else {
-        vec![Box::new(HumanSink::new(settings.quiet))]
+        return vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())];
     }
+    let mut human = HumanSink::new(settings.quiet);
+    // A dearer fallback is said once per machine on the terminal; the
+    // `warning` event still comes on every run.
+    if let Some(dir) = runs::state_dir(&process_env) {
+        let models: Vec<&ResolvedModel> = settings.chain().collect();
+        let once = ShownOnce::new(dir.join("notices"), dearer_fallbacks(&models));
+        human = human.show_once(once);
+    }
+    vec![Box::new(human)]
 }
 
 /// Warnings due before the first request: unpriced models under a cost
@@ -280,18 +288,25 @@ fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &
             ));
         }
     }
-    if let Some(primary) = models[0].pricing {
-        for m in &models[1..] {
-            if let Some(p) = m.pricing {
-                if p.input > primary.input || p.output > primary.output {
-                    emitter.warn(format!(
-                        "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
-                    ));
-                }
-            }
-        }
+    for warning in dearer_fallbacks(models) {
+        emitter.warn(warning);
     }
+}
+
+/// A warning for each fallback whose known price is above the primary's.
+fn dearer_fallbacks(models: &[&ResolvedModel]) -> Vec<String> {
+    let Some(primary) = models[0].pricing else {
+        return Vec::new();
+    };
+    models[1..]
+        .iter()
+        .filter_map(|m| Some((m, m.pricing?)))
+        .filter(|(_, p)| p.input > primary.input || p.output > primary.output)
+        .map(|(m, p)| format!(
+            "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
+            m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
+        ))
+        .collect()
 }
 
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)

@@ -3,6 +3,7 @@
 //! summary line. The text of each line is built in `lines`.
 
 pub(crate) mod lines;
+pub(crate) mod once;
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
@@ -16,6 +17,7 @@ use serde_json::Value;
 use super::{Event, EventRecord, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{resume_hint, Continue};
+use once::ShownOnce;
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
@@ -42,6 +44,8 @@ pub(crate) struct HumanSink {
     /// Cost per model that answered, in the order they first answered.
     costs: Vec<(String, f64)>,
     wait_until: WaitUntil,
+    /// Warnings printed once per machine rather than on every run.
+    once: Option<ShownOnce>,
 }
 
 impl HumanSink {
@@ -71,7 +75,14 @@ impl HumanSink {
             calls: HashMap::new(),
             costs: Vec::new(),
             wait_until,
+            once: None,
         }
+    }
+
+    /// Prints the warnings `once` lists only the first time on this machine.
+    pub(crate) fn show_once(mut self, once: ShownOnce) -> Self {
+        self.once = Some(once);
+        self
     }
 
     /// Shows the spinner (again, after streamed text) saying `message`.
@@ -375,7 +386,9 @@ impl HumanSink {
                 "context compacted: {tokens_before} -> {tokens_after} tokens"
             )),
             Event::Warning { message } => {
-                self.line(&format!("{} {message}", self.paint("33", "warning:")))
+                if self.once.as_ref().is_none_or(|o| o.show(message)) {
+                    self.line(&format!("{} {message}", self.paint("33", "warning:")));
+                }
             }
             Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
                 self.set_wait(None);

@@ -92,13 +92,20 @@ pub(crate) struct ModelSpec {
 }
 
 impl ModelSpec {
-    /// Parses a spec; both parts must be non-empty.
+    /// Parses a spec; both parts must be non-empty. A model named without
+    /// its provider is told the whole spec (`did you mean openai/gpt-5?`).
     pub(crate) fn parse(text: &str) -> Result<ModelSpec, String> {
         match text.split_once('/') {
             Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(ModelSpec {
                 provider: provider.to_string(),
                 model: model.to_string(),
             }),
+            None => Err(format!(
+                "invalid model spec '{text}': expected <provider>/<model>{}",
+                crate::suggest::full_spec(text)
+                    .map(|spec| format!(" (did you mean {spec}?)"))
+                    .unwrap_or_default()
+            )),
             _ => Err(format!(
                 "invalid model spec '{text}': expected <provider>/<model>"
             )),

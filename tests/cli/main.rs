@@ -8,6 +8,7 @@ mod compaction;
 mod core;
 mod errors;
 mod fallback;
+mod forgiving;
 mod generate;
 mod github;
 mod health;
