@@ -14,6 +14,7 @@ mod github;
 mod health;
 mod health_redis;
 mod hooks;
+mod install;
 mod instructions;
 mod interactive;
 mod layers;
