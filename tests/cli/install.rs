@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use crate::support::stub::{End, Reply, Stub};
 
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 const TARGET: &str = "x86_64-unknown-linux-musl";
 
 /// The release directory (`v<version>/…` and `latest`), built once.
-fn release() -> &'static Path {
+pub fn release() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -78,7 +78,7 @@ fn forget_old_releases(tmp: &Path) {
 
 /// Serves `dir` under `/releases/`, 404 for anything else; every request's
 /// path is recorded by the stub.
-fn serve(dir: PathBuf) -> Stub {
+pub fn serve(dir: PathBuf) -> Stub {
     Stub::start(move |_, req| {
         let file = req
             .path
@@ -99,12 +99,12 @@ fn serve(dir: PathBuf) -> Stub {
 }
 
 /// A temp place with a fake `uname` first on `PATH`.
-struct Machine {
-    dir: tempfile::TempDir,
+pub struct Machine {
+    pub dir: tempfile::TempDir,
 }
 
 impl Machine {
-    fn new(os: &str, arch: &str) -> Machine {
+    pub fn new(os: &str, arch: &str) -> Machine {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("fakebin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -119,7 +119,7 @@ impl Machine {
         Machine { dir }
     }
 
-    fn install_dir(&self) -> PathBuf {
+    pub fn install_dir(&self) -> PathBuf {
         self.dir.path().join("bin")
     }
 
@@ -127,11 +127,7 @@ impl Machine {
     fn install(&self, vars: &[(&str, &str)], on_path: bool) -> Output {
         let script =
             std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh")).unwrap();
-        let mut path = format!(
-            "{}:{}",
-            self.dir.path().join("fakebin").display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
+        let mut path = self.path();
         if on_path {
             path = format!("{}:{path}", self.install_dir().display());
         }
@@ -152,6 +148,15 @@ impl Machine {
     }
 
     /// Whatever is in the install directory (it may not exist).
+    /// `PATH` with the fake `uname` first.
+    pub fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.dir.path().join("fakebin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+
     fn installed(&self) -> Vec<String> {
         std::fs::read_dir(self.install_dir())
             .map(|d| {

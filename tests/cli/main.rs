@@ -3,6 +3,7 @@
 
 mod support;
 
+mod action;
 mod check;
 mod compaction;
 mod core;
