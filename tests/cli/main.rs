@@ -7,6 +7,7 @@ mod action;
 mod check;
 mod compaction;
 mod core;
+mod docs;
 mod errors;
 mod fallback;
 mod forgiving;
