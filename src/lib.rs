@@ -25,6 +25,7 @@ pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod signals;
+pub(crate) mod start_warnings;
 pub(crate) mod stop;
 pub(crate) mod suggest;
 pub(crate) mod task_input;
@@ -271,42 +272,13 @@ fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
     // `warning` event still comes on every run.
     if let Some(dir) = runs::state_dir(&process_env) {
         let models: Vec<&ResolvedModel> = settings.chain().collect();
-        let once = ShownOnce::new(dir.join("notices"), dearer_fallbacks(&models));
+        let once = ShownOnce::new(
+            dir.join("notices"),
+            start_warnings::dearer_fallbacks(&models),
+        );
         human = human.show_once(once);
     }
     vec![Box::new(human)]
-}
-
-/// Warnings due before the first request: unpriced models under a cost
-/// limit, and fallbacks dearer than the primary.
-fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
-    if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in models.iter().filter(|m| m.pricing.is_none()) {
-            emitter.warn(format!(
-                "model {} has no known price: its responses count as $0 toward the cost limit",
-                m.spec
-            ));
-        }
-    }
-    for warning in dearer_fallbacks(models) {
-        emitter.warn(warning);
-    }
-}
-
-/// A warning for each fallback whose known price is above the primary's.
-fn dearer_fallbacks(models: &[&ResolvedModel]) -> Vec<String> {
-    let Some(primary) = models[0].pricing else {
-        return Vec::new();
-    };
-    models[1..]
-        .iter()
-        .filter_map(|m| Some((m, m.pricing?)))
-        .filter(|(_, p)| p.input > primary.input || p.output > primary.output)
-        .map(|(m, p)| format!(
-            "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-            m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
-        ))
-        .collect()
 }
 
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
@@ -461,7 +433,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         emitter.warn(warning);
     }
     let models: Vec<&ResolvedModel> = settings.chain().collect();
-    price_warnings(&models, settings.cost_limit, &emitter);
+    start_warnings::prices(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }

@@ -133,6 +133,39 @@ impl HumanSink {
         }
     }
 
+    /// A retry's line, and the spinner's countdown to it.
+    fn retrying(&mut self, model: &str, next_attempt: u32, wait_seconds: f64, reason: &str) {
+        self.line(&self.paint(
+            "33",
+            &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),
+        ));
+        let wait = Duration::try_from_secs_f64(wait_seconds).unwrap_or_default();
+        self.set_wait(Some(Instant::now() + wait));
+        self.spin(&format!(
+            "retrying {model} (attempt {next_attempt}, {reason})"
+        ));
+    }
+
+    /// `subagent submitted after 2 steps · $0.0200`, dimmed.
+    fn subagent_finished(&mut self, status: &str, steps: u32, cost_usd: f64) {
+        let plural = if steps == 1 { "" } else { "s" };
+        self.line(&self.paint(
+            "2",
+            &format!("subagent {status} after {steps} step{plural} · ${cost_usd:.4}"),
+        ))
+    }
+
+    /// A failed attempt's streamed text is discarded: say so on its own line.
+    fn attempt_reset(&mut self, model: &str) {
+        if std::mem::take(&mut self.streamed) {
+            eprintln!();
+        }
+        self.line(&self.paint(
+            "33",
+            &format!("(discarded a partial reply from {model}; retrying)"),
+        ))
+    }
+
     /// A subagent's events (other than its start and end, which are the
     /// parent's `subagent.*` events): indented, otherwise as usual.
     fn handle_subagent(&mut self, record: &EventRecord) {
@@ -314,28 +347,8 @@ impl HumanSink {
                 wait_seconds,
                 reason,
                 ..
-            } => {
-                self.line(&self.paint(
-                    "33",
-                    &format!(
-                        "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
-                    ),
-                ));
-                let wait = Duration::try_from_secs_f64(*wait_seconds).unwrap_or_default();
-                self.set_wait(Some(Instant::now() + wait));
-                self.spin(&format!(
-                    "retrying {model} (attempt {next_attempt}, {reason})"
-                ));
-            }
-            Event::AttemptReset { model, .. } => {
-                if std::mem::take(&mut self.streamed) {
-                    eprintln!();
-                }
-                self.line(&self.paint(
-                    "33",
-                    &format!("(discarded a partial reply from {model}; retrying)"),
-                ))
-            }
+            } => self.retrying(model, *next_attempt, *wait_seconds, reason),
+            Event::AttemptReset { model, .. } => self.attempt_reset(model),
             Event::AssistantMessage {
                 text, tool_calls, ..
             } => {
@@ -404,13 +417,7 @@ impl HumanSink {
                 steps,
                 cost_usd,
                 ..
-            } => self.line(&self.paint(
-                "2",
-                &format!(
-                    "subagent {status} after {steps} step{} · ${cost_usd:.4}",
-                    if *steps == 1 { "" } else { "s" }
-                ),
-            )),
+            } => self.subagent_finished(status, *steps, *cost_usd),
         }
     }
 }
