@@ -481,7 +481,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         tools.add(tool);
     }
 
-    let health = health::for_run(settings.health_db.as_ref(), &settings.fallback, &emitter);
+    let health = health::for_run(settings.health_db.as_ref(), &emitter);
     let chain = chain.with_health(health);
     let agent = Agent {
         chain,

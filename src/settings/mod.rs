@@ -151,7 +151,7 @@ impl Settings {
                     "no model: give -m <provider>/<model> or set `model` in the config".into(),
                 )
             })?;
-        let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
+        let primary = ModelSpec::parse(&model_text).map_err(|e| SetupError(e.to_string()))?;
         let primary = models::resolve(primary, &config.providers, env, "model")?;
 
         let fallback_texts: Vec<String> = if cli.no_fallback {
@@ -240,10 +240,7 @@ impl Settings {
                 "config fallback.switch_after: must be at least 1".into(),
             ));
         }
-        let fallback = FallbackPolicy {
-            switch_after: switch_after.min(retry.attempts),
-            cooldown,
-        };
+        let fallback = FallbackPolicy::new(switch_after, cooldown, retry.attempts);
 
         let subagents = resolve_subagents(&config, env)?;
         let (_, worktree) =
