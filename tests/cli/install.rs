@@ -43,7 +43,12 @@ pub fn release() -> &'static Path {
             .status()
             .unwrap();
         assert!(packed.success());
-        let sum = Command::new("sha256sum")
+        let sum = Command::new("sh")
+            .args([
+                "-c",
+                r#"sha256sum "$1" 2>/dev/null || shasum -a 256 "$1""#,
+                "sh",
+            ])
             .arg(format!("{name}.tar.gz"))
             .current_dir(&tag)
             .output()
