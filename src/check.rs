@@ -213,6 +213,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     } else {
         sinks.push(Box::new(Lines));
     }
+    sinks.extend(crate::events::github::CheckSink::from_env(env));
     if let Some(path) = &settings.log_db {
         match SqliteSink::open(path) {
             Ok(db) => sinks.push(Box::new(db)),
