@@ -302,8 +302,14 @@ impl HumanSink {
                 next_attempt,
                 wait_seconds,
                 reason,
+                deadline_seconds,
                 ..
             } => {
+                // A timeout says which deadline ran out.
+                let reason = match deadline_seconds {
+                    Some(deadline) => format!("{reason} after {deadline}s"),
+                    None => reason.clone(),
+                };
                 self.line(&self.paint(
                     "33",
                     &format!(

@@ -6,6 +6,7 @@ mod support;
 mod check;
 mod compaction;
 mod core;
+mod deadlines;
 mod errors;
 mod fallback;
 mod generate;
