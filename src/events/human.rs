@@ -346,8 +346,16 @@ impl HumanSink {
                 next_attempt,
                 wait_seconds,
                 reason,
+                deadline_seconds,
                 ..
-            } => self.retrying(model, *next_attempt, *wait_seconds, reason),
+            } => {
+                // A timeout says which deadline ran out.
+                let reason = match deadline_seconds {
+                    Some(deadline) => format!("{reason} after {deadline}s"),
+                    None => reason.clone(),
+                };
+                self.retrying(model, *next_attempt, *wait_seconds, &reason)
+            }
             Event::AttemptReset { model, .. } => self.attempt_reset(model),
             Event::AssistantMessage {
                 text, tool_calls, ..

@@ -7,6 +7,7 @@ mod action;
 mod check;
 mod compaction;
 mod core;
+mod deadlines;
 mod docs;
 mod errors;
 mod fallback;
