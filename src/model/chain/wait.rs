@@ -81,7 +81,8 @@ impl ChainModel {
                 return Err(self.gave_up(wait));
             };
             wait.probes += 1;
-            match self.turn(self.gate.probe(index), index, prompt, ctx).await {
+            let rules = self.gate.probe(index, prompt.estimated_input_tokens);
+            match self.turn(rules, index, prompt, ctx).await {
                 Turn::Answered(answer) => return Ok(self.outage_over(index, answer, &wait, ctx)),
                 Turn::MovedOn { reason, error, .. } => {
                     let asked = error.as_ref().and_then(ModelError::retry_after);
