@@ -4,6 +4,7 @@
 //! together; see CONTRIBUTING.md for the map of the code.
 
 pub(crate) mod agent;
+pub(crate) mod budget;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod config;
@@ -53,6 +54,7 @@ use exit::Status;
 use interactive::{Ended, Start};
 use mcp::McpServers;
 use model::chain::ChainModel;
+use model::gate::BudgetBook;
 use model::registry::{build_member, RegistryError};
 use model::spec::ResolvedModel;
 use sandbox::Sandbox;
@@ -294,6 +296,22 @@ fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &
     }
 }
 
+/// Every model the run may ask (its chain, then the subagents'), each once,
+/// with whether it is priced: the members budgets apply to (SPEC 19).
+fn budgeted_members(settings: &Settings) -> Vec<(&str, bool)> {
+    let sub = settings
+        .subagents
+        .iter()
+        .flat_map(|s| std::iter::once(&s.primary).chain(&s.fallbacks));
+    let mut members: Vec<(&str, bool)> = Vec::new();
+    for model in settings.chain().chain(sub) {
+        if !members.iter().any(|(spec, _)| *spec == model.spec.as_str()) {
+            members.push((model.spec.as_str(), model.pricing.is_some()));
+        }
+    }
+    members
+}
+
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
 /// before anything is emitted. The sandbox comes first, so a refused run
 /// leaves no worktree behind. Moves the run's cwd into the worktree.
@@ -331,7 +349,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         write_back,
         keep,
         warnings,
-        jobs,
+        mut jobs,
         instructions,
         tool_filter,
     } = prepared;
@@ -495,7 +513,15 @@ async fn run_agent(prepared: Prepared) -> Ended {
     }
 
     let health = health::for_run(settings.health_db.as_ref(), &emitter);
-    let chain = chain.with_health(health);
+    // One book for the run and its subagents: everything it spends counts.
+    let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
+    for warning in budgets.start_warnings(&budgeted_members(&settings)) {
+        emitter.warn(warning);
+    }
+    let chain = chain.with_health(health).with_budgets(budgets.clone());
+    if let Some(sub) = jobs.subagent.as_mut() {
+        sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
+    }
     let agent = Agent {
         chain,
         tools,

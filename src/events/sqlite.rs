@@ -447,6 +447,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::SubagentStarted { .. }
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }
+        | Event::CheckBudget { .. }
         | Event::CheckFinished { .. }
         | Event::Warning { .. } => {}
     }

@@ -1,6 +1,8 @@
 //! An in-memory `HealthStore`: the same rules as the SQLite file, for unit
 //! tests and as the simplest example of the interface.
 
+mod budget;
+
 use std::collections::HashMap;
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
@@ -15,6 +17,8 @@ struct Entry {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct MemoryStore {
     entries: HashMap<HealthKey, Entry>,
+    /// Spend per budget slot (`budget.rs`).
+    spend: HashMap<super::BudgetSlot, i64>,
 }
 
 impl HealthStore for MemoryStore {

@@ -8,6 +8,10 @@
 //! its connection on a small runtime of its own (one thread) and each call
 //! waits at most `OP_TIMEOUT` for its answer: a slow or dead Redis costs
 //! the caller that long once, then the run goes on without the record.
+//!
+//! Spend per budget and period lives beside it (`redis/budget.rs`).
+
+mod budget;
 
 use std::sync::mpsc;
 use std::time::Duration;

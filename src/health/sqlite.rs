@@ -1,6 +1,9 @@
 //! The health record as a small SQLite file: one table keyed by model spec
 //! and endpoint, WAL, a busy timeout, one short transaction per call.
-//! It holds specs, endpoints, reasons and times; never prompts, outputs or keys.
+//! It holds specs, endpoints, reasons and times, and spend per budget and
+//! period (`sqlite/budget.rs`); never prompts, outputs or keys.
+
+mod budget;
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,8 +12,9 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
-/// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+/// Schema version kept in `PRAGMA user_version`. Version 3 is pacing's
+/// (SPEC 17); a file at 2 goes to 4 with nothing of 3.
+const SCHEMA_VERSION: i64 = 4;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -104,6 +108,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 2 {
             conn.execute_batch(LEASE_COLUMNS)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 4 {
+            conn.execute_batch(budget::SCHEMA)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::attempt::{send_once, Accept, Attempted, Place};
 use super::chain::Member;
-use super::gate::{Admission, Failed, Referee, Verdict};
+use super::gate::{Admission, Failed, Halt, Referee, Verdict};
 use super::reason::SwitchReason;
 use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
@@ -42,6 +42,8 @@ pub(crate) enum Failure {
     ContextOverflow(ModelError),
     /// A failure a switch would hide: the step ends with it.
     Fatal(ModelError),
+    /// The referee halted the run before this request: nothing more is sent.
+    Halted(Halt),
 }
 
 /// Forwards text to the emitter and remembers whether any output arrived,
@@ -77,12 +79,16 @@ pub(crate) async fn request_with_retries(
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
         }
-        if let Admission::MoveOn(reason) = referee.before_send() {
-            return Err(Failure::MovedOn {
-                reason,
-                attempts: attempt - 1,
-                error: None,
-            });
+        match referee.before_send() {
+            Admission::Send => {}
+            Admission::MoveOn(reason) => {
+                return Err(Failure::MovedOn {
+                    reason,
+                    attempts: attempt - 1,
+                    error: None,
+                })
+            }
+            Admission::Halt(halt) => return Err(Failure::Halted(halt)),
         }
         let observer = AttemptObserver {
             ctx,

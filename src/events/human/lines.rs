@@ -212,28 +212,25 @@ pub(crate) fn resume_hint(
     checkpoint: &Path,
     store: Option<Continue>,
 ) -> Option<String> {
-    let flag = match status {
-        Status::Interrupted => "",
-        Status::StepLimit => " --step-limit N",
-        Status::CostLimit => " --cost-limit USD",
-        Status::TimeLimit => " --time-limit DURATION",
+    let limit = " (with a higher limit: limits count the whole run)";
+    let (flag, note) = match status {
+        Status::Interrupted => ("", ""),
+        Status::StepLimit => (" --step-limit N", limit),
+        Status::CostLimit => (" --cost-limit USD", limit),
+        Status::TimeLimit => (" --time-limit DURATION", limit),
+        Status::BudgetLimit => ("", " (once the budget's period has rolled over)"),
         _ => return None,
     };
     let path = shell_word(&checkpoint.display().to_string());
-    let higher = if flag.is_empty() {
-        ""
-    } else {
-        " (with a higher limit: limits count the whole run)"
-    };
     Some(match store {
-        None => format!("to resume: tinyagent --resume {path}{flag}{higher}"),
+        None => format!("to resume: tinyagent --resume {path}{flag}{note}"),
         Some(how) => {
             let dir = match how {
                 Continue::Here => String::new(),
                 Continue::In(dir) => format!(" -C {}", shell_word(&dir.display().to_string())),
             };
             format!(
-                "to resume: tinyagent{dir} --continue{flag}{higher}\n       or: tinyagent --resume {path}{flag}"
+                "to resume: tinyagent{dir} --continue{flag}{note}\n       or: tinyagent --resume {path}{flag}"
             )
         }
     })

@@ -563,6 +563,7 @@ impl Spans {
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }
+            | Event::CheckBudget { .. }
             | Event::CheckFinished { .. } => {}
         }
     }

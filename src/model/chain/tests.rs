@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::budget::Budget;
 use crate::events::{Emitter, EventRecord, Sink};
 use crate::health::{Health, HealthKey, MemoryStore};
-use crate::model::gate::SharedRecord;
+use crate::model::gate::{BudgetBook, SharedRecord};
 use crate::model::script::ScriptModel;
 use crate::model::StreamObserver;
 use crate::policy::Cooldown;
@@ -85,6 +86,8 @@ struct Setup {
     health: bool,
     /// Member index and the hook run before each of its requests.
     hooks: Vec<(usize, Hook)>,
+    /// The run's budgets (SPEC 19), on the same store and clock.
+    budgets: Vec<Budget>,
 }
 
 fn setup(scripts: &[&'static str]) -> Setup {
@@ -97,6 +100,7 @@ fn setup(scripts: &[&'static str]) -> Setup {
         clock: Arc::new(AtomicI64::new(1_000_000)),
         health: true,
         hooks: Vec::new(),
+        budgets: Vec::new(),
     }
 }
 
@@ -126,6 +130,16 @@ impl Setup {
     }
     fn no_health(mut self) -> Self {
         self.health = false;
+        self
+    }
+    /// Another run on the same store and clock as an earlier one.
+    fn on(mut self, store: Shared, clock: Arc<AtomicI64>) -> Self {
+        self.store = store;
+        self.clock = clock;
+        self
+    }
+    fn budgets(mut self, budgets: Vec<Budget>) -> Self {
+        self.budgets = budgets;
         self
     }
     fn hook(mut self, member: usize, f: impl Fn(usize) + Send + Sync + 'static) -> Self {
@@ -171,8 +185,10 @@ impl Setup {
             Health::off()
         }
         .with_clock(move || clock.load(Ordering::SeqCst));
+        let book = BudgetBook::new(self.budgets, health.clone());
         let chain = ChainModel::new(members, retry, policy(self.switch_after, self.cooldown))
-            .with_health(health);
+            .with_health(health)
+            .with_budgets(book);
         let events = Arc::new(Mutex::new(Vec::new()));
         let emitter = Emitter::new("run", vec![Box::new(Collect(events.clone()))]);
         let cancel = CancellationToken::new();
@@ -206,6 +222,13 @@ impl Run {
             stop: &self.stop,
         };
         self.chain.complete(&prompt, ctx).await
+    }
+
+    /// A step whose reply is counted toward the budgets, as the agent does.
+    async fn spend_step(&mut self, step: u32) -> Result<Answer, ChainError> {
+        let answer = self.step(step).await?;
+        self.chain.record_spend(&answer.spec, answer.cost_usd);
+        Ok(answer)
     }
 
     fn calls(&self, member: usize) -> usize {
@@ -647,3 +670,5 @@ async fn empty_replies_count_toward_switch_after() {
         "the first empty reply is retried at once"
     );
 }
+
+mod budgets;
