@@ -340,8 +340,10 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let inner = match inner.split_once(", expected") {
-            Some((head, expected)) => format!("{head}{}", did_you_mean(head, expected)),
-            None => inner,
+            Some((head, expected)) if head.starts_with("unknown field") => {
+                format!("{head}{}", did_you_mean(head, expected))
+            }
+            _ => inner,
         };
         if path == "." || path.is_empty() {
             inner

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod budgets;
 mod check;
 mod compaction;
 mod core;
