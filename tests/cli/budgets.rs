@@ -63,8 +63,15 @@ struct Ran {
     code: Option<i32>,
 }
 
+/// Runs the binary; a step limit keeps a broken budget from running on.
 fn run(env: &TestEnv, args: &[&str]) -> Ran {
-    let out = env.cmd().args(args).output().unwrap();
+    let out = env
+        .cmd()
+        .args(["--step-limit", "12"])
+        .args(args)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     Ran {
         events: if args.contains(&"--json") {
