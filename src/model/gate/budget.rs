@@ -292,7 +292,12 @@ impl MemberTurn<'_> {
     /// member's are not; else a halt naming the spent budgets.
     pub(super) fn budget_admission(&self) -> Option<Admission> {
         let gate = self.gate;
-        let reading = gate.budgets.as_ref()?.read();
+        let book = gate.budgets.as_ref()?;
+        if !book.budgets.iter().any(|b| b.applies_to(gate.spec(self.index))) {
+            // No budget counts this member's spend: nothing to read.
+            return None;
+        }
+        let reading = book.read();
         let fleet = reading.fleet_spent();
         if !fleet.is_empty() {
             return Some(Admission::Halt(Halt::Budget(BudgetSpent(fleet))));
@@ -319,3 +324,6 @@ impl MemberTurn<'_> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod bench;
