@@ -15,7 +15,7 @@ use crate::events::sqlite::SqliteSink;
 use crate::budget;
 use crate::events::{Emitter, Event, Sink};
 use crate::health::{self, Health, Location};
-use crate::model::attempt::{send_once, Accept, Attempted, Place};
+use crate::model::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use crate::model::chain::Member;
 use crate::model::gate::{BudgetBook, Standing};
 use crate::model::registry::build_member;
@@ -155,13 +155,17 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
         attempt: 1,
     };
     let never = std::future::pending::<std::convert::Infallible>();
+    let deadlines = Deadlines {
+        first_event: None,
+        whole: Some(limit),
+    };
     let sent = match send_once(
         member,
         &request,
         &NoObserver,
         place,
         Accept::AnyReply,
-        Some(limit),
+        deadlines,
         never,
     )
     .await
@@ -218,6 +222,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     } else {
         sinks.push(Box::new(Lines));
     }
+    sinks.extend(crate::events::github::CheckSink::from_env(env));
     if let Some(path) = &settings.log_db {
         match SqliteSink::open(path) {
             Ok(db) => sinks.push(Box::new(db)),

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::chain::Member;
-use super::http::watch_first_event;
+use super::http::watch_request;
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;
 
@@ -34,36 +34,48 @@ pub(crate) enum Accept {
 #[derive(Debug)]
 pub(crate) struct Sent {
     pub result: Result<Response, ModelError>,
-    /// Its record; `first_event_ms` is the time from sending to the first
-    /// stream event (headers included).
+    /// Time from sending to the first stream event (headers included).
+    pub first_event: Option<Duration>,
     pub record: RequestRecord,
 }
 
 /// What sending came to.
 #[derive(Debug)]
 pub(crate) enum Attempted<C> {
-    Sent(Sent),
+    Sent(Box<Sent>),
     /// `cut` fired first: the request was dropped; its record has outcome
     /// `interrupted`.
     Cut(C, RequestRecord),
 }
 
+/// How long a request may take: its first-event deadline (the transport's
+/// own when `None`), and a bound on the whole request (`--check`: a model
+/// that never answers fails `timeout`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Deadlines {
+    pub first_event: Option<Duration>,
+    pub whole: Option<Duration>,
+}
+
 /// Sends `request` to `member` once, racing `cut` (the run's stop signal;
-/// `--check` gives one that never fires). `limit` bounds the whole request
-/// (`--check`: a model that never answers fails `timeout`).
+/// `--check` gives one that never fires), under `deadlines`.
 pub(crate) async fn send_once<C>(
     member: &Member,
     request: &Request<'_>,
     observer: &dyn StreamObserver,
     place: Place,
     accept: Accept,
-    limit: Option<Duration>,
+    deadlines: Deadlines,
     cut: impl Future<Output = C>,
 ) -> Attempted<C> {
     let started = Instant::now();
     let started_at = SystemTime::now();
+    let limit = deadlines.whole;
     let bounded = async {
-        let sending = watch_first_event(member.model.complete(request, observer));
+        let sending = watch_request(
+            deadlines.first_event,
+            member.model.complete(request, observer),
+        );
         match limit {
             None => sending.await,
             Some(limit) => tokio::time::timeout(limit, sending)
@@ -91,12 +103,17 @@ pub(crate) async fn send_once<C>(
         first_event,
         Some(&result),
     );
-    Attempted::Sent(Sent { result, record })
+    Attempted::Sent(Box::new(Sent {
+        result,
+        first_event,
+        record,
+    }))
 }
 
 fn no_answer_within(limit: Duration) -> ModelError {
     ModelError::Timeout {
         message: format!("no answer within {}", humantime::format_duration(limit)),
+        deadline: Some(limit),
     }
 }
 

@@ -322,19 +322,19 @@ impl ChainModel {
         }
         loop {
             let index = self.active;
-            let (reason, attempts, error) =
-                match self.turn(self.gate.turn(index), index, prompt, ctx).await {
-                    Turn::Answered(answer) => {
-                        self.gate.answered(index);
-                        return Ok(answer);
-                    }
-                    Turn::MovedOn {
-                        reason,
-                        attempts,
-                        error,
-                    } => (reason, attempts, error),
-                    Turn::End(end) => return Err(end),
-                };
+            let rules = self.gate.turn(index, prompt.estimated_input_tokens);
+            let (reason, attempts, error) = match self.turn(rules, index, prompt, ctx).await {
+                Turn::Answered(answer) => {
+                    self.gate.answered(index);
+                    return Ok(answer);
+                }
+                Turn::MovedOn {
+                    reason,
+                    attempts,
+                    error,
+                } => (reason, attempts, error),
+                Turn::End(end) => return Err(end),
+            };
             tried.push((self.members[index].spec.clone(), reason.clone()));
             match (self.gate.next_after(index), error) {
                 (Some(to), _) => {
@@ -371,7 +371,8 @@ impl ChainModel {
     ) -> Result<Option<Answer>, ChainError> {
         let probes = self.gate.due_probes(self.active);
         for (k, &index) in probes.iter().enumerate() {
-            match self.turn(self.gate.probe(index), index, prompt, ctx).await {
+            let rules = self.gate.probe(index, prompt.estimated_input_tokens);
+            match self.turn(rules, index, prompt, ctx).await {
                 Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.to_string();
                     self.gate.answered(index);

@@ -31,9 +31,13 @@ pub enum ModelError {
     /// The connection dropped after the server had answered 200 (mid-reply).
     #[error("network error{}", short(message))]
     Dropped { message: String },
-    /// No first event in time, or silence past the idle limit.
+    /// No first event in time, or silence past the idle limit; `deadline`
+    /// is the one that ran out, when the reader knows it.
     #[error("timeout{}", short(message))]
-    Timeout { message: String },
+    Timeout {
+        message: String,
+        deadline: Option<Duration>,
+    },
     /// The stream ended without its finish marker.
     #[error("stream ended without its finish marker")]
     StreamIncomplete,
@@ -148,7 +152,7 @@ impl ModelError {
             ModelError::Quota { message, .. }
             | ModelError::ContextOverflow { message }
             | ModelError::Network { message }
-            | ModelError::Timeout { message }
+            | ModelError::Timeout { message, .. }
             | ModelError::Invalid { message } => message.clone(),
             other => other.to_string(),
         }
@@ -316,7 +320,8 @@ mod tests {
         );
         assert_eq!(
             ModelError::Timeout {
-                message: String::new()
+                message: String::new(),
+                deadline: None,
             }
             .reason(),
             "timeout"

@@ -6,9 +6,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::attempt::{send_once, Accept, Attempted, Place};
+use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use super::chain::Member;
-use super::gate::{Admission, Failed, Halt, Referee, Verdict};
+use super::gate::{Admission, Failed, Halt, Referee, Timing, Verdict};
 use super::reason::SwitchReason;
 use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
@@ -63,6 +63,23 @@ impl StreamObserver for AttemptObserver<'_> {
     }
 }
 
+/// A duration as the events give it: seconds, to the millisecond.
+fn seconds(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// For a timeout, the deadline that ran out: the reader's own when it says
+/// (the idle limit, or the first-event one), else the one the gate set.
+fn deadline_that_ran_out(
+    error: &ModelError,
+    first_event_deadline: std::time::Duration,
+) -> Option<std::time::Duration> {
+    match error {
+        ModelError::Timeout { deadline, .. } => Some(deadline.unwrap_or(first_event_deadline)),
+        _ => None,
+    }
+}
+
 /// Sends `request` to `member` until it answers, fails for a cause that is
 /// not transient, or `referee` moves on. Emits each request's record,
 /// `provider.retry` for each scheduled retry and `model.attempt_reset` when
@@ -79,8 +96,10 @@ pub(crate) async fn request_with_retries(
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
         }
-        match referee.before_send() {
-            Admission::Send => {}
+        let first_event_deadline = match referee.before_send(attempt) {
+            Admission::Send {
+                first_event_deadline,
+            } => first_event_deadline,
             Admission::MoveOn(reason) => {
                 return Err(Failure::MovedOn {
                     reason,
@@ -89,7 +108,7 @@ pub(crate) async fn request_with_retries(
                 })
             }
             Admission::Halt(halt) => return Err(Failure::Halted(halt)),
-        }
+        };
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
@@ -104,7 +123,10 @@ pub(crate) async fn request_with_retries(
             &observer,
             place,
             Accept::NonEmpty,
-            None,
+            Deadlines {
+                first_event: Some(first_event_deadline),
+                whole: None,
+            },
             ctx.stop.fired(),
         )
         .await;
@@ -116,9 +138,13 @@ pub(crate) async fn request_with_retries(
             }
         };
         ctx.emitter.model_request(sent.record);
+        let timing = Timing {
+            first_event: sent.first_event,
+            deadline: first_event_deadline,
+        };
         let error = match sent.result {
             Ok(response) => {
-                referee.succeeded();
+                referee.succeeded(timing);
                 return Ok(response);
             }
             Err(error) => error,
@@ -145,6 +171,7 @@ pub(crate) async fn request_with_retries(
             attempt,
             reason,
             error: &error,
+            timing,
         };
         let wait = match referee.after_failure(&failed) {
             Verdict::Retry(wait) => wait,
@@ -161,8 +188,9 @@ pub(crate) async fn request_with_retries(
             model: request.spec.to_string(),
             attempt,
             next_attempt: attempt + 1,
-            wait_seconds: (wait.as_secs_f64() * 1000.0).round() / 1000.0,
+            wait_seconds: seconds(wait),
             reason: reason.to_string(),
+            deadline_seconds: deadline_that_ran_out(&error, first_event_deadline).map(seconds),
         });
         if let Err(cause) = ctx.stop.sleep(wait).await {
             return Err(Failure::Stopped(cause));
@@ -235,7 +263,8 @@ mod tests {
             ..RetryPolicy::default()
         });
         let model = member("script/x", ScriptModel::parse(script).unwrap());
-        let result = request_with_retries(&model, &request("script/x"), ctx, &gate.turn(0)).await;
+        let result =
+            request_with_retries(&model, &request("script/x"), ctx, &gate.turn(0, 0)).await;
         assert!(result.is_ok(), "{result:?}");
         let waits = waits.lock().unwrap().clone();
         waits
@@ -343,7 +372,7 @@ mod tests {
             jitter: 0.0,
             ..RetryPolicy::default()
         });
-        let response = request_with_retries(&flaky, &request("gw/m"), ctx, &gate.turn(0)).await;
+        let response = request_with_retries(&flaky, &request("gw/m"), ctx, &gate.turn(0, 0)).await;
         assert!(response.is_ok());
         let seen = seen.lock().unwrap();
         let rows: Vec<(u32, &str, Option<u16>, bool)> = seen

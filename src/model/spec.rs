@@ -95,10 +95,21 @@ pub(crate) struct ModelSpec {
     slash: usize,
 }
 
-/// Why a spec does not parse.
+/// Why a spec does not parse. A model named without its provider is told
+/// the whole spec (`did you mean openai/gpt-5?`, SPEC 21).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid model spec '{0}': expected <provider>/<model>")]
+#[error("invalid model spec '{0}': expected <provider>/<model>{hint}", hint = whole_spec_hint(.0))]
 pub(crate) struct BadSpec(pub String);
+
+/// ` (did you mean openai/gpt-5?)` for a model named without its provider.
+fn whole_spec_hint(text: &str) -> String {
+    if text.contains('/') {
+        return String::new();
+    }
+    crate::suggest::full_spec(text)
+        .map(|spec| format!(" (did you mean {spec}?)"))
+        .unwrap_or_default()
+}
 
 impl ModelSpec {
     /// Parses a spec; both parts must be non-empty.

@@ -84,13 +84,8 @@ pub(crate) fn resolve(
             .iter()
             .map(|b| b.name)
             .chain(providers.keys().map(String::as_str));
-        let hint = crate::suggest::closest(spec.provider(), known)
-            .map(|s| format!(" (did you mean '{s}'?)"))
-            .unwrap_or_default();
-        return Err(SetupError(format!(
-            "{what} '{spec}': unknown provider '{}'{hint}",
-            spec.provider()
-        )));
+        let unknown = crate::suggest::unknown_provider(spec.provider(), known);
+        return Err(SetupError(format!("{what} '{spec}': {unknown}")));
     };
     if let Some(var) = key_env {
         if resolved.api_key.as_deref().is_none_or(str::is_empty) {

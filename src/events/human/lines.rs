@@ -217,7 +217,11 @@ pub(crate) fn resume_hint(
         Status::Interrupted => ("", ""),
         Status::StepLimit => (" --step-limit N", limit),
         Status::CostLimit => (" --cost-limit USD", limit),
-        Status::TimeLimit => (" --time-limit DURATION", limit),
+        // Steps and cost are the whole run's; a time limit starts again.
+        Status::TimeLimit => (
+            " --time-limit DURATION",
+            " (a time limit counts from the resume)",
+        ),
         Status::BudgetLimit => ("", " (once the budget's period has rolled over)"),
         _ => return None,
     };
@@ -336,6 +340,11 @@ mod tests {
         assert!(resume_hint(Status::StepLimit, Path::new("t.json"), None)
             .unwrap()
             .starts_with("to resume: tinyagent --resume t.json --step-limit N"));
+        assert_eq!(
+            resume_hint(Status::TimeLimit, Path::new("t.json"), None).unwrap(),
+            "to resume: tinyagent --resume t.json --time-limit DURATION \
+             (a time limit counts from the resume)"
+        );
         assert!(resume_hint(Status::Submitted, p, None).is_none());
         assert!(resume_hint(Status::Error, p, Some(Continue::Here)).is_none());
         let stored = Path::new("/s/runs/r1.json");

@@ -4,7 +4,9 @@
 //!
 //! - before each request (`MemberTurn::before_send`): a member another run
 //!   recorded as cooling down, or that another run of the fleet is probing,
-//!   is skipped (`cooldown`) while a later member may be asked;
+//!   is skipped (`cooldown`) while a later member may be asked; a request
+//!   that is sent gets its first-event deadline (`deadline.rs`: grown with
+//!   the request's size, doubled per retry, remembered for a slow server);
 //! - after each transient failure (`MemberTurn::after_failure`): the wait
 //!   (a glitch at once, a Retry-After exactly, else backoff), or moving on:
 //!   after `switch_after` failures, on a Retry-After too long to wait, on a
@@ -23,10 +25,11 @@
 //! `retry.rs` sends and sleeps as it says; the stores keep facts.
 
 mod budget;
+mod deadline;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::reason::{FailureReason, SwitchReason};
@@ -40,8 +43,9 @@ use shared::Strike;
 /// Whether a request may be sent now.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Admission {
-    /// Send it.
-    Send,
+    /// Send it, giving its first stream event this long (response headers
+    /// included).
+    Send { first_event_deadline: Duration },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
     /// Do not send it, nor anything more: the run ends (with no member
@@ -65,6 +69,13 @@ impl std::fmt::Display for Halt {
     }
 }
 
+/// When a sent request's first event came, against the deadline it had.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub first_event: Option<Duration>,
+    pub deadline: Duration,
+}
+
 /// A failed attempt with a transient cause, as the retry loop reports it.
 #[derive(Debug)]
 pub(crate) struct Failed<'a> {
@@ -72,6 +83,7 @@ pub(crate) struct Failed<'a> {
     pub attempt: u32,
     pub reason: FailureReason,
     pub error: &'a ModelError,
+    pub timing: Timing,
 }
 
 /// What to do after a transient failure.
@@ -87,12 +99,12 @@ pub(crate) enum Verdict {
 /// What the retry loop asks of the rules it runs under; `MemberTurn` is
 /// the one implementation.
 pub(crate) trait Referee: Sync {
-    /// Before each request (the first included).
-    fn before_send(&self) -> Admission;
+    /// Before each request: `attempt` (from 1) is the one about to be sent.
+    fn before_send(&self, attempt: u32) -> Admission;
     /// After each failure with a transient cause.
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
     /// After a successful request.
-    fn succeeded(&self);
+    fn succeeded(&self, timing: Timing);
 }
 
 /// Every member's state, and the run's retry and fallback policy.
@@ -103,6 +115,9 @@ pub(crate) struct Gate {
     /// if it never did or the member answered since.
     left_at: Vec<Option<Millis>>,
     record: SharedRecord,
+    /// Each member's first-event deadline learned from a slow first event
+    /// (`Duration::ZERO`: none yet).
+    learned_deadlines: Mutex<Vec<Duration>>,
     retry: RetryPolicy,
     fallback: FallbackPolicy,
     /// The run's budgets (`budget.rs`); `None` when it has none.
@@ -122,6 +137,7 @@ impl Gate {
             FallbackPolicy::new(fallback.switch_after, fallback.cooldown, retry.attempts);
         Gate {
             left_at: vec![None; keys.len()],
+            learned_deadlines: Mutex::new(vec![Duration::ZERO; keys.len()]),
             keys,
             record: SharedRecord::new(health, fallback.clone()),
             retry,
@@ -143,13 +159,15 @@ impl Gate {
         self.keys.len()
     }
 
-    /// The rules of a normal turn of member `index`: `switch_after`
-    /// requests when a later member exists, else the whole `retry.attempts`.
-    pub(crate) fn turn(&self, index: usize) -> MemberTurn<'_> {
+    /// The rules of a normal turn of member `index` for a request of
+    /// `estimated_input_tokens`: `switch_after` requests when a later member
+    /// exists, else the whole `retry.attempts`.
+    pub(crate) fn turn(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
         let has_next = index + 1 < self.len();
         MemberTurn {
             gate: self,
             index,
+            estimated_input_tokens,
             max_attempts: if has_next {
                 self.fallback.switch_after
             } else {
@@ -161,13 +179,11 @@ impl Gate {
     }
 
     /// The rules of a probe after a cooldown: one request, never skipped.
-    pub(crate) fn probe(&self, index: usize) -> MemberTurn<'_> {
+    pub(crate) fn probe(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
         MemberTurn {
-            gate: self,
-            index,
             max_attempts: 1,
             may_move_on: false,
-            glitch_retried: AtomicBool::new(false),
+            ..self.turn(index, estimated_input_tokens)
         }
     }
 
@@ -249,6 +265,24 @@ impl Gate {
     pub(crate) fn answered(&mut self, index: usize) {
         self.left_at[index] = None;
     }
+
+    /// The first-event deadline member `index` starts its requests with
+    /// since it was slow once (`Duration::ZERO`: never was).
+    fn learned_deadline(&self, index: usize) -> Duration {
+        self.learned_deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())[index]
+    }
+
+    /// Member `index`'s first event came late under `deadline`: later
+    /// requests start with it.
+    fn learn_deadline(&self, index: usize, deadline: Duration) {
+        let mut learned = self
+            .learned_deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        learned[index] = learned[index].max(deadline);
+    }
 }
 
 /// The rules one member's retry loop runs under in one step: a normal turn
@@ -256,6 +290,8 @@ impl Gate {
 pub(crate) struct MemberTurn<'g> {
     gate: &'g Gate,
     index: usize,
+    /// The size of the request, which its first-event deadline grows with.
+    estimated_input_tokens: u64,
     /// Requests before giving up on the member.
     max_attempts: u32,
     /// A later member exists and this is not a probe: the loop may end
@@ -296,17 +332,20 @@ impl MemberTurn<'_> {
 }
 
 impl Referee for MemberTurn<'_> {
-    fn before_send(&self) -> Admission {
+    fn before_send(&self, attempt: u32) -> Admission {
         if let Some(admission) = self.budget_admission() {
             return admission;
         }
         if self.skip_for_cooldown() {
             return Admission::MoveOn(SwitchReason::Cooldown);
         }
-        Admission::Send
+        Admission::Send {
+            first_event_deadline: self.first_event_deadline(attempt),
+        }
     }
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
+        self.learn(failed.timing);
         let strike = self
             .gate
             .record
@@ -331,7 +370,8 @@ impl Referee for MemberTurn<'_> {
         }
     }
 
-    fn succeeded(&self) {
+    fn succeeded(&self, timing: Timing) {
+        self.learn(timing);
         self.gate.record.success(self.key());
     }
 }
