@@ -1,7 +1,9 @@
 //! `--check` (SPEC section 15): every model of the configuration (the
 //! primary, each fallback, `subagents.model` and its fallbacks) gets one
 //! small streamed request offering one tool, all in parallel, and one
-//! verdict line. No retries, no switches, no tools run, no health record.
+//! verdict line, then one line per budget (SPEC 19) with what its current
+//! period has spent. No retries, no switches, no tools run, no health
+//! record written.
 
 use std::time::Duration;
 
@@ -10,9 +12,12 @@ use serde_json::json;
 use crate::cli::Cli;
 use crate::events::jsonl::JsonlSink;
 use crate::events::sqlite::SqliteSink;
+use crate::budget;
 use crate::events::{Emitter, Event, Sink};
+use crate::health::{self, Health, Location};
 use crate::model::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use crate::model::chain::Member;
+use crate::model::gate::{BudgetBook, Standing};
 use crate::model::registry::build_member;
 use crate::model::spec::ResolvedModel;
 use crate::model::{Message, NoObserver, Request, Role, ToolSpec};
@@ -196,7 +201,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
 struct Lines;
 impl Sink for Lines {
     fn handle(&mut self, record: &crate::events::EventRecord) {
-        if let Event::CheckResult { line, .. } = &record.event {
+        if let Event::CheckResult { line, .. } | Event::CheckBudget { line, .. } = &record.event {
             println!("{line}");
         }
     }
@@ -255,6 +260,9 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
             line: v.line(),
         });
     }
+    for event in budget_events(&settings, &emitter) {
+        emitter.emit(event);
+    }
     emitter.emit(Event::CheckFinished {
         ok: failed == 0,
         failed,
@@ -265,6 +273,65 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     } else {
         1
     }
+}
+
+/// `budget  <usd> per <period> [<model or provider>]  <spent> spent  resets <RFC 3339 time>`.
+pub(crate) fn budget_line(s: &Standing) -> String {
+    let target = s
+        .budget
+        .target()
+        .map(|t| format!("  {t}"))
+        .unwrap_or_default();
+    format!(
+        "budget  {} per {}{target}  {} spent  resets {}",
+        s.budget.usd,
+        s.budget.per,
+        plain_usd(s.spent),
+        budget::rfc3339(s.resets_at)
+    )
+}
+
+/// A spend in USD with 2 to 4 decimals (`12.34`, `0.0042`, `0.00`).
+fn plain_usd(nanos: budget::Nanos) -> String {
+    let text = format!("{:.4}", budget::usd(nanos));
+    let trimmed = text.trim_end_matches('0');
+    match trimmed.split_once('.') {
+        Some((_, decimals)) if decimals.len() >= 2 => trimmed.to_string(),
+        _ => format!("{:.2}", budget::usd(nanos)),
+    }
+}
+
+/// One `check.budget` per configured budget, read from the shared record
+/// (a file that does not exist yet is not created: nothing was spent).
+fn budget_events(settings: &Settings, emitter: &Emitter) -> Vec<Event> {
+    if settings.budgets.is_empty() {
+        return Vec::new();
+    }
+    let health = match &settings.health_db {
+        Some(Location::File(path)) if !path.exists() => Health::off(),
+        location => health::for_run(location.as_ref(), emitter),
+    };
+    let book = BudgetBook::new(settings.budgets.clone(), health);
+    book.read()
+        .standings()
+        .iter()
+        .map(|s| Event::CheckBudget {
+            usd: s.budget.usd,
+            per: s.budget.per.to_string(),
+            model: match &s.budget.scope {
+                budget::Scope::Model(spec) => Some(spec.clone()),
+                _ => None,
+            },
+            provider: match &s.budget.scope {
+                budget::Scope::Provider(name) => Some(name.clone()),
+                _ => None,
+            },
+            spent_usd: budget::usd(s.spent),
+            exhausted: s.is_spent(),
+            resets_at: budget::rfc3339(s.resets_at),
+            line: budget_line(s),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -305,6 +372,32 @@ mod tests {
         assert_eq!(
             v.line(),
             "FAIL  openai/gpt-5  http_401: Incorrect API key provided"
+        );
+    }
+
+    #[test]
+    fn budget_lines_match_spec() {
+        use crate::budget::{Budget, Period, Scope};
+        let s = |usd, scope, spent| Standing {
+            budget: Budget {
+                usd,
+                per: Period::Day,
+                scope,
+            },
+            spent: budget::nanos(spent),
+            resets_at: 1_796_169_600_000,
+        };
+        assert_eq!(
+            budget_line(&s(50.0, Scope::Fleet, 12.34)),
+            "budget  50 per day  12.34 spent  resets 2026-12-02T00:00:00Z"
+        );
+        assert_eq!(
+            budget_line(&s(10.0, Scope::Model("anthropic/claude-opus-4-1".into()), 0.0042)),
+            "budget  10 per day  anthropic/claude-opus-4-1  0.0042 spent  resets 2026-12-02T00:00:00Z"
+        );
+        assert_eq!(
+            budget_line(&s(2.5, Scope::Provider("openai".into()), 0.0)),
+            "budget  2.5 per day  openai  0.00 spent  resets 2026-12-02T00:00:00Z"
         );
     }
 

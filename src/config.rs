@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
+use crate::budget::Period;
 use crate::model::spec::{ToolChoice, WireApi};
 
 /// A duration as written in the config: a string with a unit, or a bare
@@ -62,6 +63,59 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// How long to wait for a model when every one is down (SPEC 18).
     pub outage_wait: Option<DurationText>,
+    /// `budgets:` spend caps shared by every run on the health record (SPEC 19).
+    pub budgets: Option<Vec<BudgetConfig>>,
+}
+
+/// One entry of `budgets:`: `{usd: AMOUNT, per: PERIOD}` with `model` or
+/// `provider` (not both). Checked here, so a mistake names its file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "RawBudget")]
+pub struct BudgetConfig {
+    pub usd: f64,
+    pub per: Period,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBudget {
+    usd: Usd,
+    per: Period,
+    model: Option<String>,
+    provider: Option<String>,
+}
+
+impl TryFrom<RawBudget> for BudgetConfig {
+    type Error = String;
+    fn try_from(raw: RawBudget) -> Result<Self, String> {
+        if raw.model.is_some() && raw.provider.is_some() {
+            return Err("give `model` or `provider`, not both (one budget each)".into());
+        }
+        Ok(BudgetConfig {
+            usd: raw.usd.0,
+            per: raw.per,
+            model: raw.model,
+            provider: raw.provider,
+        })
+    }
+}
+
+/// An amount of USD: a finite number, 0 or more.
+struct Usd(f64);
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let amount = f64::deserialize(d)?;
+        if amount.is_finite() && amount >= 0.0 {
+            Ok(Usd(amount))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "the amount must be a number of USD, 0 or more, got {amount}"
+            )))
+        }
+    }
 }
 
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
@@ -288,8 +342,10 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let inner = match inner.split_once(", expected") {
-            Some((head, expected)) => format!("{head}{}", did_you_mean(head, expected)),
-            None => inner,
+            Some((head, expected)) if head.starts_with("unknown field") => {
+                format!("{head}{}", did_you_mean(head, expected))
+            }
+            _ => inner,
         };
         if path == "." || path.is_empty() {
             inner

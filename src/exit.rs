@@ -14,6 +14,8 @@ pub enum Status {
     StepLimit,
     CostLimit,
     TimeLimit,
+    /// A budget across runs is spent (SPEC 19); `error` names it.
+    BudgetLimit,
     Interrupted,
 }
 
@@ -28,6 +30,7 @@ impl Status {
             Status::StepLimit => "step_limit",
             Status::CostLimit => "cost_limit",
             Status::TimeLimit => "time_limit",
+            Status::BudgetLimit => "budget_limit",
             Status::Interrupted => "interrupted",
         }
     }
@@ -37,7 +40,7 @@ impl Status {
         match self {
             Status::Submitted | Status::Completed => 0,
             Status::Error | Status::OutputTruncated | Status::Running => 1,
-            Status::StepLimit | Status::CostLimit | Status::TimeLimit => 3,
+            Status::StepLimit | Status::CostLimit | Status::TimeLimit | Status::BudgetLimit => 3,
             Status::Interrupted => 130,
         }
     }
@@ -73,6 +76,8 @@ mod tests {
         assert_eq!(Status::StepLimit.exit_code(), 3);
         assert_eq!(Status::CostLimit.exit_code(), 3);
         assert_eq!(Status::TimeLimit.exit_code(), 3);
+        assert_eq!(Status::BudgetLimit.exit_code(), 3);
+        assert_eq!(Status::BudgetLimit.as_str(), "budget_limit");
         assert_eq!(Status::Interrupted.exit_code(), 130);
     }
 

@@ -4,6 +4,7 @@
 //! together; see CONTRIBUTING.md for the map of the code.
 
 pub(crate) mod agent;
+pub(crate) mod budget;
 pub(crate) mod check;
 pub mod cli;
 pub(crate) mod config;
@@ -55,6 +56,7 @@ use exit::Status;
 use interactive::{Ended, Start};
 use mcp::McpServers;
 use model::chain::ChainModel;
+use model::gate::BudgetBook;
 use model::registry::{build_member, RegistryError};
 use model::spec::ResolvedModel;
 use sandbox::Sandbox;
@@ -318,7 +320,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         write_back,
         keep,
         warnings,
-        jobs,
+        mut jobs,
         instructions,
         tool_filter,
     } = prepared;
@@ -482,7 +484,13 @@ async fn run_agent(prepared: Prepared) -> Ended {
     }
 
     let health = health::for_run(settings.health_db.as_ref(), &emitter);
-    let chain = chain.with_health(health);
+    // One book for the run and its subagents: everything it spends counts.
+    let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
+    start_warnings::budgets(&budgets, &check::models(&settings), &emitter);
+    let chain = chain.with_health(health).with_budgets(budgets.clone());
+    if let Some(sub) = jobs.subagent.as_mut() {
+        sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
+    }
     let agent = Agent {
         chain,
         tools,

@@ -1,9 +1,23 @@
 //! Warnings due before a run's first request about what its models cost:
-//! unpriced models under a cost limit, and fallbacks dearer than the
-//! primary (SPEC sections 2 and 5).
+//! unpriced models under a cost limit, fallbacks dearer than the primary
+//! (SPEC sections 2 and 5), and budgets nearly spent or that cannot count a
+//! model's spend (SPEC 19).
 
 use crate::events::Emitter;
+use crate::model::gate::BudgetBook;
 use crate::model::spec::ResolvedModel;
+
+/// The budgets' warnings for a run that may ask `models` (its chain and
+/// its subagents').
+pub(crate) fn budgets(book: &BudgetBook, models: &[&ResolvedModel], emitter: &Emitter) {
+    let members: Vec<(&str, bool)> = models
+        .iter()
+        .map(|m| (m.spec.as_str(), m.pricing.is_some()))
+        .collect();
+    for warning in book.start_warnings(&members) {
+        emitter.warn(warning);
+    }
+}
 
 /// Warnings due before the first request: unpriced models under a cost
 /// limit, and fallbacks dearer than the primary.

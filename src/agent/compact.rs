@@ -445,6 +445,7 @@ impl Agent {
             Err(error @ ChainError::Exhausted { .. }) => Err(StepEnd::Outage(format!(
                 "compacting the context failed: {error}"
             ))),
+            Err(ChainError::Halted(halt)) => Err(super::halted(&halt)),
             Err(error) => Err(StepEnd::Finish(
                 Status::Error,
                 Value::Null,

@@ -22,6 +22,7 @@ use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
 use crate::events::{Emitter, Event, ToolCallView};
 use crate::exit::Status;
 use crate::model::chain::{ChainError, ChainModel};
+use crate::model::gate::Halt;
 use crate::model::retry::RequestCtx;
 use crate::model::Prompt;
 use crate::stop::{Stop, StopCause};
@@ -248,6 +249,7 @@ impl Agent {
                 Err(error @ ChainError::Exhausted { .. }) => {
                     return StepEnd::Outage(error.to_string())
                 }
+                Err(ChainError::Halted(halt)) => return halted(&halt),
                 Err(error) => {
                     return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
                 }
@@ -468,6 +470,15 @@ impl Agent {
             error: error.clone(),
         });
     }
+}
+
+/// The end of a run the gate halted: a spent budget is `budget_limit`,
+/// its error naming the budgets, their spend and when their periods end.
+fn halted(halt: &Halt) -> StepEnd {
+    let status = match halt {
+        Halt::Budget(_) => Status::BudgetLimit,
+    };
+    StepEnd::Finish(status, Value::Null, Some(halt.to_string()))
 }
 
 fn stop_status(cause: StopCause) -> Status {

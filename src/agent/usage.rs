@@ -175,6 +175,8 @@ impl Agent {
                 .record(&answer.spec, request_chars, usage.input_tokens);
         }
         self.doc.totals.add(&answer.response.usage, answer.cost_usd);
+        // What the run counts is what the budgets count (SPEC 19).
+        self.chain.record_spend(&answer.spec, answer.cost_usd);
         estimated
     }
 }

@@ -444,7 +444,10 @@ impl HumanSink {
                 self.set_wait(None);
                 self.spin(&format!("thinking · step {step} · {model}"));
             }
-            Event::RunStarted { .. } | Event::CheckResult { .. } | Event::CheckFinished { .. } => {}
+            Event::RunStarted { .. }
+            | Event::CheckResult { .. }
+            | Event::CheckBudget { .. }
+            | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => {
                 let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
                 self.line(&self.paint("2", &format!("subagent ({model}): {first}")));

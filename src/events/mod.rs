@@ -205,6 +205,30 @@ pub enum Event {
         #[serde(skip)]
         line: String,
     },
+    /// `--check`: one budget (SPEC 19) and its current period, after the
+    /// models' verdicts (an addition to SPEC's events).
+    #[serde(rename = "check.budget")]
+    CheckBudget {
+        /// The cap in USD.
+        usd: f64,
+        /// `hour`, `day`, `week` or `month`.
+        per: String,
+        /// The model spec it is for (only for a model's budget).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The provider it is for (only for a provider's budget).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
+        /// What the current period has spent, in USD.
+        spent_usd: f64,
+        /// Whether the cap is reached (runs it applies to send nothing more).
+        exhausted: bool,
+        /// When the current period ends (RFC 3339, UTC).
+        resets_at: String,
+        /// The human line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
     /// `--check`: every verdict is in; `ok` when all models answered.
     #[serde(rename = "check.finished")]
     CheckFinished { ok: bool, failed: u32 },
@@ -245,6 +269,7 @@ impl Event {
             Event::SubagentStarted { .. } => "subagent.started",
             Event::SubagentFinished { .. } => "subagent.finished",
             Event::CheckResult { .. } => "check.result",
+            Event::CheckBudget { .. } => "check.budget",
             Event::CheckFinished { .. } => "check.finished",
             Event::RunFinished { .. } => "run.finished",
         }
@@ -270,6 +295,7 @@ impl Event {
             Event::RunStarted { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }
+            | Event::CheckBudget { .. }
             | Event::CheckFinished { .. }
             | Event::RunFinished { .. } => None,
         }

@@ -223,6 +223,7 @@ fn slim(event: &Event, capture: bool) -> Option<Event> {
         | Event::AttemptReset { .. }
         | Event::Warning { .. }
         | Event::CheckResult { .. }
+        | Event::CheckBudget { .. }
         | Event::CheckFinished { .. } => return None,
         _ if capture => event.clone(),
         Event::RunStarted {

@@ -449,6 +449,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::SubagentStarted { .. }
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }
+        | Event::CheckBudget { .. }
         | Event::CheckFinished { .. }
         | Event::Warning { .. } => {}
     }

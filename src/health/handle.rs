@@ -4,18 +4,21 @@
 //! without it. What the facts mean for a run (cooling elsewhere, strikes
 //! reaching `switch_after`, the probe lease) is decided in `model::gate`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{Millis, Store, StoreError};
 
-type Clock = Box<dyn Fn() -> Millis + Send + Sync>;
-type Warn = Box<dyn Fn(String) + Send + Sync>;
+type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+type Warn = Arc<dyn Fn(String) + Send + Sync>;
 
 /// The store of the shared record as one run uses it; off when
-/// `health_db: off`, or after its store failed once.
+/// `health_db: off`, or after its store failed once. A clone is the same
+/// handle (one connection, one warning): the run's chain and its budgets
+/// (which subagents share) hold one each.
+#[derive(Clone)]
 pub struct Health {
     /// `None` when off; `Some(None)` once the store failed (after one warning).
-    store: Option<Mutex<Option<Box<dyn Store>>>>,
+    store: Option<Arc<Mutex<Option<Box<dyn Store>>>>>,
     clock: Clock,
     warn: Warn,
     label: String,
@@ -28,8 +31,8 @@ impl Health {
     pub(crate) fn off() -> Health {
         Health {
             store: None,
-            clock: Box::new(super::now_millis),
-            warn: Box::new(|_| {}),
+            clock: Arc::new(super::now_millis),
+            warn: Arc::new(|_| {}),
             label: String::new(),
             token: 0,
         }
@@ -43,9 +46,9 @@ impl Health {
         warn: impl Fn(String) + Send + Sync + 'static,
     ) -> Health {
         Health {
-            store: Some(Mutex::new(Some(store))),
-            clock: Box::new(super::now_millis),
-            warn: Box::new(warn),
+            store: Some(Arc::new(Mutex::new(Some(store)))),
+            clock: Arc::new(super::now_millis),
+            warn: Arc::new(warn),
             label: label.into(),
             token: fastrand::u64(1..),
         }
@@ -57,7 +60,7 @@ impl Health {
         mut self,
         clock: impl Fn() -> Millis + Send + Sync + 'static,
     ) -> Health {
-        self.clock = Box::new(clock);
+        self.clock = Arc::new(clock);
         self
     }
 

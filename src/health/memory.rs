@@ -1,6 +1,7 @@
 //! An in-memory `HealthStore`: the same rules as the SQLite file, for unit
 //! tests and as the simplest example of the interface.
 
+mod budget;
 mod outage;
 
 use std::collections::HashMap;
@@ -19,6 +20,8 @@ pub(crate) struct MemoryStore {
     entries: HashMap<HealthKey, Entry>,
     /// The outage records (`memory/outage.rs`).
     outages: HashMap<HealthKey, outage::Row>,
+    /// Spend per budget slot (`memory/budget.rs`).
+    spend: HashMap<super::BudgetSlot, i64>,
 }
 
 impl HealthStore for MemoryStore {

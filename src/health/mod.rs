@@ -10,6 +10,7 @@
 //! Keys come resolved (`ResolvedModel::health_key`) and travel on each
 //! chain member; this module reads no settings.
 
+mod budget;
 mod handle;
 #[cfg(test)]
 mod memory;
@@ -21,6 +22,7 @@ mod store_tests;
 
 use std::path::{Path, PathBuf};
 
+pub use budget::{BudgetSlot, BudgetStore};
 pub use handle::Health;
 #[cfg(test)]
 pub(crate) use memory::MemoryStore;
@@ -89,12 +91,13 @@ impl Record {
 pub struct StoreError(pub String);
 
 /// Everything the shared record keeps, in one store: the cooling records
-/// of SPEC 13 (`HealthStore`) and what lives beside them (the outage
-/// record of SPEC 18, `OutageStore`). Each concern is a trait of its own,
-/// implemented by every store (memory, SQLite, Redis) in a file of its
-/// own; `Store` is all of them, and what `Health` holds.
-pub trait Store: HealthStore + OutageStore {}
-impl<T: HealthStore + OutageStore> Store for T {}
+/// of SPEC 13 (`HealthStore`) and what lives beside them: the outage
+/// record of SPEC 18 (`OutageStore`) and spend per budget and period of
+/// SPEC 19 (`BudgetStore`). Each concern is a trait of its own, implemented
+/// by every store (memory, SQLite, Redis) in a file of its own; `Store` is
+/// all of them, and what `Health` holds.
+pub trait Store: HealthStore + OutageStore + BudgetStore {}
+impl<T: HealthStore + OutageStore + BudgetStore> Store for T {}
 
 /// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.

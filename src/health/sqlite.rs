@@ -1,8 +1,11 @@
 //! The health record as a small SQLite file: one table keyed by model spec
 //! and endpoint, WAL, a busy timeout, one short transaction per call.
 //! It holds specs, endpoints, reasons and times; never prompts, outputs or keys.
-//! The outage record (SPEC 18) is a table of its own (`sqlite/outage.rs`).
+//! What lives beside the cooling records has a table of its own: the outage
+//! record (SPEC 18, `sqlite/outage.rs`) and spend per budget and period
+//! (SPEC 19, `sqlite/budget.rs`).
 
+mod budget;
 mod outage;
 
 use std::path::Path;
@@ -12,8 +15,10 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
-/// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 3;
+/// Schema version kept in `PRAGMA user_version`: 2 added the probe lease,
+/// 3 the outage record, 4 the budgets' spend. Each step only creates what
+/// is missing, so a file at any older version goes straight to this one.
+const SCHEMA_VERSION: i64 = 4;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -111,6 +116,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 3 {
             conn.execute_batch(outage::SCHEMA)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 4 {
+            conn.execute_batch(budget::SCHEMA)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

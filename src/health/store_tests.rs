@@ -6,7 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{
-    HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore, RedisStore, SqliteStore, Store,
+    BudgetSlot, BudgetStore, HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore,
+    RedisStore, SqliteStore, Store,
 };
 
 fn key() -> HealthKey {
@@ -148,11 +149,48 @@ fn outage_record(s: &mut dyn Store) {
     );
 }
 
+/// A slot `start` ms after the hour the tests began in (Redis expires keys
+/// at absolute times: they must lie ahead).
+fn slot(budget: &str, start: i64) -> BudgetSlot {
+    static HOUR: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    let hour = *HOUR.get_or_init(|| super::now_millis() / 3_600_000 * 3_600_000);
+    BudgetSlot {
+        budget: budget.into(),
+        start: hour + start,
+        end: hour + start + 3_600_000,
+    }
+}
+
+/// Spend adds up per slot, to every slot of one call at once; a new
+/// period is a new slot; a slot never written reads 0.
+fn budget_spend(s: &mut dyn Store) {
+    let fleet = slot("hour", 0);
+    let opus = slot("hour model=anthropic/claude-opus-4-1", 0);
+    assert_eq!(s.spent(&[fleet.clone(), opus.clone()]).unwrap(), [0, 0]);
+    assert_eq!(s.spent(&[]).unwrap(), Vec::<i64>::new());
+    assert_eq!(
+        s.add_spend(&[fleet.clone(), opus.clone()], 120_000_000, 1_000)
+            .unwrap(),
+        [120_000_000, 120_000_000]
+    );
+    assert_eq!(
+        s.add_spend(&[fleet.clone()], 5, 2_000).unwrap(),
+        [120_000_005]
+    );
+    let next = slot("hour", 3_600_000);
+    assert_eq!(s.add_spend(&[next.clone()], 7, 3_600_001).unwrap(), [7]);
+    assert_eq!(
+        s.spent(&[opus, fleet, next]).unwrap(),
+        [120_000_000, 120_000_005, 7]
+    );
+}
+
 fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     strikes_and_success(&mut *make());
     probe_lease(&mut *make());
     strikes_are_bounded(&mut *make());
     outage_record(&mut *make());
+    budget_spend(&mut *make());
 }
 
 #[test]
@@ -291,5 +329,65 @@ fn an_unreachable_or_silent_redis_fails_within_the_bound() {
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
+    );
+}
+
+/// Runs `threads` handles on one store at once, each adding 1 nano-dollar
+/// `each` times to two slots; returns what the store holds then.
+fn add_in_parallel(make: &(dyn Fn() -> Box<dyn Store> + Sync), threads: usize, each: usize) -> Vec<i64> {
+    let slots = [slot("day", 0), slot("day provider=openai", 0)];
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut store = make();
+                for i in 0..each {
+                    store.add_spend(&slots, 1, i as i64).unwrap();
+                }
+            });
+        }
+    });
+    make().spent(&slots).unwrap()
+}
+
+#[test]
+fn parallel_runs_never_lose_an_addition_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("health.db");
+    let make = || Box::new(SqliteStore::open(&path).unwrap()) as Box<dyn Store>;
+    assert_eq!(add_in_parallel(&make, 4, 50), [200, 200]);
+}
+
+#[test]
+fn parallel_runs_never_lose_an_addition_in_redis() {
+    let server = RedisServer::start(&[]);
+    let make = || Box::new(RedisStore::connect(&server.url(0), None).unwrap()) as Box<dyn Store>;
+    assert_eq!(add_in_parallel(&make, 4, 50), [200, 200]);
+}
+
+#[test]
+fn redis_budget_totals_expire_after_their_period() {
+    let server = RedisServer::start(&[]);
+    let mut s = RedisStore::connect(&server.url(0), None).unwrap();
+    let now = super::now_millis();
+    let period = BudgetSlot {
+        budget: "day".into(),
+        start: now - 1_000,
+        end: now + 86_400_000,
+    };
+    s.add_spend(&[period], 42, now).unwrap();
+    let mut conn = redis::Client::open(server.url(0))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("tinyagent:budget:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(keys, [format!("tinyagent:budget:day@{}", now - 1_000)]);
+    let ttl: i64 = redis::cmd("PTTL").arg(&keys[0]).query(&mut conn).unwrap();
+    let keep = super::budget::KEEP_AFTER_END;
+    assert!(
+        ttl > 86_400_000 && ttl <= 86_400_000 + keep,
+        "expires after the period's end: {ttl}"
     );
 }

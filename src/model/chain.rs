@@ -12,7 +12,9 @@ mod wait;
 
 use std::time::Duration;
 
-use super::gate::{Gate, MemberTurn};
+use std::sync::Arc;
+
+use super::gate::{BudgetBook, Gate, Halt, MemberTurn};
 use super::price::Pricing;
 use super::reason::SwitchReason;
 use super::retry::{request_with_retries, Failure, RequestCtx};
@@ -117,6 +119,8 @@ pub(crate) enum ChainError {
         last_error: ModelError,
         waited: Option<Waited>,
     },
+    /// The gate halted the run before a request (a spent budget).
+    Halted(Halt),
 }
 
 /// An outage wait that ran out (SPEC 18).
@@ -143,6 +147,7 @@ impl std::fmt::Display for ChainError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ChainError::Stopped(cause) => write!(f, "stopped: {cause:?}"),
+            ChainError::Halted(halt) => halt.fmt(f),
             ChainError::Fatal { spec, error } | ChainError::ContextOverflow { spec, error } => {
                 write!(f, "{spec}: {error}")
             }
@@ -242,6 +247,19 @@ impl ChainModel {
         self
     }
 
+    /// Counts the run's spend toward its budgets (SPEC 19), shared with the
+    /// subagents' chain.
+    pub(crate) fn with_budgets(mut self, book: Arc<BudgetBook>) -> Self {
+        self.gate = self.gate.with_budgets(book);
+        self
+    }
+
+    /// A reply of `spec` cost `usd` (as the run accounts it): it counts
+    /// toward every budget it falls under, before anything else happens.
+    pub(crate) fn record_spend(&self, spec: &str, usd: f64) {
+        self.gate.spent(spec, usd);
+    }
+
     /// The spec of the model the next step goes to first.
     pub(crate) fn active_spec(&self) -> &str {
         self.members[self.active].spec.as_str()
@@ -309,6 +327,7 @@ impl ChainModel {
                 spec: spec(),
                 error,
             }),
+            Err(Failure::Halted(halt)) => Turn::End(ChainError::Halted(halt)),
         }
     }
 

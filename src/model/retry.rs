@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use super::chain::Member;
-use super::gate::{Admission, Failed, Referee, Timing, Verdict};
+use super::gate::{Admission, Failed, Halt, Referee, Timing, Verdict};
 use super::reason::SwitchReason;
 use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};
@@ -42,6 +42,8 @@ pub(crate) enum Failure {
     ContextOverflow(ModelError),
     /// A failure a switch would hide: the step ends with it.
     Fatal(ModelError),
+    /// The referee halted the run before this request: nothing more is sent.
+    Halted(Halt),
 }
 
 /// Forwards text to the emitter and remembers whether any output arrived,
@@ -105,6 +107,7 @@ pub(crate) async fn request_with_retries(
                     error: None,
                 })
             }
+            Admission::Halt(halt) => return Err(Failure::Halted(halt)),
         };
         let observer = AttemptObserver {
             ctx,

@@ -4,6 +4,7 @@
 //! once (`models.rs`); nothing downstream re-checks an option that has a
 //! default or sees the raw config.
 
+mod budgets;
 mod models;
 
 use std::collections::BTreeMap;
@@ -11,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::budget::Budget;
 use crate::cli::Cli;
 use crate::config::{
     self, CompactionConfig, Config, DurationText, HooksConfig, InstructionsConfig, McpServerConfig,
@@ -66,6 +68,8 @@ pub(crate) struct Settings {
     pub tools: ToolsConfig,
     /// `--outage-wait`: how long to wait when every model is down (zero: off).
     pub outage_wait: Duration,
+    /// `budgets:` spend caps shared on the health record (SPEC 19).
+    pub budgets: Vec<Budget>,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -267,6 +271,7 @@ impl Settings {
         };
 
         let health_db = health::location(config.health_db.as_deref(), env);
+        let budgets = budgets::resolve(config.budgets.as_deref(), &config.providers)?;
         let save_runs = crate::runs::enabled(cli.no_save, &config);
         for (name, server) in &config.mcp_servers {
             if dur(
@@ -308,6 +313,7 @@ impl Settings {
             instructions: config.instructions,
             tools: config.tools,
             outage_wait,
+            budgets,
         })
     }
 }

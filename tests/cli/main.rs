@@ -4,6 +4,7 @@
 mod support;
 
 mod action;
+mod budgets;
 mod check;
 mod compaction;
 mod core;

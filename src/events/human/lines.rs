@@ -212,31 +212,29 @@ pub(crate) fn resume_hint(
     checkpoint: &Path,
     store: Option<Continue>,
 ) -> Option<String> {
-    let flag = match status {
-        Status::Interrupted => "",
-        Status::StepLimit => " --step-limit N",
-        Status::CostLimit => " --cost-limit USD",
-        Status::TimeLimit => " --time-limit DURATION",
+    let limit = " (with a higher limit: limits count the whole run)";
+    let (flag, note) = match status {
+        Status::Interrupted => ("", ""),
+        Status::StepLimit => (" --step-limit N", limit),
+        Status::CostLimit => (" --cost-limit USD", limit),
+        // Steps and cost are the whole run's; a time limit starts again.
+        Status::TimeLimit => (
+            " --time-limit DURATION",
+            " (a time limit counts from the resume)",
+        ),
+        Status::BudgetLimit => ("", " (once the budget's period has rolled over)"),
         _ => return None,
     };
     let path = shell_word(&checkpoint.display().to_string());
-    // Steps and cost are the whole run's; a time limit starts again.
-    let higher = match status {
-        Status::StepLimit | Status::CostLimit => {
-            " (with a higher limit: limits count the whole run)"
-        }
-        Status::TimeLimit => " (a time limit counts from the resume)",
-        _ => "",
-    };
     Some(match store {
-        None => format!("to resume: tinyagent --resume {path}{flag}{higher}"),
+        None => format!("to resume: tinyagent --resume {path}{flag}{note}"),
         Some(how) => {
             let dir = match how {
                 Continue::Here => String::new(),
                 Continue::In(dir) => format!(" -C {}", shell_word(&dir.display().to_string())),
             };
             format!(
-                "to resume: tinyagent{dir} --continue{flag}{higher}\n       or: tinyagent --resume {path}{flag}"
+                "to resume: tinyagent{dir} --continue{flag}{note}\n       or: tinyagent --resume {path}{flag}"
             )
         }
     })

@@ -567,6 +567,7 @@ impl Spans {
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }
+            | Event::CheckBudget { .. }
             | Event::CheckFinished { .. } => {}
         }
     }

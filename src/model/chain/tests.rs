@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::*;
+use crate::budget::Budget;
 use crate::events::{Emitter, EventRecord, Sink};
 use crate::health::{Health, HealthKey, MemoryStore};
-use crate::model::gate::SharedRecord;
+use crate::model::gate::{BudgetBook, SharedRecord};
 use crate::model::script::ScriptModel;
 use crate::model::StreamObserver;
 use crate::policy::Cooldown;
@@ -90,6 +91,8 @@ struct Setup {
     backoff: Duration,
     outage_wait: Duration,
     base: Option<tokio::time::Instant>,
+    /// The run's budgets (SPEC 19), on the same store and clock.
+    budgets: Vec<Budget>,
 }
 
 fn setup(scripts: &[&'static str]) -> Setup {
@@ -102,6 +105,7 @@ fn setup(scripts: &[&'static str]) -> Setup {
         clock: Arc::new(AtomicI64::new(1_000_000)),
         health: true,
         hooks: Vec::new(),
+        budgets: Vec::new(),
         backoff: Duration::from_millis(1),
         outage_wait: Duration::ZERO,
         base: None,
@@ -154,6 +158,16 @@ impl Setup {
     }
     fn no_health(mut self) -> Self {
         self.health = false;
+        self
+    }
+    /// Another run on the same store and clock as an earlier one.
+    fn on(mut self, store: Shared, clock: Arc<AtomicI64>) -> Self {
+        self.store = store;
+        self.clock = clock;
+        self
+    }
+    fn budgets(mut self, budgets: Vec<Budget>) -> Self {
+        self.budgets = budgets;
         self
     }
     fn hook(mut self, member: usize, f: impl Fn(usize) + Send + Sync + 'static) -> Self {
@@ -218,9 +232,11 @@ impl Setup {
             Health::off()
         }
         .with_clock(clock_fn(&self.clock, self.base));
+        let book = BudgetBook::new(self.budgets, health.clone());
         let chain = ChainModel::new(members, retry, policy(self.switch_after, self.cooldown))
             .with_health(health)
-            .with_outage_wait(self.outage_wait);
+            .with_outage_wait(self.outage_wait)
+            .with_budgets(book);
         let events = Arc::new(Mutex::new(Vec::new()));
         let emitter = Emitter::new("run", vec![Box::new(Collect(events.clone()))]);
         let cancel = CancellationToken::new();
@@ -255,6 +271,13 @@ impl Run {
             stop: &self.stop,
         };
         self.chain.complete(&prompt, ctx).await
+    }
+
+    /// A step whose reply is counted toward the budgets, as the agent does.
+    async fn spend_step(&mut self, step: u32) -> Result<Answer, ChainError> {
+        let answer = self.step(step).await?;
+        self.chain.record_spend(&answer.spec, answer.cost_usd);
+        Ok(answer)
     }
 
     fn calls(&self, member: usize) -> usize {
@@ -703,3 +726,4 @@ async fn empty_replies_count_toward_switch_after() {
 }
 
 mod wait;
+mod budgets;

@@ -18,6 +18,9 @@
 //!   which member to probe and when, whose turn it is in the fleet, when
 //!   another run's probe succeeded; and a failure on the last member that
 //!   joins a wait the fleet is already in.
+//! - budgets (`budget.rs`, SPEC 19): before each request, a spent budget
+//!   skips the member (`budget`) or halts the run; members whose own budget
+//!   is spent are neither probed nor switched to.
 //!
 //! The gate keeps each member's state: when this run left it (its own
 //! cooldown, SPEC 5) and, through `shared::SharedRecord`, what the shared
@@ -25,12 +28,13 @@
 //! runs). `chain.rs` walks the chain and records switches as the gate says;
 //! `retry.rs` sends and sleeps as it says; the stores keep facts.
 
+mod budget;
 mod deadline;
 mod outage;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::reason::{FailureReason, SwitchReason};
@@ -38,17 +42,37 @@ use super::ModelError;
 use crate::health::{Health, HealthKey, Millis};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
 pub(crate) use outage::{Next, Outage};
+pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
 /// Whether a request may be sent now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Admission {
     /// Send it, giving its first stream event this long (response headers
     /// included).
     Send { first_event_deadline: Duration },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
+    /// Do not send it, nor anything more: the run ends (with no member
+    /// left to move on to, or for a rule of the whole run).
+    Halt(Halt),
+}
+
+/// Why a run may send nothing more (`Admission::Halt`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Halt {
+    /// Budgets are spent (SPEC 19): the run ends `budget_limit` (exit 3),
+    /// its error naming them.
+    Budget(BudgetSpent),
+}
+
+impl std::fmt::Display for Halt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Halt::Budget(spent) => spent.fmt(f),
+        }
+    }
 }
 
 /// When a sent request's first event came, against the deadline it had.
@@ -105,6 +129,8 @@ pub(crate) struct Gate {
     /// `--outage-wait`: how long the run waits when every member is down
     /// (zero: it ends with exit 75 at once).
     outage_wait: Duration,
+    /// The run's budgets (`budget.rs`); `None` when it has none.
+    budgets: Option<Arc<BudgetBook>>,
 }
 
 impl Gate {
@@ -126,6 +152,7 @@ impl Gate {
             retry,
             fallback,
             outage_wait: Duration::ZERO,
+            budgets: None,
         }
     }
 
@@ -197,35 +224,46 @@ impl Gate {
     /// Whether a member after `index` may be asked now.
     fn a_later_member_may_be_asked(&self, index: usize) -> bool {
         let now = self.record.now();
-        (index + 1..self.len()).any(|j| self.eligible(j, now))
+        let blocked = self.budget_blocked();
+        (index + 1..self.len()).any(|j| !blocked[j] && self.eligible(j, now))
     }
 
     /// The member a switch away from `from` goes to: the first later one
-    /// that may be asked, else the last (a run never ends without asking
-    /// it). `None` when `from` is the last.
+    /// that may be asked, else the last whose budgets are not spent (a run
+    /// never ends without asking it), else the last. `None` when `from` is
+    /// the last.
     pub(crate) fn next_after(&self, from: usize) -> Option<usize> {
         let last = self.len() - 1;
         if from >= last {
             return None;
         }
         let now = self.record.now();
+        let blocked = self.budget_blocked();
         (from + 1..=last)
-            .find(|&i| self.eligible(i, now))
+            .find(|&i| !blocked[i] && self.eligible(i, now))
+            .or_else(|| (from + 1..=last).rev().find(|&i| !blocked[i]))
             .or(Some(last))
     }
 
     /// The members before `active` that cooled down enough to be probed at
-    /// this step boundary, in chain order.
+    /// this step boundary (and whose own budgets are not spent), in chain
+    /// order.
     pub(crate) fn due_probes(&self, active: usize) -> Vec<usize> {
+        if active == 0 {
+            return Vec::new();
+        }
         let now = self.record.now();
-        (0..active).filter(|&i| self.eligible(i, now)).collect()
+        let blocked = self.budget_blocked();
+        (0..active)
+            .filter(|&i| !blocked[i] && self.eligible(i, now))
+            .collect()
     }
 
     /// The run moved away from member `index` for `reason`. A `cooldown`
-    /// skip leaves the member to the shared record alone; any other reason
-    /// starts its cooldown, here and in the record.
+    /// or `budget` skip leaves the member to the shared record alone; any
+    /// other reason starts its cooldown, here and in the record.
     pub(crate) fn left(&mut self, index: usize, reason: &SwitchReason) {
-        if *reason == SwitchReason::Cooldown {
+        if matches!(reason, SwitchReason::Cooldown | SwitchReason::Budget) {
             self.left_at[index] = None;
         } else {
             self.left_at[index] = Some(self.record.now());
@@ -305,6 +343,9 @@ impl MemberTurn<'_> {
 
 impl Referee for MemberTurn<'_> {
     fn before_send(&self, attempt: u32) -> Admission {
+        if let Some(admission) = self.budget_admission() {
+            return admission;
+        }
         if self.skip_for_cooldown() {
             return Admission::MoveOn(SwitchReason::Cooldown);
         }

@@ -152,15 +152,21 @@ impl Outage {
     /// What to do now: follow a recovery another run recorded, else probe
     /// the first member (chain order) whose probe is due and whose lease
     /// this run takes, else sleep until the next one is due (reading the
-    /// record again within `POLL` when it is shared).
+    /// record again within `POLL` when it is shared). Members whose own
+    /// budget is spent (SPEC 19) are not probed; when that is all of them,
+    /// the first is asked at once, so its budget ends the run.
     pub(crate) fn next(&mut self, gate: &Gate) -> Next {
         let now = gate.record.now();
+        let blocked = gate.budget_blocked();
+        if blocked.iter().all(|b| *b) {
+            return Next::Probe(0);
+        }
         if let Some(follow) = self.follow(gate, now) {
             return follow;
         }
         let shared = gate.record.health().with(|_, _| Ok(())).is_some();
         let mut wake = if shared { POLL } else { MAX_INTERVAL };
-        for index in 0..gate.len() {
+        for index in (0..gate.len()).filter(|i| !blocked[*i]) {
             let due = self.due_at(gate, index, now);
             if due > now {
                 wake = wake.min(duration(due - now));

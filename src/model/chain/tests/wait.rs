@@ -265,3 +265,23 @@ async fn a_long_wait_reminds_a_log_at_least_once_a_minute_and_counts_down() {
         .line()
         .starts_with("outage: every model is down (script/a: http_503); waiting up to "));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_never_probes_a_member_whose_own_budget_is_spent() {
+    use crate::budget::{Period, Scope};
+    let a = "- text: dear\n  cost: 2\n";
+    let b = "- error: {status: 503}\n  repeat: 5\n- text: b is back\n";
+    let mut run = setup(&[a, b])
+        .budgets(vec![Budget {
+            usd: 1.0,
+            per: Period::Hour,
+            scope: Scope::Model("script/a".into()),
+        }])
+        .outage_wait(MINUTE)
+        .build();
+    assert_eq!(run.spend_step(1).await.unwrap().spec, "script/a");
+    let answer = run.spend_step(2).await.unwrap();
+    assert_eq!(answer.response.text, "b is back");
+    assert_eq!(run.calls(0), 1, "a is over its budget: never probed");
+    assert_eq!(over(&run), Some(("script/b".into(), 3)));
+}

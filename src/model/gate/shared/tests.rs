@@ -234,6 +234,19 @@ impl crate::health::OutageStore for Broken {
         Err(StoreError("database is locked".into()))
     }
 }
+impl crate::health::BudgetStore for Broken {
+    fn spent(&mut self, _: &[crate::health::BudgetSlot]) -> Result<Vec<i64>, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn add_spend(
+        &mut self,
+        _: &[crate::health::BudgetSlot],
+        _: i64,
+        _: Millis,
+    ) -> Result<Vec<i64>, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+}
 
 #[test]
 fn after_a_cooldown_one_run_of_many_probes_and_the_others_skip_until_its_outcome() {
