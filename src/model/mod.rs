@@ -13,6 +13,7 @@ pub(crate) mod anthropic;
 pub(crate) mod chain;
 pub(crate) mod error;
 pub mod http;
+pub(crate) mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
@@ -38,6 +39,7 @@ use serde_json::Value;
 pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
 pub(crate) use error::ErrorClass;
 pub use error::ModelError;
+pub(crate) use wire::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 
 /// Everything one model request carries, borrowed from the agent's history
 /// so re-sending it to another chain member copies nothing. Each adapter
