@@ -15,7 +15,7 @@
 //! Run: `cargo bench --bench hostile` (release profile). Prints Markdown
 //! tables of medians over `REPEATS` runs. `cargo bench --bench hostile --
 //! --serve CASE` only serves a whole-run case and prints its URL, for timing
-//! the binary with an outside tool (see `docs/design/hostile.md`).
+//! the binary with an outside tool (see `docs/maintainers/hostile.md`).
 
 #[path = "../tests/cli/support/stub.rs"]
 #[allow(dead_code)]

@@ -140,17 +140,17 @@ impl NdjsonReader {
                 Ok(false) => {}
                 Err(TooLong) => return Err(too_large("a stream line")),
             }
-            let limit = if self.seen_any {
-                self.timeouts.idle
+            let (limit, deadline) = if self.seen_any {
+                (self.timeouts.idle, self.timeouts.idle)
             } else {
-                self.timeouts
-                    .first_event
-                    .saturating_sub(self.sent.elapsed())
+                let first = self.timeouts.first_event;
+                (first.saturating_sub(self.sent.elapsed()), first)
             };
             match tokio::time::timeout(limit, self.bytes.next()).await {
                 Err(_) => {
                     return Err(ModelError::Timeout {
                         message: "the stream went silent past its timeout".into(),
+                        deadline: Some(deadline),
                     })
                 }
                 Ok(None) => self.ended = true,
