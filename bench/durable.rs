@@ -174,6 +174,7 @@ fn checkpoint_step(cp: &mut Checkpoint, d: &mut Trajectory, step: u32, output: &
         name: "bash".into(),
         arguments: json!({"command": "cargo test 2>&1 | tail -200"}),
         garbled: false,
+        oversized: None,
     };
     let push = |cp: &mut Checkpoint, d: &mut Trajectory, m: Message| {
         d.messages.push(m.clone());

@@ -18,6 +18,7 @@ pub enum Role {
 /// A tool call requested by the model. Arguments arrive whole (adapters
 /// assemble streamed argument deltas); `garbled` marks arguments that were
 /// not valid JSON, in which case `arguments` holds the raw text as a string.
+/// A garbled call is never run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
@@ -25,6 +26,11 @@ pub struct ToolCall {
     pub arguments: Value,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub garbled: bool,
+    /// Set when the arguments were larger than a tool call may send (the
+    /// adapters' bound): their size in bytes. They were dropped as they
+    /// arrived, so `arguments` is `{}`; such a call is also `garbled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oversized: Option<u64>,
 }
 
 /// One message of the provider-neutral conversation. This is also the shape

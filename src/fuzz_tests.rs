@@ -162,6 +162,7 @@ fn base_doc() -> Trajectory {
         name: "bash".into(),
         arguments: json!({"command": "ls"}),
         garbled: false,
+        oversized: None,
     };
     let mut reply = Message::new(Role::Assistant, "", 1);
     reply.tool_calls = vec![call];

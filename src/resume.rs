@@ -243,6 +243,7 @@ mod tests {
             name: "bash".into(),
             arguments: serde_json::json!({"command": "sleep 30"}),
             garbled: false,
+            oversized: None,
         }
     }
 

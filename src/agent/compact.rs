@@ -487,6 +487,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"command": "ls"}),
             garbled: false,
+            oversized: None,
         };
         vec![
             Message {

@@ -1,7 +1,8 @@
 //! What a reply's tool calls become: each journaled as started, run between
 //! the pre- and post-tool hooks (`submit` checked as the final answer, a
-//! garbled call refused), its result added to the history; the calls a
-//! run's end leaves unrun answered so the history stays well formed.
+//! garbled call or one whose arguments were over their bound refused), its
+//! result added to the history; the calls a run's end leaves unrun answered
+//! so the history stays well formed.
 
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use super::{hooks, stop_status, Agent, Counters, StepEnd};
 use crate::conversation::{Message, ToolCall};
 use crate::events::Event;
 use crate::exit::Status;
+use crate::model::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 use crate::tools::ToolOutput;
 use crate::trajectory::JournalOp;
 
@@ -38,7 +40,9 @@ impl Agent {
             });
             let started = Instant::now();
             let mut ending = None;
-            let result = if call.garbled {
+            let result = if let Some(size) = call.oversized {
+                ToolOutput::err(oversized(size))
+            } else if call.garbled {
                 ToolOutput::err(
                     "the arguments of this call were not valid JSON, so it was not run; send the call again with valid JSON arguments",
                 )
@@ -150,4 +154,15 @@ impl Agent {
             self.push_message(Message::tool_result(call, why, step));
         }
     }
+}
+
+/// What the model is told of a call whose arguments were over their bound
+/// (SPEC 4: refused like garbled arguments, so it can send smaller calls).
+fn oversized(size: u64) -> String {
+    let mib = |bytes: usize| bytes >> 20;
+    format!(
+        "this call was not run: its arguments ({size} bytes) were over the limit on a tool call's arguments ({} MiB for one call, {} MiB for all the calls of one reply), so they were dropped; send the work in smaller calls (a large file in several parts)",
+        mib(MAX_CALL_ARGUMENTS),
+        mib(MAX_REPLY_ARGUMENTS),
+    )
 }

@@ -10,7 +10,8 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::anthropic::Assembly as AnthropicAssembly;
-use super::http::{error_from_body, parse_retry_after, NdjsonReader, MAX_RETRY_AFTER};
+use super::http::{error_from_body, parse_retry_after, MAX_RETRY_AFTER};
+use super::ndjson::NdjsonReader;
 use super::ollama::LineAssembler;
 use super::openai::ChunkAssembler;
 use super::responses::Assembly as ResponsesAssembly;
@@ -177,7 +178,7 @@ fn assemble<A: Assembly>(payloads: &[String]) -> Result<Response, ModelError> {
 
 fn assemble_body<A: Assembly>(body: &Value) -> Result<Response, ModelError> {
     let mut a = A::default();
-    a.apply_body(body, &NoObserver)?;
+    a.apply_body(&body.to_string(), &NoObserver)?;
     a.finish()
 }
 
@@ -195,7 +196,7 @@ proptest! {
                     match d.next_event() {
                         Ok(Some(e)) => {
                             assert!(e.data.len() <= 64);
-                            out.push(Ok(e));
+                            out.push(Ok((e.event, e.data.into_owned(), e.id)));
                         }
                         Ok(None) => break,
                         Err(e) => {
@@ -241,7 +242,7 @@ proptest! {
             for _ in 0..64 {
                 match reader.next().await {
                     Ok(Some(line)) => {
-                        if asm.feed(&line, &NoObserver).is_err() {
+                        if asm.feed(line, &NoObserver).is_err() {
                             break;
                         }
                     }
@@ -275,7 +276,7 @@ proptest! {
         let mut asm = LineAssembler::default();
         let mut failed = false;
         for line in &lines {
-            if asm.feed(line, &NoObserver).is_err() {
+            if asm.feed(&line.to_string(), &NoObserver).is_err() {
                 failed = true;
                 break;
             }

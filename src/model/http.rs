@@ -1,17 +1,16 @@
 //! The HTTP side shared by every wire adapter: one reqwest client (rustls,
 //! proxies from the environment), sending a streaming request, turning error
 //! responses into classified `ModelError`s (Retry-After included), and
-//! reading SSE or NDJSON streams under the first-event and idle timeouts.
+//! reading SSE streams under the first-event and idle timeouts (NDJSON
+//! streams: `ndjson.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::BytesMut;
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
-use tokio_util::codec::{Decoder, LinesCodec};
 
 use super::error::classify_status;
 pub use super::sse::SseEvent;
@@ -418,23 +417,18 @@ impl SseReader {
 
     /// The next event; `Ok(None)` when the stream ended. The first event
     /// must come within the first-event timeout of sending the request, and
-    /// each later one within the idle timeout of the one before.
-    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, ModelError> {
+    /// each later one within the idle timeout of the one before. The event
+    /// borrows the reader's buffer until the next call.
+    pub(crate) async fn next(&mut self) -> Result<Option<SseEvent<'_>>, ModelError> {
         let deadline = if self.seen_any {
             Instant::now() + self.timeouts.idle
         } else {
             self.sent + self.timeouts.first_event
         };
         loop {
-            match self.decoder.next_event() {
-                Ok(Some(event)) => {
-                    if !self.seen_any {
-                        note_first_event();
-                    }
-                    self.seen_any = true;
-                    return Ok(Some(event));
-                }
-                Ok(None) => {}
+            match self.decoder.poll() {
+                Ok(true) => break,
+                Ok(false) => {}
                 Err(SseError::InvalidUtf8) => return Err(ModelError::StreamIncomplete),
                 Err(SseError::TooLarge) => return Err(too_large("a stream event")),
             }
@@ -465,94 +459,11 @@ impl SseReader {
                 Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
             }
         }
-    }
-}
-
-/// Reads newline-delimited JSON under the first-event and idle timeouts;
-/// lines are split by `LinesCodec` (linear, at most `MAX_EVENT` bytes each).
-pub(crate) struct NdjsonReader {
-    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
-    buffer: BytesMut,
-    lines: LinesCodec,
-    timeouts: StreamTimeouts,
-    sent: Instant,
-    seen_any: bool,
-    ended: bool,
-}
-
-impl NdjsonReader {
-    pub(crate) fn new(
-        response: reqwest::Response,
-        sent: Instant,
-        timeouts: StreamTimeouts,
-    ) -> Self {
-        Self::from_stream(response.bytes_stream().boxed(), sent, timeouts)
-    }
-
-    pub(crate) fn from_stream(
-        bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
-        sent: Instant,
-        timeouts: StreamTimeouts,
-    ) -> Self {
-        NdjsonReader {
-            bytes,
-            buffer: BytesMut::new(),
-            lines: LinesCodec::new_with_max_length(MAX_EVENT),
-            timeouts,
-            sent,
-            seen_any: false,
-            ended: false,
+        if !self.seen_any {
+            note_first_event();
         }
-    }
-
-    /// The next JSON line; `Ok(None)` at the end of the stream. A line that
-    /// is not JSON fails the attempt as an incomplete stream; one past
-    /// `MAX_EVENT` bytes as a malformed reply.
-    pub(crate) async fn next(&mut self) -> Result<Option<Value>, ModelError> {
-        loop {
-            let line = if self.ended {
-                self.lines.decode_eof(&mut self.buffer)
-            } else {
-                self.lines.decode(&mut self.buffer)
-            };
-            match line {
-                Ok(Some(line)) if line.trim().is_empty() => continue,
-                Ok(Some(line)) => {
-                    return serde_json::from_str(&line)
-                        .map(Some)
-                        .map_err(|_| ModelError::StreamIncomplete)
-                }
-                Ok(None) if self.ended => return Ok(None),
-                Ok(None) => {}
-                Err(tokio_util::codec::LinesCodecError::MaxLineLengthExceeded) => {
-                    return Err(too_large("a stream line"))
-                }
-                Err(_) => return Err(ModelError::StreamIncomplete),
-            }
-            let (limit, deadline) = if self.seen_any {
-                (self.timeouts.idle, self.timeouts.idle)
-            } else {
-                let first = self.timeouts.first_event;
-                (first.saturating_sub(self.sent.elapsed()), first)
-            };
-            match tokio::time::timeout(limit, self.bytes.next()).await {
-                Err(_) => {
-                    return Err(ModelError::Timeout {
-                        message: "the stream went silent past its timeout".into(),
-                        deadline: Some(deadline),
-                    })
-                }
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
-                Ok(Some(Ok(chunk))) => {
-                    if !self.seen_any {
-                        note_first_event();
-                    }
-                    self.seen_any = true;
-                    self.buffer.extend_from_slice(&chunk);
-                }
-            }
-        }
+        self.seen_any = true;
+        Ok(Some(self.decoder.take()))
     }
 }
 

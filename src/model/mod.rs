@@ -15,6 +15,7 @@ pub(crate) mod chain;
 pub(crate) mod error;
 pub(crate) mod gate;
 pub mod http;
+pub(crate) mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
@@ -41,6 +42,7 @@ use serde_json::Value;
 pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
 pub(crate) use error::ErrorClass;
 pub use error::ModelError;
+pub(crate) use wire::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 
 /// Everything one model request carries, borrowed from the agent's history
 /// so re-sending it to another chain member copies nothing. Each adapter

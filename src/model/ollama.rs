@@ -1,21 +1,27 @@
 //! The Ollama adapter (`ollama` and named providers with `api: ollama`): one
 //! streaming POST to `{endpoint}/api/chat` per call, read as NDJSON. Text
 //! arrives in pieces, tool calls whole with object arguments, and the line
-//! with `done: true` is the finish marker carrying the token counts.
+//! with `done: true` is the finish marker carrying the token counts. Each
+//! line is read into borrowed types: a tool call's arguments stay raw JSON
+//! until they are measured against their bound.
+
+use std::borrow::Cow;
 
 use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::http::{HttpTransport, NdjsonReader};
+use super::ndjson::NdjsonReader;
 use super::spec::{WireApi, WireOptions};
 use super::wire::{
-    append, made_up_id, note_model, parse_arguments, stream_error, too_large, MAX_ARGUMENTS,
-    MAX_TOOL_CALLS, MAX_TOOL_NAME,
+    append, note_model, stream_error, too_large, Arguments, Kept, MAX_TEXT, MAX_TOOL_CALLS,
+    MAX_TOOL_NAME,
 };
 use super::wire_cache::{push_json, WireBody, WireCache};
 use super::{
-    FinishReason, Message, Model, ModelError, Request, Response, Role, StreamObserver, ToolCall,
-    Usage,
+    http::HttpTransport, FinishReason, Message, Model, ModelError, Request, Response, Role,
+    StreamObserver, ToolCall, Usage,
 };
 
 /// One model served by Ollama.
@@ -65,7 +71,7 @@ impl Model for OllamaChat {
         let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts());
         let mut reply = LineAssembler::default();
         while let Some(line) = lines.next().await? {
-            reply.feed(&line, observer)?;
+            reply.feed(line, observer)?;
             if reply.done {
                 break;
             }
@@ -190,11 +196,58 @@ fn tool_name<'a>(result: &'a Message, history: &'a [Message]) -> &'a str {
         .unwrap_or_default()
 }
 
+/// One NDJSON line: the fields read, the rest skipped. Small fields stay
+/// `Value`s, so a server that sends them in another type is ignored there
+/// rather than failing the line.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    model: Option<Value>,
+    #[serde(default, borrow)]
+    message: Option<LineMessage<'a>>,
+    #[serde(default)]
+    done: Option<Value>,
+    #[serde(default)]
+    done_reason: Option<Value>,
+    #[serde(default)]
+    prompt_eval_count: Option<Value>,
+    #[serde(default)]
+    eval_count: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct LineMessage<'a> {
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<LineCall<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct LineCall<'a> {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default, borrow)]
+    function: Option<LineFunction<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LineFunction<'a> {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
 /// The reply as assembled from NDJSON lines so far.
 #[derive(Debug, Default)]
 pub(crate) struct LineAssembler {
     text: String,
     tool_calls: Vec<ToolCall>,
+    /// The argument text the calls keep between them.
+    kept: Kept,
     done: bool,
     done_reason: Option<String>,
     usage: Usage,
@@ -203,53 +256,52 @@ pub(crate) struct LineAssembler {
 }
 
 impl LineAssembler {
-    /// Takes one NDJSON line. An `error` line fails the attempt.
+    /// Takes one NDJSON line. A line that is not JSON fails the attempt as
+    /// an incomplete stream; an `error` line as the error it names.
     pub(crate) fn feed(
         &mut self,
-        line: &Value,
+        line: &str,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
-        if let Some(error) = line.get("error").filter(|e| !e.is_null()) {
+        let line: Line<'_> =
+            serde_json::from_str(line).map_err(|_| ModelError::StreamIncomplete)?;
+        if let Some(error) = line.error.filter(|e| !e.is_null()) {
             // A failure after the reply had started: the server's fault,
             // unless it names another cause.
-            return Err(stream_error(error));
+            return Err(stream_error(&error));
         }
-        note_model(&mut self.model, line.get("model").and_then(Value::as_str));
-        if let Some(message) = line.get("message") {
-            if let Some(text) = message
-                .get("content")
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                append(&mut self.text, text, MAX_ARGUMENTS, "the reply text")?;
-                observer.text_delta(text);
+        note_model(&mut self.model, line.model.as_ref().and_then(Value::as_str));
+        if let Some(message) = line.message {
+            let text = match message.content {
+                Some(raw) => super::wire::raw_text(raw)?,
+                None => Cow::Borrowed(""),
+            };
+            if !text.is_empty() {
+                append(&mut self.text, &text, MAX_TEXT, "the reply text")?;
+                observer.text_delta(&text);
             }
-            for call in message
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+            for call in message.tool_calls.unwrap_or_default() {
                 if self.tool_calls.len() >= MAX_TOOL_CALLS {
                     return Err(too_large("the number of tool calls"));
                 }
                 observer.tool_call_delta();
-                self.tool_calls.push(tool_call(call)?);
+                let call = tool_call(call, &mut self.kept)?;
+                self.tool_calls.push(call);
             }
         }
-        if line.get("done").and_then(Value::as_bool) == Some(true) {
+        if line.done.as_ref().and_then(Value::as_bool) == Some(true) {
             self.done = true;
             self.done_reason = line
-                .get("done_reason")
+                .done_reason
+                .as_ref()
                 .and_then(Value::as_str)
                 .map(str::to_string);
-            let count = |key: &str| line.get(key).and_then(Value::as_u64).unwrap_or(0);
             // Ollama leaves `prompt_eval_count` out when the prompt was cached.
-            self.usage_reported =
-                line.get("eval_count").is_some() || line.get("prompt_eval_count").is_some();
+            self.usage_reported = line.eval_count.is_some() || line.prompt_eval_count.is_some();
+            let count = |v: &Option<Value>| v.as_ref().and_then(Value::as_u64).unwrap_or(0);
             self.usage = Usage {
-                input_tokens: count("prompt_eval_count"),
-                output_tokens: count("eval_count"),
+                input_tokens: count(&line.prompt_eval_count),
+                output_tokens: count(&line.eval_count),
                 cached_input_tokens: 0,
             };
         }
@@ -279,35 +331,26 @@ impl LineAssembler {
     }
 }
 
-/// A whole tool call as Ollama sends it; an id is made up when absent.
-fn tool_call(call: &Value) -> Result<ToolCall, ModelError> {
-    let id = call
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|id| !id.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(made_up_id);
-    let function = call.get("function").unwrap_or(&Value::Null);
-    let name = function
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+/// A whole tool call as Ollama sends it (arguments an object, or a string
+/// of JSON); an id is made up when absent.
+fn tool_call(call: LineCall<'_>, kept: &mut Kept) -> Result<ToolCall, ModelError> {
+    let text = |v: Option<Value>| match v {
+        Some(Value::String(s)) => s,
+        _ => String::new(),
+    };
+    let id = text(call.id);
+    let (name, raw) = match call.function {
+        Some(f) => (text(f.name), f.arguments),
+        None => (String::new(), None),
+    };
     if name.len() > MAX_TOOL_NAME || id.len() > MAX_TOOL_NAME {
         return Err(too_large("a tool name or id"));
     }
-    let (arguments, garbled) = match function.get("arguments") {
-        Some(arguments @ Value::Object(_)) => (arguments.clone(), false),
-        Some(Value::String(raw)) => parse_arguments(raw.clone()),
-        None | Some(Value::Null) => parse_arguments(String::new()),
-        Some(other) => parse_arguments(other.to_string()),
-    };
-    Ok(ToolCall {
-        id,
-        name,
-        arguments,
-        garbled,
-    })
+    let mut arguments = Arguments::default();
+    if let Some(raw) = raw {
+        arguments.push_raw(raw, kept)?;
+    }
+    Ok(arguments.into_call(id, name))
 }
 
 #[cfg(test)]
@@ -328,7 +371,7 @@ mod tests {
     fn assemble(lines: &[Value]) -> Result<Response, ModelError> {
         let mut asm = LineAssembler::default();
         for l in lines {
-            asm.feed(l, &NoObserver)?;
+            asm.feed(&l.to_string(), &NoObserver)?;
         }
         asm.finish()
     }
@@ -388,6 +431,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"command": "ls"}),
             garbled: false,
+            oversized: None,
         };
         let messages = vec![
             Message::new(Role::User, "list", 0),
@@ -431,5 +475,26 @@ mod tests {
                 "think": "low",
             })
         );
+    }
+
+    #[test]
+    fn a_call_over_the_argument_bound_is_refused_and_the_others_kept() {
+        use crate::model::wire::MAX_CALL_ARGUMENTS;
+        let big = json!({"content": "x".repeat(MAX_CALL_ARGUMENTS)});
+        let r = assemble(&[
+            line(json!({"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "write_file", "arguments": big}},
+                {"function": {"name": "bash", "arguments": {"command": "ls"}}}]})),
+            done("stop"),
+        ])
+        .unwrap();
+        assert_eq!(
+            r.tool_calls[0].oversized,
+            Some(big.to_string().len() as u64)
+        );
+        assert!(r.tool_calls[0].garbled);
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.tool_calls[1].arguments, json!({"command": "ls"}));
+        assert_eq!(r.finish, FinishReason::ToolCalls);
     }
 }

@@ -103,6 +103,7 @@ fn step(history: &mut Vec<Message>, spec: &str) {
         name: "bash".into(),
         arguments: json!({"command": format!("sed -n 1,40p src/file_{i}.rs")}),
         garbled: false,
+        oversized: None,
     };
     history.push(Message {
         tool_calls: vec![call.clone()],

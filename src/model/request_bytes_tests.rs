@@ -124,6 +124,7 @@ fn call(id: &str, name: &str, arguments: Value, garbled: bool) -> ToolCall {
         name: name.into(),
         arguments,
         garbled,
+        oversized: None,
     }
 }
 

@@ -183,6 +183,7 @@ fn tool_call(call: &ScriptToolCall, index: usize, serial: usize) -> ToolCall {
         name: call.name.clone(),
         arguments,
         garbled,
+        oversized: None,
     }
 }
 

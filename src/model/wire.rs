@@ -1,14 +1,21 @@
 //! What every wire adapter shares and none of them owns: the bounds on what a
-//! server controls, the garbled-arguments rule, in-stream error
-//! classification, and the one `complete` loop over an SSE stream (or a
-//! reply sent as one JSON body instead).
+//! server controls, the garbled-arguments rule and the bound on a tool
+//! call's arguments (`arguments.rs`), in-stream error classification, and
+//! the one `complete` loop over an SSE stream (or a reply sent as one JSON
+//! body instead).
 
+mod arguments;
+
+use serde::Deserialize;
 use serde_json::{Map, Value};
+
+pub(crate) use arguments::{parse_arguments, raw_text, Arguments, Kept};
+pub(crate) use arguments::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 
 use super::error::{classify_status, mentions_overflow};
 use super::http::{HttpTransport, Reply};
 use super::spec::{ToolChoice, WireApi, WireOptions};
-use super::{ModelError, Response, StreamObserver, ToolCall};
+use super::{ModelError, Response, StreamObserver};
 
 /// At most this many tool calls in one reply; a higher index or count fails
 /// the attempt instead of allocating what a server asks for.
@@ -16,8 +23,10 @@ pub(crate) const MAX_TOOL_CALLS: usize = 128;
 /// The longest tool name kept (OpenAI allows 64 characters; MCP names are
 /// longer but nowhere near this).
 pub(crate) const MAX_TOOL_NAME: usize = 1024;
-/// The largest arguments of one tool call, and the largest text of a reply.
-pub(crate) const MAX_ARGUMENTS: usize = 64 << 20;
+/// The largest text of a reply (and of its refusal, a thinking block, a
+/// signature). A tool call's arguments have their own, smaller bound
+/// (`MAX_CALL_ARGUMENTS`), past which the call is refused, not the reply.
+pub(crate) const MAX_TEXT: usize = 64 << 20;
 /// The largest SSE event, NDJSON line or one-JSON-body reply.
 pub(crate) const MAX_EVENT: usize = 64 << 20;
 /// Error bodies are read up to this size; the rest is dropped.
@@ -90,32 +99,6 @@ pub(crate) fn append(
     }
     buf.push_str(piece);
     Ok(())
-}
-
-/// A tool call from its assembled parts, under the one garbled-arguments
-/// rule: empty text is `{}`, a JSON object is the arguments, anything else
-/// is garbled and kept as the raw text (the model is asked to send the call
-/// again, SPEC 4). An id is made up when the server sent none.
-pub(crate) fn tool_call(id: String, name: String, raw: String) -> ToolCall {
-    let id = if id.is_empty() { made_up_id() } else { id };
-    let (arguments, garbled) = parse_arguments(raw);
-    ToolCall {
-        id,
-        name,
-        arguments,
-        garbled,
-    }
-}
-
-/// The garbled-arguments rule on raw argument text.
-pub(crate) fn parse_arguments(raw: String) -> (Value, bool) {
-    if raw.trim().is_empty() {
-        return (Value::Object(Default::default()), false);
-    }
-    match serde_json::from_str::<Value>(&raw) {
-        Ok(value @ Value::Object(_)) => (value, false),
-        _ => (Value::String(raw), true),
-    }
 }
 
 /// A call id for servers that send none.
@@ -221,11 +204,20 @@ pub(crate) trait Assembly: Default + Send {
     /// Applies one event's `data`.
     fn apply(&mut self, data: &str, observer: &dyn StreamObserver) -> Result<Progress, ModelError>;
     /// Applies a whole reply sent as one JSON body (an error object already
-    /// ruled out); `finish` follows.
-    fn apply_body(&mut self, body: &Value, observer: &dyn StreamObserver)
-        -> Result<(), ModelError>;
+    /// ruled out); `finish` follows. The body is the text as it came, so
+    /// each adapter reads it into its own borrowed types: a tool call's
+    /// arguments are measured before they are copied.
+    fn apply_body(&mut self, body: &str, observer: &dyn StreamObserver) -> Result<(), ModelError>;
     /// The whole reply once the finish marker (or the body) arrived.
     fn finish(self) -> Result<Response, ModelError>;
+}
+
+/// The one field every JSON body is first read for (the rest is skipped,
+/// not copied).
+#[derive(Deserialize)]
+struct BodyError {
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 /// The one adapter loop: POST `body` to `path`, then assemble the SSE events
@@ -241,12 +233,13 @@ pub(crate) async fn complete<A: Assembly>(
     let mut assembly = A::default();
     match super::http::read_reply(response, sent, transport.timeouts()).await? {
         Reply::Json(body) => {
-            let body: Value =
-                serde_json::from_slice(&body).map_err(|_| ModelError::StreamIncomplete)?;
-            if let Some(error) = body.get("error").filter(|e| !e.is_null()) {
-                return Err(stream_error(error));
+            let body = std::str::from_utf8(&body).map_err(|_| ModelError::StreamIncomplete)?;
+            let head: BodyError =
+                serde_json::from_str(body).map_err(|_| ModelError::StreamIncomplete)?;
+            if let Some(error) = head.error.filter(|e| !e.is_null()) {
+                return Err(stream_error(&error));
             }
-            assembly.apply_body(&body, observer)?;
+            assembly.apply_body(body, observer)?;
             assembly.finish()
         }
         Reply::Stream(mut events) => {
@@ -313,20 +306,6 @@ mod tests {
         assert_eq!(e.class(), ErrorClass::Quota);
         let e = stream_error(&json!({"type": "billing_error", "message": "no"}));
         assert_eq!(e.class(), ErrorClass::Quota);
-    }
-
-    #[test]
-    fn the_garbled_arguments_rule() {
-        assert_eq!(parse_arguments(" ".into()), (json!({}), false));
-        assert_eq!(
-            parse_arguments("{\"a\":1}".into()),
-            (json!({"a": 1}), false)
-        );
-        assert_eq!(parse_arguments("[1]".into()), (json!("[1]"), true));
-        assert_eq!(parse_arguments("{\"a\"".into()), (json!("{\"a\""), true));
-        assert!(tool_call(String::new(), "x".into(), String::new())
-            .id
-            .starts_with("call_"));
     }
 
     #[test]

@@ -539,6 +539,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"a": 1, "b": [true, null, "x", -1, 2.5]}),
             garbled: false,
+            oversized: None,
         };
         let base = Message {
             tool_calls: vec![call.clone()],

@@ -26,6 +26,7 @@ mod logdb;
 mod mcp;
 mod model_requests;
 mod outage;
+mod oversized;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;

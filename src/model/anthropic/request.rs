@@ -431,6 +431,7 @@ mod tests {
             name: "bash".into(),
             arguments: args,
             garbled: false,
+            oversized: None,
         }
     }
 

@@ -1,18 +1,20 @@
 //! Assembles Anthropic's streamed events (`message_start`,
 //! `content_block_start/delta/stop`, `message_delta`, `ping`, `error`,
 //! `message_stop`) into one `Response`. Text goes to the observer as it
-//! arrives; tool input JSON is put together per block index and parsed once
-//! the reply is whole. `stop_reason: refusal` makes the reply a refusal. A
-//! server that did not stream sends one `message` body, read here too.
+//! arrives; tool input JSON is put together per block index (raw, within
+//! the bound of `wire::Arguments`) and parsed once the reply is whole.
+//! `stop_reason: refusal` makes the reply a refusal. A server that did not
+//! stream sends one `message` body, read here too.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::model::wire::{
-    append, note_model, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress,
-    MAX_ARGUMENTS, MAX_TOOL_CALLS, MAX_TOOL_NAME,
+    append, note_model, raw_text, stream_error, too_large, Arguments, Assembly as WireAssembly,
+    Kept, Progress, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
@@ -26,7 +28,7 @@ enum Block {
     ToolUse {
         id: String,
         name: String,
-        json: String,
+        json: Arguments,
     },
     Thinking {
         thinking: String,
@@ -42,6 +44,8 @@ pub(crate) struct Assembly {
     /// In stream order; `index` is looked up among them.
     blocks: Vec<(usize, Block)>,
     tool_uses: usize,
+    /// The input JSON the tool uses keep between them.
+    kept: Kept,
     tokens: Tokens,
     usage_reported: bool,
     stop_reason: Option<String>,
@@ -79,8 +83,8 @@ struct WireEvent<'a> {
     index: usize,
     #[serde(default, borrow)]
     delta: Option<WireDelta<'a>>,
-    #[serde(default)]
-    content_block: Option<Value>,
+    #[serde(default, borrow)]
+    content_block: Option<&'a RawValue>,
     #[serde(default)]
     message: Option<WireMessage>,
     #[serde(default)]
@@ -96,7 +100,7 @@ struct WireDelta<'a> {
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    partial_json: Option<Cow<'a, str>>,
+    partial_json: Option<&'a RawValue>,
     #[serde(default, borrow)]
     thinking: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -111,6 +115,39 @@ struct WireMessage {
     usage: Option<WireUsage>,
     #[serde(default)]
     model: Option<String>,
+}
+
+/// A whole `message` body (a server that did not stream).
+#[derive(Deserialize)]
+struct WireBody<'a> {
+    #[serde(default)]
+    model: Option<Value>,
+    #[serde(default)]
+    usage: Option<Value>,
+    #[serde(default, borrow)]
+    content: Option<Vec<&'a RawValue>>,
+    #[serde(default)]
+    stop_reason: Option<Value>,
+}
+
+/// A content block as it starts, its fields raw (a text's type is not
+/// checked: anything but a string is empty).
+#[derive(Deserialize)]
+struct WireBlock<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    text: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    thinking: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    signature: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -171,40 +208,52 @@ impl Assembly {
     /// Applies a whole `message` body (a server that did not stream).
     pub(crate) fn apply_message(
         &mut self,
-        body: &Value,
+        body: &str,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
-        note_model(&mut self.model, body["model"].as_str());
-        if let Ok(usage) = serde_json::from_value::<WireUsage>(body["usage"].clone()) {
+        let body: WireBody<'_> =
+            serde_json::from_str(body).map_err(|_| ModelError::StreamIncomplete)?;
+        note_model(&mut self.model, body.model.as_ref().and_then(Value::as_str));
+        if let Some(Ok(usage)) = body.usage.map(serde_json::from_value::<WireUsage>) {
             self.add_usage(&usage);
         }
-        for (index, block) in body["content"].as_array().into_iter().flatten().enumerate() {
-            self.start_block(index, block.clone(), observer)?;
+        for (index, block) in body.content.into_iter().flatten().enumerate() {
+            self.start_block(index, block, observer)?;
         }
-        self.stop_reason = body["stop_reason"].as_str().map(str::to_string);
+        self.stop_reason = body
+            .stop_reason
+            .as_ref()
+            .and_then(Value::as_str)
+            .map(str::to_string);
         Ok(())
     }
 
     fn start_block(
         &mut self,
         index: usize,
-        block: Value,
+        block: &RawValue,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
         if self.blocks.len() >= MAX_BLOCKS {
             return Err(too_large("the number of content blocks"));
         }
-        let block = start_block(block, observer)?;
+        let block = start_block(block, observer, &mut self.kept)?;
         // LiteLLM's /v1/messages in front of a server that repeats a tool
         // call in every delta (llama-cpp-python) opens a new `tool_use`
         // block with the same id for each piece: one call, continued.
-        if let (Block::ToolUse { id, .. }, Some((last, Block::ToolUse { id: last_id, .. }))) =
-            (&block, self.blocks.last_mut())
-        {
-            if !id.is_empty() && id == last_id {
+        let continued = matches!(
+            (&block, self.blocks.last()),
+            (Block::ToolUse { id, .. }, Some((_, Block::ToolUse { id: last_id, .. })))
+                if !id.is_empty() && id == last_id
+        );
+        if continued {
+            if let Some((last, _)) = self.blocks.last_mut() {
                 *last = index;
-                return Ok(());
             }
+            if let Block::ToolUse { json, .. } = block {
+                json.discard(&mut self.kept);
+            }
+            return Ok(());
         }
         if matches!(block, Block::ToolUse { .. }) {
             self.tool_uses += 1;
@@ -232,21 +281,22 @@ impl Assembly {
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text(text)) => {
                 let piece = delta.text.unwrap_or_default();
-                append(text, &piece, MAX_ARGUMENTS, "the reply text")?;
+                append(text, &piece, MAX_TEXT, "the reply text")?;
                 observer.text_delta(&piece);
             }
             (Some("input_json_delta"), Block::ToolUse { json, .. }) => {
                 observer.tool_call_delta();
-                let piece = delta.partial_json.unwrap_or_default();
-                append(json, &piece, MAX_ARGUMENTS, "a tool call's arguments")?;
+                if let Some(piece) = delta.partial_json {
+                    json.push_raw(piece, &mut self.kept)?;
+                }
             }
             (Some("thinking_delta"), Block::Thinking { thinking, .. }) => {
                 let piece = delta.thinking.unwrap_or_default();
-                append(thinking, &piece, MAX_ARGUMENTS, "a thinking block")?;
+                append(thinking, &piece, MAX_TEXT, "a thinking block")?;
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
                 let piece = delta.signature.unwrap_or_default();
-                append(signature, &piece, MAX_ARGUMENTS, "a signature")?;
+                append(signature, &piece, MAX_TEXT, "a signature")?;
             }
             // Citations and deltas of block kinds we keep whole.
             _ => {}
@@ -281,7 +331,7 @@ impl Assembly {
         for (_, block) in self.blocks {
             match block {
                 Block::Text(t) => text.push_str(&t),
-                Block::ToolUse { id, name, json } => tool_calls.push(tool_call(id, name, json)),
+                Block::ToolUse { id, name, json } => tool_calls.push(json.into_call(id, name)),
                 Block::Thinking {
                     thinking,
                     signature,
@@ -327,11 +377,7 @@ impl WireAssembly for Assembly {
         Assembly::apply(self, data, observer)
     }
 
-    fn apply_body(
-        &mut self,
-        body: &Value,
-        observer: &dyn StreamObserver,
-    ) -> Result<(), ModelError> {
+    fn apply_body(&mut self, body: &str, observer: &dyn StreamObserver) -> Result<(), ModelError> {
         self.apply_message(body, observer)
     }
 
@@ -340,12 +386,27 @@ impl WireAssembly for Assembly {
     }
 }
 
-fn start_block(block: Value, observer: &dyn StreamObserver) -> Result<Block, ModelError> {
-    let field = |name: &str| block[name].as_str().unwrap_or_default().to_string();
-    Ok(match block["type"].as_str() {
+/// A block from its `content_block_start` (or a body's content): text and
+/// thinking as they are, a tool use's non-empty `input` as the start of its
+/// input JSON, any other kind kept whole.
+fn start_block(
+    raw: &RawValue,
+    observer: &dyn StreamObserver,
+    kept: &mut Kept,
+) -> Result<Block, ModelError> {
+    let block: WireBlock<'_> =
+        serde_json::from_str(raw.get()).map_err(|_| ModelError::StreamIncomplete)?;
+    let field = |v: Option<&RawValue>| -> Result<String, ModelError> {
+        Ok(v.map(raw_text)
+            .transpose()?
+            .unwrap_or_default()
+            .into_owned())
+    };
+    let kind = block.kind.map(raw_text).transpose()?;
+    Ok(match kind.as_deref() {
         Some("text") => {
-            let text = field("text");
-            if text.len() > MAX_ARGUMENTS {
+            let text = field(block.text)?;
+            if text.len() > MAX_TEXT {
                 return Err(too_large("the reply text"));
             }
             if !text.is_empty() {
@@ -355,27 +416,32 @@ fn start_block(block: Value, observer: &dyn StreamObserver) -> Result<Block, Mod
         }
         Some("tool_use") => {
             observer.tool_call_delta();
-            // `input` starts as `{}`; a non-empty one arrives whole.
-            let json = match &block["input"] {
-                Value::Object(map) if !map.is_empty() => block["input"].to_string(),
-                _ => String::new(),
-            };
-            let name = field("name");
-            if name.len() > MAX_TOOL_NAME || field("id").len() > MAX_TOOL_NAME {
+            let (id, name) = (field(block.id)?, field(block.name)?);
+            if name.len() > MAX_TOOL_NAME || id.len() > MAX_TOOL_NAME {
                 return Err(too_large("a tool name or id"));
             }
-            Block::ToolUse {
-                id: field("id"),
-                name,
-                json,
+            // `input` starts as `{}`; a non-empty one arrives whole.
+            let mut json = Arguments::default();
+            if let Some(input) = block.input.filter(|i| is_filled_object(i)) {
+                json.push_raw(input, kept)?;
             }
+            Block::ToolUse { id, name, json }
         }
         Some("thinking") => Block::Thinking {
-            thinking: field("thinking"),
-            signature: field("signature"),
+            thinking: field(block.thinking)?,
+            signature: field(block.signature)?,
         },
-        _ => Block::Opaque(block),
+        _ => Block::Opaque(
+            serde_json::from_str(raw.get()).map_err(|_| ModelError::StreamIncomplete)?,
+        ),
     })
+}
+
+/// Whether raw JSON is an object with at least one member.
+fn is_filled_object(raw: &RawValue) -> bool {
+    raw.get()
+        .strip_prefix('{')
+        .is_some_and(|rest| !rest.trim_start().starts_with('}'))
 }
 
 #[cfg(test)]
@@ -605,11 +671,43 @@ mod tests {
             "stop_reason": "tool_use", "stop_sequence": null,
             "usage": {"input_tokens": 12, "output_tokens": 5}});
         let mut a = Assembly::default();
-        a.apply_message(&body, &crate::model::NoObserver).unwrap();
+        a.apply_message(&body.to_string(), &crate::model::NoObserver)
+            .unwrap();
         let r = a.finish().unwrap();
         assert_eq!(r.text, "Listing.");
         assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
         assert_eq!(r.usage.input_tokens, 12);
         assert!(r.usage_reported);
+    }
+
+    #[test]
+    fn a_tool_use_over_the_argument_bound_is_refused_and_the_others_kept() {
+        use crate::model::wire::MAX_CALL_ARGUMENTS;
+        let big = json!({"content": "x".repeat(MAX_CALL_ARGUMENTS)});
+        let events = [
+            start(10, 0, 0),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "toolu_big", "name": "write_file", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": big.to_string()}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_ok", "name": "bash", "input": {"command": "ls"}}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}}),
+            json!({"type": "message_stop"}),
+        ];
+        let r = run(&events).0.unwrap();
+        assert_eq!(
+            r.tool_calls[0].oversized,
+            Some(big.to_string().len() as u64)
+        );
+        assert!(r.tool_calls[0].garbled);
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.tool_calls[1].arguments, json!({"command": "ls"}));
+
+        let body = json!({"type": "message", "content": [{"type": "tool_use", "id": "toolu_big", "name": "write_file", "input": big}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}});
+        let mut a = Assembly::default();
+        a.apply_message(&body.to_string(), &crate::model::NoObserver)
+            .unwrap();
+        assert!(a.finish().unwrap().tool_calls[0].oversized.is_some());
     }
 }

@@ -177,6 +177,7 @@ mod tests {
             name: "bash".into(),
             arguments,
             garbled,
+            oversized: None,
         }
     }
 

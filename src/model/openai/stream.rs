@@ -6,19 +6,22 @@
 //! sends one `chat.completion` body, read through the same assembly.
 //!
 //! What a server controls is bounded: at most `MAX_TOOL_CALLS` calls, looked
-//! up by index in a map (an index of 10^12 allocates nothing), names and
-//! arguments capped. llama-cpp-python repeats the whole name (and id) in
-//! every fragment of a call; a name equal to the name so far, or any name
-//! once the arguments have started, is that repeat and not a fragment.
+//! up by index in a map (an index of 10^12 allocates nothing), names capped,
+//! and arguments read raw and kept only within their bound (`wire::Arguments`:
+//! past it the call is refused, not the reply). llama-cpp-python repeats the
+//! whole name (and id) in every fragment of a call; a name equal to the name
+//! so far, or any name once the arguments have started, is that repeat and
+//! not a fragment.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 use crate::model::wire::{
-    append, note_model, stream_error, too_large, tool_call, Assembly, Progress, MAX_ARGUMENTS,
+    append, note_model, stream_error, too_large, Arguments, Assembly, Kept, Progress, MAX_TEXT,
     MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
@@ -65,12 +68,37 @@ struct ToolCallDelta<'a> {
     function: Option<FunctionDelta<'a>>,
 }
 
+/// A call's function: `arguments` is a fragment of the JSON text in a
+/// stream (a string), the whole arguments in a body (a string, or an object
+/// from some servers), kept raw until measured.
 #[derive(Deserialize)]
 struct FunctionDelta<'a> {
     #[serde(default, borrow)]
     name: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    arguments: Option<Cow<'a, str>>,
+    arguments: Option<&'a RawValue>,
+}
+
+/// A whole `chat.completion` body (a server that did not stream).
+#[derive(Deserialize)]
+struct Completion<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<CompletionChoice<'a>>,
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct CompletionChoice<'a> {
+    #[serde(default)]
+    index: u64,
+    /// The whole message, read as the one delta it amounts to.
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -94,7 +122,7 @@ struct PromptDetails {
 struct PartialCall {
     id: String,
     name: String,
-    arguments: String,
+    arguments: Arguments,
 }
 
 /// The reply as assembled so far.
@@ -105,6 +133,8 @@ pub struct ChunkAssembler {
     calls: Vec<PartialCall>,
     /// The wire index of each call to its place in `calls`.
     by_index: BTreeMap<u64, usize>,
+    /// The argument text the calls keep between them.
+    kept: Kept,
     finish_reason: Option<String>,
     usage: Usage,
     usage_reported: bool,
@@ -128,37 +158,49 @@ impl ChunkAssembler {
         note_model(&mut self.model, chunk.model.as_deref());
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(delta) = choice.delta {
-                if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
-                    append(&mut self.text, &text, MAX_ARGUMENTS, "the reply text")?;
-                    observer.text_delta(&text);
-                }
-                if let Some(refusal) = delta.refusal {
-                    append(&mut self.refusal, &refusal, MAX_ARGUMENTS, "the refusal")?;
-                }
-                for fragment in delta.tool_calls.unwrap_or_default() {
-                    self.add_fragment(fragment)?;
-                    observer.tool_call_delta();
-                }
+                self.add_delta(delta, observer)?;
             }
             if let Some(reason) = choice.finish_reason {
                 self.finish_reason = Some(reason.into_owned());
             }
         }
         if let Some(usage) = chunk.usage {
-            let input = usage.prompt_tokens.unwrap_or(0);
-            self.usage_reported |=
-                usage.prompt_tokens.is_some() || usage.completion_tokens.is_some();
-            self.usage = Usage {
-                input_tokens: input,
-                output_tokens: usage.completion_tokens.unwrap_or(0),
-                cached_input_tokens: usage
-                    .prompt_tokens_details
-                    .and_then(|d| d.cached_tokens)
-                    .unwrap_or(0)
-                    .min(input),
-            };
+            self.set_usage(usage);
         }
         Ok(())
+    }
+
+    fn add_delta(
+        &mut self,
+        delta: Delta<'_>,
+        observer: &dyn StreamObserver,
+    ) -> Result<(), ModelError> {
+        if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+            append(&mut self.text, &text, MAX_TEXT, "the reply text")?;
+            observer.text_delta(&text);
+        }
+        if let Some(refusal) = delta.refusal {
+            append(&mut self.refusal, &refusal, MAX_TEXT, "the refusal")?;
+        }
+        for fragment in delta.tool_calls.unwrap_or_default() {
+            self.add_fragment(fragment)?;
+            observer.tool_call_delta();
+        }
+        Ok(())
+    }
+
+    fn set_usage(&mut self, usage: WireUsage) {
+        let input = usage.prompt_tokens.unwrap_or(0);
+        self.usage_reported |= usage.prompt_tokens.is_some() || usage.completion_tokens.is_some();
+        self.usage = Usage {
+            input_tokens: input,
+            output_tokens: usage.completion_tokens.unwrap_or(0),
+            cached_input_tokens: usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0)
+                .min(input),
+        };
     }
 
     fn add_fragment(&mut self, fragment: ToolCallDelta<'_>) -> Result<(), ModelError> {
@@ -201,50 +243,34 @@ impl ChunkAssembler {
                 }
             }
             if let Some(arguments) = function.arguments {
-                if call.arguments.is_empty() && arguments.len() <= MAX_ARGUMENTS {
-                    // The common one-piece case: keep the parsed string, no copy.
-                    call.arguments = arguments.into_owned();
-                } else {
-                    append(
-                        &mut call.arguments,
-                        &arguments,
-                        MAX_ARGUMENTS,
-                        "a tool call's arguments",
-                    )?;
-                }
+                call.arguments.push_raw(arguments, &mut self.kept)?;
             }
         }
         Ok(())
     }
 
-    /// Feeds a whole `chat.completion` body (a server that did not stream)
-    /// as the one chunk it amounts to.
-    fn feed_body(&mut self, body: &Value, observer: &dyn StreamObserver) -> Result<(), ModelError> {
-        note_model(&mut self.model, body["model"].as_str());
-        let choice = body["choices"]
-            .as_array()
-            .and_then(|c| c.iter().find(|c| c["index"].as_u64().unwrap_or(0) == 0))
-            .ok_or(ModelError::StreamIncomplete)?;
-        let message = &choice["message"];
-        let calls: Vec<Value> = message["tool_calls"]
-            .as_array()
+    /// Reads a whole `chat.completion` body (a server that did not stream):
+    /// its message is the one delta it amounts to, each call an index of
+    /// its own.
+    fn feed_body(&mut self, body: &str, observer: &dyn StreamObserver) -> Result<(), ModelError> {
+        let body: Completion<'_> =
+            serde_json::from_str(body).map_err(|_| ModelError::StreamIncomplete)?;
+        note_model(&mut self.model, body.model.as_deref());
+        let choice = body
+            .choices
             .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, call)| {
-                let arguments = match &call["function"]["arguments"] {
-                    Value::String(s) => Value::String(s.clone()),
-                    Value::Null => Value::String(String::new()),
-                    other => Value::String(other.to_string()),
-                };
-                json!({"index": i, "id": call["id"], "function": {"name": call["function"]["name"], "arguments": arguments}})
-            })
-            .collect();
-        let chunk = json!({
-            "choices": [{"index": 0, "delta": {"content": message["content"], "refusal": message["refusal"], "tool_calls": calls}, "finish_reason": choice["finish_reason"]}],
-            "usage": body["usage"],
-        });
-        self.feed(&chunk.to_string(), observer)?;
+            .find(|c| c.index == 0)
+            .ok_or(ModelError::StreamIncomplete)?;
+        if let Some(mut message) = choice.message {
+            for (i, call) in message.tool_calls.iter_mut().flatten().enumerate() {
+                call.index = Some(i as u64);
+            }
+            self.add_delta(message, observer)?;
+        }
+        self.finish_reason = choice.finish_reason.map(Cow::into_owned);
+        if let Some(usage) = body.usage {
+            self.set_usage(usage);
+        }
         self.done = true;
         Ok(())
     }
@@ -262,7 +288,7 @@ impl ChunkAssembler {
             .calls
             .into_iter()
             .filter(|c| !c.name.is_empty() || !c.arguments.is_empty())
-            .map(|c| tool_call(c.id, c.name, c.arguments))
+            .map(|c| c.arguments.into_call(c.id, c.name))
             .collect();
         let finish = match self.finish_reason.as_deref() {
             Some("length") => FinishReason::Length,
@@ -292,11 +318,7 @@ impl Assembly for ChunkAssembler {
         })
     }
 
-    fn apply_body(
-        &mut self,
-        body: &Value,
-        observer: &dyn StreamObserver,
-    ) -> Result<(), ModelError> {
+    fn apply_body(&mut self, body: &str, observer: &dyn StreamObserver) -> Result<(), ModelError> {
         self.feed_body(body, observer)
     }
 
@@ -657,7 +679,7 @@ mod tests {
             "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
         });
         let mut asm = ChunkAssembler::default();
-        Assembly::apply_body(&mut asm, &body, &NoObserver).unwrap();
+        Assembly::apply_body(&mut asm, &body.to_string(), &NoObserver).unwrap();
         let r = Assembly::finish(asm).unwrap();
         assert_eq!(r.tool_calls[0].name, "bash");
         assert_eq!(r.tool_calls[0].arguments, json!({"command": "ls"}));
@@ -666,7 +688,7 @@ mod tests {
 
         let refused = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": "No."}, "finish_reason": "stop"}]});
         let mut asm = ChunkAssembler::default();
-        Assembly::apply_body(&mut asm, &refused, &NoObserver).unwrap();
+        Assembly::apply_body(&mut asm, &refused.to_string(), &NoObserver).unwrap();
         assert_eq!(
             Assembly::finish(asm),
             Err(ModelError::Refusal { text: "No.".into() })
@@ -678,5 +700,44 @@ mod tests {
         let e = json!({"error": {"message": "litellm.RateLimitError: slow down", "type": "None", "param": "None", "code": "429"}});
         let e = assemble(&[e.to_string()], &NoObserver).unwrap_err();
         assert_eq!(e.class(), ErrorClass::Transient("http_429".into()));
+    }
+
+    #[test]
+    fn a_call_over_the_argument_bound_is_refused_and_the_others_kept() {
+        use crate::model::wire::MAX_CALL_ARGUMENTS;
+        let big = json!({"content": "x".repeat(MAX_CALL_ARGUMENTS)}).to_string();
+        let events = [
+            chunk(
+                json!({"tool_calls": [{"index": 0, "id": "c_big", "function": {"name": "write_file", "arguments": big}}]}),
+                Value::Null,
+            ),
+            chunk(
+                json!({"tool_calls": [{"index": 1, "id": "c_ok", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]}),
+                json!("tool_calls"),
+            ),
+            "[DONE]".to_string(),
+        ];
+        let r = assemble(&events, &NoObserver).unwrap();
+        assert_eq!(r.tool_calls[0].oversized, Some(big.len() as u64));
+        assert!(r.tool_calls[0].garbled);
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.tool_calls[0].name, "write_file");
+        assert_eq!(r.tool_calls[1].arguments, json!({"command": "ls"}));
+        assert_eq!(r.tool_calls[1].oversized, None);
+
+        // The same in a body sent unstreamed, arguments a string or an object.
+        for arguments in [json!(big), serde_json::from_str::<Value>(&big).unwrap()] {
+            let body = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "c_big", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]}}]});
+            let mut asm = ChunkAssembler::default();
+            Assembly::apply_body(&mut asm, &body.to_string(), &NoObserver).unwrap();
+            let r = Assembly::finish(asm).unwrap();
+            assert!(
+                r.tool_calls[0].oversized.is_some(),
+                "{}",
+                &body.to_string()[..80]
+            );
+            assert_eq!(r.finish, FinishReason::ToolCalls);
+        }
     }
 }

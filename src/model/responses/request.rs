@@ -169,6 +169,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!({"command": "ls"}),
             garbled: false,
+            oversized: None,
         };
         let reasoning = json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB"});
         let msgs = vec![
@@ -241,6 +242,7 @@ mod tests {
             name: "bash".into(),
             arguments: json!("{\"command\": "),
             garbled: true,
+            oversized: None,
         };
         let msgs = vec![Message {
             tool_calls: vec![call],

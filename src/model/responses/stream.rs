@@ -3,17 +3,20 @@
 //! `response.function_call_arguments.*`, `response.completed` /
 //! `response.incomplete` / `response.failed`, `error`) into one `Response`.
 //! Text goes to the observer as it arrives; function-call arguments are put
-//! together per output item; a `refusal` content part makes the reply a
-//! refusal. A server that did not stream sends one `response` body.
+//! together per output item (raw, within the bound of `wire::Arguments`: the
+//! `.done` events that carry them whole again replace them, never add a
+//! copy); a `refusal` content part makes the reply a refusal. A server that
+//! did not stream sends one `response` body.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::model::wire::{
-    append, note_model, stream_error, too_large, tool_call, Assembly as WireAssembly, Progress,
-    MAX_ARGUMENTS, MAX_TOOL_CALLS, MAX_TOOL_NAME,
+    append, note_model, raw_text, stream_error, too_large, Arguments, Assembly as WireAssembly,
+    Kept, Progress, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
 
@@ -30,7 +33,7 @@ enum Item {
     FunctionCall {
         call_id: String,
         name: String,
-        arguments: String,
+        arguments: Arguments,
     },
     /// Kept whole, `encrypted_content` included, for replay.
     Reasoning(Value),
@@ -44,6 +47,8 @@ pub(crate) struct Assembly {
     items: Vec<(usize, Item)>,
     /// Refusal text, from `response.refusal.delta` or a `refusal` part.
     refusal: String,
+    /// The argument text the function calls keep between them.
+    kept: Kept,
     usage: Usage,
     usage_reported: bool,
     incomplete: bool,
@@ -57,13 +62,13 @@ struct WireEvent<'a> {
     #[serde(default)]
     output_index: usize,
     #[serde(default, borrow)]
-    delta: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Option<String>,
+    delta: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
     #[serde(default)]
     refusal: Option<String>,
-    #[serde(default)]
-    item: Option<Value>,
+    #[serde(default, borrow)]
+    item: Option<&'a RawValue>,
     #[serde(default)]
     response: Option<WireResponse>,
     // `error` events carry these at the top level.
@@ -73,6 +78,34 @@ struct WireEvent<'a> {
     message: Option<Value>,
     #[serde(default)]
     error: Option<Value>,
+}
+
+/// An output item's fields as far as a function call needs them, raw.
+#[derive(Deserialize)]
+struct WireItem<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    call_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// A whole `response` body (a server that did not stream).
+#[derive(Deserialize)]
+struct WireBody<'a> {
+    #[serde(default)]
+    status: Option<Value>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    model: Option<Value>,
+    #[serde(default, borrow)]
+    output: Option<Vec<&'a RawValue>>,
+    #[serde(default)]
+    usage: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -114,25 +147,26 @@ impl Assembly {
         match &*event.kind {
             "response.output_item.added" => {
                 let item = match event.item {
-                    Some(item) => new_item(item, observer)?,
+                    Some(item) => new_item(item, observer, &mut self.kept)?,
                     None => Item::Other,
                 };
                 self.push(index, item)?;
             }
             "response.output_text.delta" => {
-                let piece = event.delta.unwrap_or_default();
-                if let Item::Message { text, streamed } = self.item(index, || Item::Message {
+                let piece = event.delta.map(raw_text).transpose()?.unwrap_or_default();
+                let make = || Item::Message {
                     text: String::new(),
                     streamed: false,
-                })? {
-                    append(text, &piece, MAX_ARGUMENTS, "the reply text")?;
+                };
+                if let Item::Message { text, streamed } = self.item(index, make)? {
+                    append(text, &piece, MAX_TEXT, "the reply text")?;
                     *streamed = true;
                 }
                 observer.text_delta(&piece);
             }
             "response.refusal.delta" => {
-                let piece = event.delta.unwrap_or_default();
-                append(&mut self.refusal, &piece, MAX_ARGUMENTS, "the refusal")?;
+                let piece = event.delta.map(raw_text).transpose()?.unwrap_or_default();
+                append(&mut self.refusal, &piece, MAX_TEXT, "the refusal")?;
             }
             "response.refusal.done" => {
                 if let Some(full) = event.refusal.filter(|r| !r.is_empty()) {
@@ -141,19 +175,19 @@ impl Assembly {
             }
             "response.function_call_arguments.delta" => {
                 observer.tool_call_delta();
-                if let Item::FunctionCall { arguments, .. } = self.item(index, || Item::Other)? {
-                    let piece = event.delta.unwrap_or_default();
-                    append(arguments, &piece, MAX_ARGUMENTS, "a tool call's arguments")?;
+                let at = self.item_at(index, || Item::Other)?;
+                if let (Item::FunctionCall { arguments, .. }, Some(piece)) =
+                    (&mut self.items[at].1, event.delta)
+                {
+                    arguments.push_raw(piece, &mut self.kept)?;
                 }
             }
             "response.function_call_arguments.done" => {
+                let at = self.item_at(index, || Item::Other)?;
                 if let (Item::FunctionCall { arguments, .. }, Some(done)) =
-                    (self.item(index, || Item::Other)?, event.arguments)
+                    (&mut self.items[at].1, event.arguments)
                 {
-                    if done.len() > MAX_ARGUMENTS {
-                        return Err(too_large("a tool call's arguments"));
-                    }
-                    *arguments = done;
+                    arguments.replace_raw(done, &mut self.kept)?;
                 }
             }
             "response.output_item.done" => {
@@ -199,18 +233,21 @@ impl Assembly {
     /// Applies a whole `response` body (a server that did not stream).
     pub(crate) fn apply_response(
         &mut self,
-        body: &Value,
+        body: &str,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
-        if body["status"] == "failed" {
-            return Err(stream_error(&body["error"]));
+        let body: WireBody<'_> =
+            serde_json::from_str(body).map_err(|_| ModelError::StreamIncomplete)?;
+        let status = body.status.as_ref().and_then(Value::as_str);
+        if status == Some("failed") {
+            return Err(stream_error(body.error.as_ref().unwrap_or(&Value::Null)));
         }
-        note_model(&mut self.model, body["model"].as_str());
-        for (index, item) in body["output"].as_array().into_iter().flatten().enumerate() {
-            self.complete_item(index, item.clone(), observer)?;
+        note_model(&mut self.model, body.model.as_ref().and_then(Value::as_str));
+        for (index, item) in body.output.into_iter().flatten().enumerate() {
+            self.complete_item(index, item, observer)?;
         }
-        self.incomplete = body["status"] == "incomplete";
-        if let Ok(usage) = serde_json::from_value::<WireUsage>(body["usage"].clone()) {
+        self.incomplete = status == Some("incomplete");
+        if let Some(Ok(usage)) = body.usage.map(serde_json::from_value::<WireUsage>) {
             self.set_usage(usage);
         }
         Ok(())
@@ -236,28 +273,55 @@ impl Assembly {
     /// The item at `index`, created by `make` when the stream skipped its
     /// `output_item.added`.
     fn item(&mut self, index: usize, make: impl FnOnce() -> Item) -> Result<&mut Item, ModelError> {
-        let at = match self.items.iter().rposition(|(i, _)| *i == index) {
-            Some(at) => at,
-            None => self.push(index, make())?,
-        };
+        let at = self.item_at(index, make)?;
         Ok(&mut self.items[at].1)
     }
 
-    /// `output_item.done` carries the finished item: its fields win.
+    /// Where `item` finds (or puts) the item at `index`.
+    fn item_at(&mut self, index: usize, make: impl FnOnce() -> Item) -> Result<usize, ModelError> {
+        match self.items.iter().rposition(|(i, _)| *i == index) {
+            Some(at) => Ok(at),
+            None => self.push(index, make()),
+        }
+    }
+
+    /// `output_item.done` carries the finished item: its fields win. A
+    /// function call's arguments replace those streamed (given back to the
+    /// reply's budget first).
     fn complete_item(
         &mut self,
         index: usize,
-        done: Value,
+        done: &RawValue,
         observer: &dyn StreamObserver,
     ) -> Result<(), ModelError> {
+        let head: WireItem<'_> =
+            serde_json::from_str(done.get()).map_err(|_| ModelError::StreamIncomplete)?;
+        if head.kind.map(raw_text).transpose()?.as_deref() == Some("function_call") {
+            let at = self.item_at(index, || Item::Other)?;
+            let old = std::mem::replace(&mut self.items[at].1, Item::Other);
+            if let Item::FunctionCall { arguments, .. } = old {
+                arguments.discard(&mut self.kept);
+            }
+            self.items[at].1 = function_call(&head, &mut self.kept)?;
+            return Ok(());
+        }
+        let done: Value =
+            serde_json::from_str(done.get()).map_err(|_| ModelError::StreamIncomplete)?;
         if let Some(refusal) = refusal_of(&done) {
             if self.refusal.is_empty() {
                 self.refusal = refusal;
             }
         }
-        let finished = new_item(done, &crate::model::NoObserver)?;
-        let slot = self.item(index, || Item::Other)?;
-        match (slot, finished) {
+        let finished = other_item(done);
+        let at = self.item_at(index, || Item::Other)?;
+        if matches!(finished, Item::Reasoning(_)) {
+            let old = std::mem::replace(&mut self.items[at].1, finished);
+            if let Item::FunctionCall { arguments, .. } = old {
+                arguments.discard(&mut self.kept);
+            }
+            return Ok(());
+        }
+        match (&mut self.items[at].1, finished) {
             (Item::Message { text, streamed }, Item::Message { text: full, .. })
                 if !*streamed && !full.is_empty() =>
             {
@@ -271,7 +335,6 @@ impl Assembly {
                     streamed: true,
                 };
             }
-            (slot, finished @ (Item::FunctionCall { .. } | Item::Reasoning(_))) => *slot = finished,
             _ => {}
         }
         Ok(())
@@ -293,7 +356,7 @@ impl Assembly {
                     call_id,
                     name,
                     arguments,
-                } => tool_calls.push(tool_call(call_id, name, arguments)),
+                } => tool_calls.push(arguments.into_call(call_id, name)),
                 Item::Reasoning(value) => reasoning.push(value),
                 Item::Other => {}
             }
@@ -323,11 +386,7 @@ impl WireAssembly for Assembly {
         Assembly::apply(self, data, observer)
     }
 
-    fn apply_body(
-        &mut self,
-        body: &Value,
-        observer: &dyn StreamObserver,
-    ) -> Result<(), ModelError> {
+    fn apply_body(&mut self, body: &str, observer: &dyn StreamObserver) -> Result<(), ModelError> {
         self.apply_response(body, observer)
     }
 
@@ -351,9 +410,48 @@ fn refusal_of(item: &Value) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-fn new_item(item: Value, observer: &dyn StreamObserver) -> Result<Item, ModelError> {
-    let field = |name: &str| item[name].as_str().unwrap_or_default().to_string();
-    Ok(match item["type"].as_str() {
+/// An item from its `output_item.added`.
+fn new_item(
+    raw: &RawValue,
+    observer: &dyn StreamObserver,
+    kept: &mut Kept,
+) -> Result<Item, ModelError> {
+    let head: WireItem<'_> =
+        serde_json::from_str(raw.get()).map_err(|_| ModelError::StreamIncomplete)?;
+    if head.kind.map(raw_text).transpose()?.as_deref() == Some("function_call") {
+        observer.tool_call_delta();
+        return function_call(&head, kept);
+    }
+    let item: Value = serde_json::from_str(raw.get()).map_err(|_| ModelError::StreamIncomplete)?;
+    Ok(other_item(item))
+}
+
+/// A `function_call` item, its arguments measured before they are kept.
+fn function_call(item: &WireItem<'_>, kept: &mut Kept) -> Result<Item, ModelError> {
+    let field = |v: Option<&RawValue>| -> Result<String, ModelError> {
+        Ok(v.map(raw_text)
+            .transpose()?
+            .unwrap_or_default()
+            .into_owned())
+    };
+    let (call_id, name) = (field(item.call_id)?, field(item.name)?);
+    if name.len() > MAX_TOOL_NAME || call_id.len() > MAX_TOOL_NAME {
+        return Err(too_large("a tool name or id"));
+    }
+    let mut arguments = Arguments::default();
+    if let Some(raw) = item.arguments {
+        arguments.push_raw(raw, kept)?;
+    }
+    Ok(Item::FunctionCall {
+        call_id,
+        name,
+        arguments,
+    })
+}
+
+/// Any item but a function call: a message's text, a reasoning item whole.
+fn other_item(item: Value) -> Item {
+    match item["type"].as_str() {
         Some("message") => {
             let text: String = item["content"]
                 .as_array()
@@ -367,22 +465,9 @@ fn new_item(item: Value, observer: &dyn StreamObserver) -> Result<Item, ModelErr
                 streamed: false,
             }
         }
-        Some("function_call") => {
-            observer.tool_call_delta();
-            let name = field("name");
-            let call_id = field("call_id");
-            if name.len() > MAX_TOOL_NAME || call_id.len() > MAX_TOOL_NAME {
-                return Err(too_large("a tool name or id"));
-            }
-            Item::FunctionCall {
-                call_id,
-                name,
-                arguments: field("arguments"),
-            }
-        }
         Some("reasoning") => Item::Reasoning(item),
         _ => Item::Other,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -556,10 +641,38 @@ mod tests {
                        {"type": "function_call", "id": "fc", "call_id": "call_1", "name": "bash", "arguments": "{\"command\":\"ls\"}"}],
             "usage": {"input_tokens": 4, "output_tokens": 2}});
         let mut a = Assembly::default();
-        a.apply_response(&body, &crate::model::NoObserver).unwrap();
+        a.apply_response(&body.to_string(), &crate::model::NoObserver)
+            .unwrap();
         let r = a.finish().unwrap();
         assert_eq!(r.text, "Hi.");
         assert_eq!(r.tool_calls[0].id, "call_1");
         assert!(r.usage_reported);
+    }
+
+    #[test]
+    fn a_function_call_over_the_argument_bound_is_refused_whatever_repeats_it() {
+        use crate::model::wire::MAX_CALL_ARGUMENTS;
+        let big = json!({"content": "x".repeat(MAX_CALL_ARGUMENTS)}).to_string();
+        let item = |args: &str| json!({"type": "function_call", "id": "fc_1", "call_id": "call_big", "name": "write_file", "arguments": args});
+        let events = [
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item("")}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 0, "delta": big}),
+            json!({"type": "response.function_call_arguments.done", "output_index": 0, "arguments": big}),
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item(&big)}),
+            json!({"type": "response.output_item.added", "output_index": 1, "item": {"type": "function_call", "id": "fc_2", "call_id": "call_ok", "name": "bash", "arguments": ""}}),
+            json!({"type": "response.function_call_arguments.delta", "output_index": 1, "delta": "{\"command\":\"ls\"}"}),
+            completed("completed", 10, 0, 5),
+        ];
+        let r = run(&events).0.unwrap();
+        assert_eq!(r.tool_calls[0].oversized, Some(big.len() as u64));
+        assert_eq!(r.tool_calls[0].arguments, json!({}));
+        assert_eq!(r.tool_calls[0].id, "call_big");
+        assert_eq!(r.tool_calls[1].arguments, json!({"command": "ls"}));
+
+        let body = json!({"status": "completed", "output": [item(&big)], "usage": {"input_tokens": 1, "output_tokens": 1}});
+        let mut a = Assembly::default();
+        a.apply_response(&body.to_string(), &crate::model::NoObserver)
+            .unwrap();
+        assert!(a.finish().unwrap().tool_calls[0].oversized.is_some());
     }
 }
