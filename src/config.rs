@@ -60,6 +60,10 @@ pub struct Config {
     /// `tools: {allow, deny}`: which tools are offered (SPEC 11).
     #[serde(default)]
     pub tools: ToolsConfig,
+    /// `approval: ask | edits | auto` (SPEC 20).
+    pub approval: Option<crate::approval::Mode>,
+    /// Command prefixes that run without asking (SPEC 20).
+    pub approval_allow: Option<Vec<crate::approval::AllowPrefix>>,
 }
 
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
@@ -286,6 +290,10 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let inner = match inner.split_once(", expected") {
+            // An unknown value keeps the list of valid ones.
+            Some((head, expected)) if head.starts_with("unknown variant") => {
+                format!("{head}, expected{expected}{}", did_you_mean(head, expected))
+            }
             Some((head, expected)) => format!("{head}{}", did_you_mean(head, expected)),
             None => inner,
         };
@@ -307,7 +315,8 @@ fn did_you_mean(head: &str, expected: &str) -> String {
             .map(str::to_string)
             .collect()
     };
-    let (Some(field), true) = (quoted(head).pop(), head.starts_with("unknown field")) else {
+    let unknown = head.starts_with("unknown field") || head.starts_with("unknown variant");
+    let (Some(field), true) = (quoted(head).pop(), unknown) else {
         return String::new();
     };
     let valid = quoted(expected);
@@ -391,6 +400,11 @@ mod tests {
         assert!(
             err.ends_with("unknown field `atempts` (did you mean `attempts`?)"),
             "{err}"
+        );
+        let err = check(&yaml("approval: edtis")).unwrap_err();
+        assert_eq!(
+            err,
+            "approval: unknown variant `edtis`, expected one of `ask`, `edits`, `auto` (did you mean `edits`?)"
         );
         let err = check(&yaml("zzzzz: 1")).unwrap_err();
         assert_eq!(err, "zzzzz: unknown field `zzzzz`");

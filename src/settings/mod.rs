@@ -11,6 +11,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::approval;
 use crate::cli::Cli;
 use crate::config::{
     self, CompactionConfig, Config, DurationText, HooksConfig, InstructionsConfig, McpServerConfig,
@@ -64,6 +65,8 @@ pub(crate) struct Settings {
     pub instructions: Option<InstructionsConfig>,
     /// `tools: {allow, deny}`, checked by `tools::filter`.
     pub tools: ToolsConfig,
+    /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
+    pub approval: approval::Choice,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -307,6 +310,11 @@ impl Settings {
             save_runs,
             instructions: config.instructions,
             tools: config.tools,
+            approval: approval::Choice::resolve(
+                cli.approval,
+                config.approval,
+                config.approval_allow,
+            ),
         })
     }
 }

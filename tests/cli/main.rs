@@ -3,6 +3,7 @@
 
 mod support;
 
+mod approvals;
 mod check;
 mod compaction;
 mod core;
