@@ -21,6 +21,10 @@ use crate::stop::Stop;
 
 /// How long after `y` or `a` more input marks them as part of a paste.
 const SETTLE: Duration = Duration::from_millis(30);
+/// How long after `y` or `a` an Enter pressed out of habit is taken with
+/// them (left alone, it would be an empty line at the session's next
+/// prompt, which ends the session).
+const HABIT: Duration = Duration::from_millis(250);
 /// The quiet that ends a paste or a burst of keys being discarded.
 const QUIET: Duration = Duration::from_millis(100);
 
@@ -75,12 +79,20 @@ impl Raw {
         let mut raw = saved.clone();
         termios::cfmakeraw(&mut raw);
         raw.output_flags = saved.output_flags;
-        *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some((file.as_raw_fd(), saved.clone()));
         termios::tcsetattr(file.as_fd(), SetArg::TCSANOW, &raw)?;
+        *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some((file.as_raw_fd(), saved.clone()));
         // Keys typed before the question was shown do not answer it.
         let _ = termios::tcflush(file.as_fd(), termios::FlushArg::TCIFLUSH);
         // SAFETY: `file` is open, owned by the `AsyncFd` for its whole life.
-        let fd = unsafe { AsyncFd::register_with_interest(file, Interest::READABLE) }?;
+        let fd = match unsafe { AsyncFd::register_with_interest(file, Interest::READABLE) } {
+            Ok(fd) => fd,
+            Err(e) => {
+                let (file, e) = e.into_parts();
+                let _ = termios::tcsetattr(file.as_fd(), SetArg::TCSANOW, &saved);
+                SAVED.lock().unwrap_or_else(|e| e.into_inner()).take();
+                return Err(e);
+            }
+        };
         Ok(Raw {
             fd,
             saved: Mutex::new(saved),
@@ -116,13 +128,22 @@ impl Raw {
         }
     }
 
-    /// Whether `y` or `a` stands: nothing but Enter follows it at once.
+    /// Whether `y` or `a` stands: nothing but Enter follows it at once
+    /// (else it is a paste). An Enter pressed just after is taken with it.
     async fn settled(&self, buf: &mut [u8]) -> bool {
+        let started = tokio::time::Instant::now();
         loop {
-            match self.read_within(buf, SETTLE).await {
+            let settling = started.elapsed() < SETTLE;
+            let until = if settling { SETTLE } else { HABIT };
+            let Some(wait) = until.checked_sub(started.elapsed()) else {
+                return true;
+            };
+            match self.read_within(buf, wait).await {
+                None if settling => {}
                 None | Some(Ok(0) | Err(_)) => return true,
-                Some(Ok(n)) if buf[..n].iter().all(|b| matches!(b, b'\r' | b'\n')) => {}
-                Some(Ok(_)) => return false,
+                Some(Ok(n)) if buf[..n].iter().all(|b| matches!(b, b'\r' | b'\n')) => return true,
+                // More keys at once: a paste. Later: a stray key, dropped.
+                Some(Ok(_)) => return !settling,
             }
         }
     }
