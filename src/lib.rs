@@ -26,6 +26,7 @@ pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod signals;
+pub(crate) mod start_warnings;
 pub(crate) mod stop;
 pub(crate) mod suggest;
 pub(crate) mod task_input;
@@ -46,6 +47,7 @@ use agent::subagent::Subagent;
 use agent::{job_options, Agent, JobOptions, Limits, RequestOptions};
 use cli::Cli;
 use conversation::{Message, Role};
+use events::human::once::ShownOnce;
 use events::human::HumanSink;
 use events::jsonl::JsonlSink;
 use events::otel::{OtelConfig, OtelSink};
@@ -271,42 +273,26 @@ fn build_chain<'a>(
 
 fn sinks(settings: &Settings, session: Option<&interactive::Link>) -> Vec<Box<dyn Sink>> {
     // The human view prints the switch lines itself, above its spinner.
-    let mut sinks: Vec<Box<dyn Sink>> = if settings.json {
-        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
-    } else {
-        // A session's tool lines show the end of a command's output.
-        let view = HumanSink::new(settings.quiet).with_output_tail(session.is_some());
-        vec![Box::new(view)]
-    };
+    if settings.json {
+        return vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())];
+    }
+    // A session's tool lines show the end of a command's output.
+    let mut human = HumanSink::new(settings.quiet).with_output_tail(session.is_some());
+    // A dearer fallback is said once per machine on the terminal; the
+    // `warning` event still comes on every run.
+    if let Some(dir) = runs::state_dir(&process_env) {
+        let models: Vec<&ResolvedModel> = settings.chain().collect();
+        let once = ShownOnce::new(
+            dir.join("notices"),
+            start_warnings::dearer_fallbacks(&models),
+        );
+        human = human.show_once(once);
+    }
+    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(human)];
     if let Some(session) = session {
         sinks.push(session.ledger.sink());
     }
     sinks
-}
-
-/// Warnings due before the first request: unpriced models under a cost
-/// limit, and fallbacks dearer than the primary.
-fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
-    if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in models.iter().filter(|m| m.pricing.is_none()) {
-            emitter.warn(format!(
-                "model {} has no known price: its responses count as $0 toward the cost limit",
-                m.spec
-            ));
-        }
-    }
-    if let Some(primary) = models[0].pricing {
-        for m in &models[1..] {
-            if let Some(p) = m.pricing {
-                if p.input > primary.input || p.output > primary.output {
-                    emitter.warn(format!(
-                        "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
-                    ));
-                }
-            }
-        }
-    }
 }
 
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
@@ -462,7 +448,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         emitter.warn(warning);
     }
     let models: Vec<&ResolvedModel> = settings.chain().collect();
-    price_warnings(&models, settings.cost_limit, &emitter);
+    start_warnings::prices(&models, settings.cost_limit, &emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(&doc, &settings, &emitter);
     }
@@ -510,7 +496,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         tools.add(tool);
     }
 
-    let health = health::for_run(settings.health_db.as_ref(), &settings.fallback, &emitter);
+    let health = health::for_run(settings.health_db.as_ref(), &emitter);
     let chain = chain.with_health(health);
     let agent = Agent {
         chain,
