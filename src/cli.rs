@@ -79,6 +79,10 @@ pub struct Cli {
     #[arg(short = 'i', long, conflicts_with = "json")]
     pub interactive: bool,
 
+    /// Who approves shell commands and file changes before they run (config `approval`). Default: ask in an interactive session, auto otherwise
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub approval: Option<crate::approval::Mode>,
+
     /// Do not keep this run in the run store (config `save_runs`)
     #[arg(long)]
     pub no_save: bool,

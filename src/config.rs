@@ -65,6 +65,10 @@ pub struct Config {
     pub outage_wait: Option<DurationText>,
     /// `budgets:` spend caps shared by every run on the health record (SPEC 19).
     pub budgets: Option<Vec<BudgetConfig>>,
+    /// `approval: ask | edits | auto` (SPEC 20).
+    pub approval: Option<crate::approval::Mode>,
+    /// Command prefixes that run without asking (SPEC 20).
+    pub approval_allow: Option<Vec<crate::approval::AllowPrefix>>,
 }
 
 /// One entry of `budgets:`: `{usd: AMOUNT, per: PERIOD}` with `model` or
@@ -342,6 +346,10 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         let inner = match inner.split_once(", expected") {
+            // An unknown value keeps the list of valid ones.
+            Some((head, expected)) if head.starts_with("unknown variant") => {
+                format!("{head}, expected{expected}{}", did_you_mean(head, expected))
+            }
             Some((head, expected)) if head.starts_with("unknown field") => {
                 format!("{head}{}", did_you_mean(head, expected))
             }
@@ -365,7 +373,8 @@ fn did_you_mean(head: &str, expected: &str) -> String {
             .map(str::to_string)
             .collect()
     };
-    let (Some(field), true) = (quoted(head).pop(), head.starts_with("unknown field")) else {
+    let unknown = head.starts_with("unknown field") || head.starts_with("unknown variant");
+    let (Some(field), true) = (quoted(head).pop(), unknown) else {
         return String::new();
     };
     let valid = quoted(expected);
@@ -449,6 +458,11 @@ mod tests {
         assert!(
             err.ends_with("unknown field `atempts` (did you mean `attempts`?)"),
             "{err}"
+        );
+        let err = check(&yaml("approval: edtis")).unwrap_err();
+        assert_eq!(
+            err,
+            "approval: unknown variant `edtis`, expected one of `ask`, `edits`, `auto` (did you mean `edits`?)"
         );
         let err = check(&yaml("zzzzz: 1")).unwrap_err();
         assert_eq!(err, "zzzzz: unknown field `zzzzz`");

@@ -33,7 +33,12 @@ pub(crate) fn after_help() -> String {
         text.push_str(&format!("  {:<11} {key}{endpoint}\n", p.name));
     }
     text.push_str(
-        "\nConfig: $TINYAGENT_CONFIG, else $XDG_CONFIG_HOME/tinyagent/config.yaml, else \
+        "\nWhat runs without asking: a run given its TASK (a script, CI, --json) runs every \
+bash command and file change the model asks for without asking; an interactive session \
+asks first, showing the whole command or the file's diff (y yes, n no, a always). \
+Change this with --approval ask|edits|auto or config `approval`; config `approval_allow` \
+lists commands that never need asking (e.g. [\"cargo test\", \"git status\"]).\n\
+\nConfig: $TINYAGENT_CONFIG, else $XDG_CONFIG_HOME/tinyagent/config.yaml, else \
 ~/.config/tinyagent/config.yaml; each -c FILE is laid over it.\n\
 \nExit codes: 0 answered, 1 error or output_truncated, 2 usage or config error, \
 3 step/cost/time limit, 75 every model failed on an outage, 130 interrupted.",

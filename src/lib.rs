@@ -4,6 +4,7 @@
 //! together; see CONTRIBUTING.md for the map of the code.
 
 pub(crate) mod agent;
+pub(crate) mod approval;
 pub(crate) mod budget;
 pub(crate) mod check;
 pub mod cli;
@@ -30,6 +31,7 @@ pub(crate) mod start_warnings;
 pub(crate) mod stop;
 pub(crate) mod suggest;
 pub(crate) mod task_input;
+pub(crate) mod text_edit;
 pub(crate) mod tools;
 pub mod trajectory;
 pub(crate) mod worktree;
@@ -132,6 +134,8 @@ struct Prepared {
     jobs: JobOptions,
     instructions: Instructions,
     tool_filter: ToolFilter,
+    /// The interactive session this run belongs to, if any.
+    session: Option<interactive::Link>,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -144,6 +148,7 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
             .is_some();
     let store = runs::RunStore::locate(&process_env);
     let mut warnings = Vec::new();
+    let session = start.session;
     let mut store_cwd = start.store_cwd;
     let (resume, write_back) = if let Some(doc) = start.previous {
         let cp = resume::Checkpointed {
@@ -212,6 +217,9 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     );
     let instructions = instructions::load(&source, &settings.cwd)?;
     jobs.system_note = instructions.prompt_section();
+    jobs.approvals = settings
+        .approval
+        .gate(session.as_ref().map(|s| &s.always), settings.json)?;
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
@@ -229,6 +237,7 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         jobs,
         instructions,
         tool_filter,
+        session,
     })
 }
 
@@ -264,12 +273,13 @@ fn build_chain<'a>(
     )
 }
 
-fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
+fn sinks(settings: &Settings, session: Option<&interactive::Link>) -> Vec<Box<dyn Sink>> {
     // The human view prints the switch lines itself, above its spinner.
     if settings.json {
         return vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())];
     }
-    let mut human = HumanSink::new(settings.quiet);
+    // A session's tool lines show the end of a command's output.
+    let mut human = HumanSink::new(settings.quiet).with_output_tail(session.is_some());
     // A dearer fallback is said once per machine on the terminal; the
     // `warning` event still comes on every run.
     if let Some(dir) = runs::state_dir(&process_env) {
@@ -280,7 +290,11 @@ fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {
         );
         human = human.show_once(once);
     }
-    vec![Box::new(human)]
+    let mut sinks: Vec<Box<dyn Sink>> = vec![Box::new(human)];
+    if let Some(session) = session {
+        sinks.push(session.ledger.sink());
+    }
+    sinks
 }
 
 /// Sets up `--sandbox` and `--worktree`, which may refuse the run (exit 2)
@@ -323,6 +337,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
         mut jobs,
         instructions,
         tool_filter,
+        session,
     } = prepared;
     let run_id = uuid::Uuid::new_v4().to_string();
     let (sandbox, worktree) = match start_isolation(&mut settings, &run_id).await {
@@ -343,7 +358,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
     // The store's own file (no -o, no resumed FILE) is kept cheap: not synced.
     let volatile = output_path.is_none();
     let store_dir = keep.as_ref().map(|k| k.cwd.clone());
-    let mut sinks = sinks(&settings);
+    let mut sinks = sinks(&settings, session.as_ref());
     if let Some(keep) = &keep {
         let already = warnings.clone();
         let recording;

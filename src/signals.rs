@@ -22,6 +22,7 @@ pub(crate) fn watch(token: CancellationToken) {
             }
             count += 1;
             if count > 1 {
+                crate::approval::restore_terminal();
                 crate::events::human::clear_terminal_line();
                 std::process::exit(Status::Interrupted.exit_code());
             }

@@ -44,6 +44,12 @@ impl Stop {
         Stop::new(CancellationToken::new(), None)
     }
 
+    /// Interrupts the run, as Ctrl-C does (Ctrl-C at an approval question,
+    /// read as a key in raw mode, is no signal).
+    pub(crate) fn interrupt(&self) {
+        self.cancel.cancel();
+    }
+
     /// The cause that is already pending, if any (interrupt first).
     pub(crate) fn pending(&self) -> Option<StopCause> {
         if self.cancel.is_cancelled() {

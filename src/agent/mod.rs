@@ -65,6 +65,9 @@ pub(crate) struct JobOptions {
     pub subagent: Option<subagent::Subagent>,
     /// Appended to the system prompt (a subagent's role).
     pub system_note: Option<String>,
+    /// Asks a person before commands and file changes run (SPEC 20);
+    /// `None` (`--approval auto`) asks nothing.
+    pub approvals: Option<std::sync::Arc<dyn crate::approval::Gate>>,
 }
 
 /// Counters that bound the loop's retries of a final answer or a reply.

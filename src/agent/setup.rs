@@ -32,5 +32,6 @@ pub(crate) fn job_options(
         hooks: Hooks::from_config(hooks),
         subagent,
         system_note: None,
+        approvals: None,
     })
 }

@@ -112,6 +112,7 @@ impl Agent {
                 },
                 subagent: None,
                 system_note: Some(note),
+                approvals: self.jobs.approvals.clone(),
             },
         };
         let outcome = Box::pin(child.run_mut(vec![Message::new(Role::User, task, 0)])).await;

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::answer::{FinalAnswer, Verdict};
 use super::{hooks, stop_status, Agent, Counters, StepEnd};
+use crate::approval::{Review, Where};
 use crate::conversation::{Message, ToolCall};
 use crate::events::Event;
 use crate::exit::Status;
@@ -38,7 +39,7 @@ impl Agent {
                 tool: call.name.clone(),
                 arguments: call.arguments.clone(),
             });
-            let started = Instant::now();
+            let mut started = Instant::now();
             let mut ending = None;
             let result = if let Some(size) = call.oversized {
                 ToolOutput::err(oversized(size))
@@ -63,7 +64,11 @@ impl Agent {
                         result
                     }
                 }
+            } else if let Err(declined) = self.approved(call).await {
+                ToolOutput::err(declined)
             } else {
+                // The time spent waiting for an answer is not the tool's.
+                started = Instant::now();
                 self.run_tool(call).await
             };
             let duration_ms = started.elapsed().as_millis() as u64;
@@ -108,6 +113,23 @@ impl Agent {
             }
         }
         StepEnd::Continue
+    }
+
+    /// Whether the run's approval gate lets `call` run (always, without
+    /// one); else the failed result the model gets.
+    async fn approved(&self, call: &ToolCall) -> Result<(), String> {
+        let Some(gate) = &self.jobs.approvals else {
+            return Ok(());
+        };
+        let at = Where {
+            cwd: &self.tool_ctx.cwd,
+            stop: &self.stop,
+            emitter: &self.emitter,
+        };
+        match gate.review(call, at).await {
+            Review::Run => Ok(()),
+            Review::Declined(result) => Err(result),
+        }
     }
 
     /// Runs one tool call (not `submit`) between the pre- and post-tool

@@ -44,9 +44,17 @@ pub(crate) struct HumanSink {
     /// Cost per model that answered, in the order they first answered.
     costs: Vec<(String, f64)>,
     wait_until: WaitUntil,
+    /// The spinner's message, to show again after an approval question.
+    message: String,
+    /// Lines of a `bash` command's output shown under its tool line (in an
+    /// interactive session; 0 otherwise).
+    output_tail: usize,
     /// Warnings printed once per machine rather than on every run.
     once: Option<ShownOnce>,
 }
+
+/// Lines of a command's output a session's tool line shows.
+const OUTPUT_TAIL: usize = 5;
 
 impl HumanSink {
     pub(crate) fn new(quiet: bool) -> Self {
@@ -75,8 +83,17 @@ impl HumanSink {
             calls: HashMap::new(),
             costs: Vec::new(),
             wait_until,
+            message: String::new(),
+            output_tail: 0,
             once: None,
         }
+    }
+
+    /// Shows the last lines of each `bash` command's output, dimmed, under
+    /// its tool line (SPEC 20: interactive sessions).
+    pub(crate) fn with_output_tail(mut self, on: bool) -> Self {
+        self.output_tail = if on { OUTPUT_TAIL } else { 0 };
+        self
     }
 
     /// Prints the warnings `once` lists only the first time on this machine.
@@ -90,6 +107,7 @@ impl HumanSink {
         if !self.live {
             return;
         }
+        self.message = message.to_string();
         let message = cut(message, self.width.saturating_sub(12));
         let wait = &self.wait_until;
         self.spinner
@@ -232,6 +250,18 @@ impl HumanSink {
         }
         line.push(' ');
         line.push_str(&self.paint("2", &took));
+        if tool == "bash" && self.output_tail > 0 {
+            // One block with the output's last lines: the spinner steps
+            // aside once.
+            let indent = if self.indent { "\n  " } else { "\n" };
+            for row in lines::output_tail(output, self.output_tail) {
+                let row = cut(&row, self.line_width().saturating_sub(4));
+                line.push_str(indent);
+                line.push_str(&format!("    {}", self.paint("2", &row)));
+            }
+            self.line(&line);
+            return;
+        }
         self.line(&line);
         let note = if ok && subject.is_empty() {
             output
@@ -296,6 +326,18 @@ impl Sink for HumanSink {
 
     fn finish(&mut self) {
         self.clear_spinner();
+    }
+
+    fn hold_live(&mut self, hold: bool) {
+        if hold {
+            if std::mem::take(&mut self.streamed) {
+                eprintln!();
+            }
+            self.clear_spinner();
+        } else if !self.message.is_empty() {
+            let message = self.message.clone();
+            self.spin(&message);
+        }
     }
 }
 

@@ -371,6 +371,10 @@ pub trait Sink: Send {
     }
     /// Called once at the very end, after `run.finished`.
     fn finish(&mut self) {}
+    /// The terminal is someone else's for a while (an approval question,
+    /// `hold` true) and then given back: a live display (a spinner) stops
+    /// drawing, and comes back; not an event.
+    fn hold_live(&mut self, _hold: bool) {}
 }
 
 struct EmitterInner {
@@ -481,6 +485,14 @@ impl Emitter {
     pub(crate) fn outage_progress(&self, notice: &OutageNotice) {
         for sink in self.lock().sinks.iter_mut() {
             sink.outage_progress(notice);
+        }
+    }
+
+    /// Holds (or gives back) the live display of every sink, around an
+    /// approval question.
+    pub(crate) fn hold_live(&self, hold: bool) {
+        for sink in self.lock().sinks.iter_mut() {
+            sink.hold_live(hold);
         }
     }
 

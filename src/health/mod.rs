@@ -190,6 +190,13 @@ impl Location {
         }
     }
 
+    /// What the record says about each of `keys`, read once and nothing
+    /// written (`/model` in an interactive session shows it).
+    pub(crate) fn read_records(&self, keys: &[HealthKey]) -> Result<Vec<Record>, StoreError> {
+        let mut store = self.open()?;
+        keys.iter().map(|key| store.read(key)).collect()
+    }
+
     fn open(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Location::File(path) => open(path),

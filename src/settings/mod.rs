@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::approval;
 use crate::budget::Budget;
 use crate::cli::Cli;
 use crate::config::{
@@ -70,6 +71,8 @@ pub(crate) struct Settings {
     pub outage_wait: Duration,
     /// `budgets:` spend caps shared on the health record (SPEC 19).
     pub budgets: Vec<Budget>,
+    /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
+    pub approval: approval::Choice,
 }
 
 /// The subagents' models and step limit (config `subagents`).
@@ -314,6 +317,11 @@ impl Settings {
             tools: config.tools,
             outage_wait,
             budgets,
+            approval: approval::Choice::resolve(
+                cli.approval,
+                config.approval,
+                config.approval_allow,
+            ),
         })
     }
 }

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::{shorten, str_arg, Tool, ToolCtx, ToolOutput, MAX_OUTPUT_CHARS};
 use crate::conversation::ToolSpec;
+use crate::text_edit::{self, EditError};
 
 const DEFAULT_READ_LIMIT: usize = 2000;
 const MAX_LISTED: usize = 1000;
@@ -139,22 +140,16 @@ impl Tool for EditFile {
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if old.is_empty() {
-            return ToolOutput::err("old_string must not be empty");
+            return ToolOutput::err(EditError::EmptyOld.to_string());
         }
         let full = ctx.resolve(path);
         let text = match tokio::fs::read_to_string(&full).await {
             Ok(t) => t,
             Err(e) => return ToolOutput::err(format!("cannot read {path}: {e}")),
         };
-        let count = text.matches(old).count();
-        let updated = match (count, all) {
-            (0, _) => return ToolOutput::err(format!("old_string not found in {path}")),
-            (1, _) | (_, true) => text.replace(old, new),
-            (n, false) => {
-                return ToolOutput::err(format!(
-                    "old_string occurs {n} times in {path}; give more context to make it unique, or set replace_all"
-                ))
-            }
+        let (updated, count) = match text_edit::replace(&text, old, new, all, path) {
+            Ok(done) => done,
+            Err(e) => return ToolOutput::err(e.to_string()),
         };
         match tokio::fs::write(&full, updated).await {
             Ok(()) => ToolOutput::ok(format!(

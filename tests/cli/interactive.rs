@@ -16,7 +16,7 @@ const HINT: &str = "interactive session; an empty line, exit or Ctrl-D ends it";
 const ANSWER: &str = "- text: the answer\n";
 
 /// Starts the binary on a pty (stdin and stderr), stdout into `answers`.
-fn spawn(env: &TestEnv, args: &[&str], answers: &Path) -> PtySession {
+pub(crate) fn spawn(env: &TestEnv, args: &[&str], answers: &Path) -> PtySession {
     let mut cmd = env.std_cmd();
     cmd.args(args)
         .env("TERM", "xterm")
@@ -26,14 +26,14 @@ fn spawn(env: &TestEnv, args: &[&str], answers: &Path) -> PtySession {
     rexpect::session::spawn_command(cmd, Some(30_000)).expect("spawn on a pty")
 }
 
-fn exit_code(session: &mut PtySession) -> i32 {
+pub(crate) fn exit_code(session: &mut PtySession) -> i32 {
     match session.process().wait().unwrap() {
         WaitStatus::Exited(_, code) => code,
         other => panic!("did not exit: {other:?}"),
     }
 }
 
-fn runs(env: &TestEnv) -> Vec<Value> {
+pub(crate) fn runs(env: &TestEnv) -> Vec<Value> {
     let index = env.home().join(".local/state/tinyagent/runs/index.json");
     read_json(&index)["runs"].as_array().unwrap().clone()
 }
@@ -113,7 +113,11 @@ fn ctrl_c_interrupts_the_run_then_ends_the_session_at_the_prompt() {
         ),
     );
     let answers = env.file("answers.md");
-    let mut s = spawn(&env, &["-m", &model, "-i", "a slow task"], &answers);
+    let mut s = spawn(
+        &env,
+        &["-m", &model, "--approval", "auto", "-i", "a slow task"],
+        &answers,
+    );
     crate::resume::wait_for(&marker);
     s.send_control('c').unwrap();
     s.exp_string("interrupted after 1 step").unwrap();
@@ -210,7 +214,11 @@ fn sigterm_ends_the_session_not_only_the_run() {
         ),
     );
     let answers = env.file("answers.md");
-    let mut s = spawn(&env, &["-m", &model, "-i", "a slow task"], &answers);
+    let mut s = spawn(
+        &env,
+        &["-m", &model, "--approval", "auto", "-i", "a slow task"],
+        &answers,
+    );
     crate::resume::wait_for(&marker);
     s.process_mut()
         .signal(nix::sys::signal::Signal::SIGTERM)

@@ -4,6 +4,7 @@
 mod support;
 
 mod action;
+mod approvals;
 mod budgets;
 mod check;
 mod compaction;

@@ -67,6 +67,35 @@ pub(crate) fn failure_note(output: &str) -> String {
     }
 }
 
+/// The last `n` lines of a command's output that are not blank,
+/// printable: colours and other escape sequences dropped, a line redrawn
+/// with `\r` (a progress bar) as it was last drawn.
+pub(crate) fn output_tail(output: &str, n: usize) -> Vec<String> {
+    let mut lines: Vec<String> = output
+        .lines()
+        .rev()
+        .map(|line| {
+            let line = console::strip_ansi_codes(line);
+            let line = line.trim_end_matches('\r');
+            let shown = line.rsplit('\r').next().unwrap_or("");
+            shown
+                .chars()
+                .map(|c| match c {
+                    '\t' => ' ',
+                    c if c.is_control() => '?',
+                    c => c,
+                })
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .filter(|line| !line.trim().is_empty())
+        .take(n)
+        .collect();
+    lines.reverse();
+    lines
+}
+
 /// `text` cut to `width` characters, ending in `…` when cut.
 pub(crate) fn cut(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
@@ -257,6 +286,18 @@ fn shell_word(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn output_tails_are_the_last_lines_made_printable() {
+        let out = "one\ntwo\nthree\n\x1b[32mgreen\x1b[0m\n10%\r50%\r100%\nbell\x07\ttab\n\n\n";
+        assert_eq!(output_tail(out, 4), ["three", "green", "100%", "bell? tab"]);
+        assert_eq!(output_tail("only", 5), ["only"]);
+        assert!(output_tail("", 5).is_empty());
+        assert_eq!(
+            output_tail("x\n\n[exit code: 2]", 5),
+            ["x", "[exit code: 2]"]
+        );
+    }
 
     #[test]
     fn subjects() {

@@ -2,7 +2,11 @@
 //! terminal, run it, then ask for a follow-up, each one a new run resumed
 //! from the last. Prompts and line editing use the terminal itself
 //! (`/dev/tty`), never stdout, so `tinyagent -i > answers.md` keeps only
-//! the answers.
+//! the answers. Slash commands (`slash`) are answered here, never sent to
+//! a model; what the session spent is its `ledger`.
+
+mod ledger;
+mod slash;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -11,6 +15,7 @@ use rustyline::config::Behavior;
 use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 
+use crate::approval::Always;
 use crate::cli::Cli;
 use crate::exit::{self, Status};
 use crate::runs;
@@ -38,6 +43,16 @@ pub(crate) struct Start {
     pub previous: Option<Trajectory>,
     /// The directory the run store records the run under.
     pub store_cwd: Option<PathBuf>,
+    /// The session the run belongs to (`None`: a run on its own).
+    pub session: Option<Link>,
+}
+
+/// What each run of a session shares with it: the "always" answers given
+/// at approval questions, and the spending `/cost` reports.
+#[derive(Clone, Default)]
+pub(crate) struct Link {
+    pub always: Always,
+    pub ledger: ledger::Ledger,
 }
 
 /// How a run ended.
@@ -95,8 +110,11 @@ pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
         Err(e) => return usage(e),
     };
     let save = runs::enabled(cli.no_save, &config);
+    let link = Link::default();
     if !resuming {
-        if let Err(e) = Settings::from_parts(&cli, config, "-".into(), &process_env, None) {
+        let checked = Settings::from_parts(&cli, config, "-".into(), &process_env, None)
+            .and_then(|s| s.approval.gate(Some(&link.always), cli.json).map(drop));
+        if let Err(e) = checked {
             return usage(e);
         }
     }
@@ -104,47 +122,131 @@ pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
         .then(|| runs::state_dir(&process_env).map(|d| d.join(HISTORY)))
         .flatten();
     let mut lines = Lines::open(history);
-
-    let mut ended = if task_arg(&cli).is_some() {
-        run_one(&cli, Start::default())
+    let mut talk = Conversation::new(cli, link);
+    if task_arg(&talk.first).is_some() {
+        let ended = run_one(&talk.first, talk.start(None));
+        if let Some(code) = talk.ended(ended) {
+            return code;
+        }
     } else {
         eprintln!("{HINT}");
-        match lines.ask() {
-            Input::Task(task) => run_one(
-                &cli,
-                Start {
-                    task: Some(task),
-                    ..Start::default()
-                },
-            ),
-            Input::End => return 0,
-            Input::Interrupted => return Status::Interrupted.exit_code(),
-        }
-    };
-    let follow_up = follow_up_cli(&cli);
+    }
     loop {
-        if stop::terminated() {
-            // SIGTERM ends the session, not only the run.
-            return ended.code;
-        }
-        let Some(doc) = ended.doc.take() else {
-            // The run never started (a setup error): asking again would
-            // fail the same way.
-            return ended.code;
-        };
         let task = match lines.ask() {
             Input::Task(task) => task,
-            Input::End => return ended.code,
+            Input::End => return talk.code,
             Input::Interrupted => return Status::Interrupted.exit_code(),
         };
-        ended = run_one(
-            &follow_up,
-            Start {
-                task: Some(task),
-                previous: Some(doc),
-                store_cwd: ended.store_cwd.take(),
-            },
-        );
+        if let Some(command) = slash::parse(&task) {
+            match talk.command(command) {
+                Some(code) => return code,
+                None => continue,
+            }
+        }
+        let ended = match talk.doc.take() {
+            Some(doc) => run_one(&talk.follow_up, talk.start_after(task, doc)),
+            None => run_one(&talk.first, talk.start(Some(task))),
+        };
+        if let Some(code) = talk.ended(ended) {
+            return code;
+        }
+    }
+}
+
+/// Where a session is: the conversation a follow-up continues, and the
+/// flags of its next run.
+struct Conversation {
+    /// The flags of a run that starts a conversation: the session's, then,
+    /// once a run has made the working directory (a worktree), flags that
+    /// stay in it.
+    first: Cli,
+    /// The flags of a follow-up.
+    follow_up: Cli,
+    /// The conversation a follow-up continues (none before the first run
+    /// and after `/clear`).
+    doc: Option<Trajectory>,
+    store_cwd: Option<PathBuf>,
+    /// The last run's exit code (0 before any).
+    code: i32,
+    link: Link,
+}
+
+impl Conversation {
+    fn new(cli: Cli, link: Link) -> Conversation {
+        Conversation {
+            follow_up: follow_up_cli(&cli),
+            first: cli,
+            doc: None,
+            store_cwd: None,
+            code: 0,
+            link,
+        }
+    }
+
+    /// A run that starts a conversation.
+    fn start(&self, task: Option<String>) -> Start {
+        Start {
+            task,
+            previous: None,
+            store_cwd: self.store_cwd.clone(),
+            session: Some(self.link.clone()),
+        }
+    }
+
+    /// A follow-up continuing `doc`.
+    fn start_after(&self, task: String, doc: Trajectory) -> Start {
+        Start {
+            task: Some(task),
+            previous: Some(doc),
+            store_cwd: self.store_cwd.clone(),
+            session: Some(self.link.clone()),
+        }
+    }
+
+    /// Takes a run's end; `Some(code)` when the session ends with it (a
+    /// setup error, SIGTERM).
+    fn ended(&mut self, ended: Ended) -> Option<i32> {
+        self.code = ended.code;
+        if stop::terminated() {
+            // SIGTERM ends the session, not only the run.
+            return Some(ended.code);
+        }
+        // A run that never started (a setup error): asking again would
+        // fail the same way.
+        let doc = ended.doc?;
+        self.store_cwd = ended.store_cwd;
+        // A conversation started after `/clear` stays where this one ran.
+        self.first = self.follow_up.clone();
+        self.first.cwd = doc.cwd.as_ref().map(PathBuf::from);
+        self.doc = Some(doc);
+        None
+    }
+
+    /// Answers a slash command; `Some(code)` ends the session.
+    fn command(&mut self, command: slash::Slash) -> Option<i32> {
+        use slash::Slash;
+        match command {
+            Slash::Exit => return Some(self.code),
+            Slash::Help => eprintln!("{}", slash::HELP),
+            Slash::Unknown(name) => eprintln!("unknown command {name}\n{}", slash::HELP),
+            Slash::Cost => eprintln!("{}", self.link.ledger.report()),
+            Slash::Model => {
+                let cli = if self.doc.is_some() {
+                    &self.follow_up
+                } else {
+                    &self.first
+                };
+                eprintln!("{}", slash::model_report(cli, self.doc.as_ref()))
+            }
+            Slash::Clear => {
+                self.doc = None;
+                // Before any run, a `--resume` or `--continue` is dropped too.
+                self.first.resume = None;
+                self.first.continue_run = false;
+                eprintln!("(a new conversation: the next task starts from scratch)");
+            }
+        }
+        None
     }
 }
 
