@@ -51,6 +51,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub sandbox_allowed_domains: Option<Vec<String>>,
     pub health_db: Option<String>,
+    /// `pacing: on` (the default) or `off` (SPEC 17).
+    pub pacing: Option<Pacing>,
     /// `save_runs: false` keeps runs out of the run store (SPEC section 7).
     pub save_runs: Option<bool>,
     #[serde(default)]
@@ -60,6 +62,32 @@ pub struct Config {
     /// `tools: {allow, deny}`: which tools are offered (SPEC 11).
     #[serde(default)]
     pub tools: ToolsConfig,
+}
+
+/// `pacing:` stay under providers' published rate limits, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for Pacing {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) if s == "on" => Ok(Pacing::On),
+            Value::String(s) if s == "off" => Ok(Pacing::Off),
+            other => {
+                let found = match other {
+                    Value::String(s) => format!("'{s}'"),
+                    Value::Bool(b) => b.to_string(),
+                    other => format!("{other:?}"),
+                };
+                Err(serde::de::Error::custom(format!(
+                    "expected on or off, found {found}"
+                )))
+            }
+        }
+    }
 }
 
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.

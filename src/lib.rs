@@ -253,11 +253,12 @@ fn build_chain<'a>(
     let members = models
         .map(|model| build_member(model, settings.retry.stream_timeouts()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(ChainModel::new(
-        members,
-        settings.retry.clone(),
-        settings.fallback.clone(),
-    ))
+    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone());
+    Ok(if settings.pacing {
+        chain
+    } else {
+        chain.without_pacing()
+    })
 }
 
 fn sinks(settings: &Settings) -> Vec<Box<dyn Sink>> {

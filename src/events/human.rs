@@ -20,8 +20,8 @@ pub(crate) use lines::{resume_hint, Continue};
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
 
-/// When the retry being waited for starts, shared with the spinner's
-/// countdown.
+/// When the retry (or paced request) being waited for starts, shared with
+/// the spinner's countdown.
 type WaitUntil = Arc<Mutex<Option<Instant>>>;
 
 /// Renders progress for a person. The final answer is not printed here (it
@@ -315,6 +315,17 @@ impl HumanSink {
                 self.spin(&format!(
                     "retrying {model} (attempt {next_attempt}, {reason})"
                 ));
+            }
+            Event::ProviderPaced {
+                model,
+                wait_seconds,
+                limit,
+                ..
+            } => {
+                self.line(&self.paint("33", &lines::paced(model, *wait_seconds, limit)));
+                let wait = Duration::try_from_secs_f64(*wait_seconds).unwrap_or_default();
+                self.set_wait(Some(Instant::now() + wait));
+                self.spin(&format!("pacing {model} for its {limit} limit"));
             }
             Event::AttemptReset { model, .. } => {
                 if std::mem::take(&mut self.streamed) {

@@ -1,8 +1,11 @@
-//! An in-memory `HealthStore`: the same rules as the SQLite file, for unit
-//! tests and as the simplest example of the interface.
+//! An in-memory store: the same rules as the SQLite file. Its cooling
+//! records serve unit tests and show the interface at its simplest; its
+//! pacing records are a run's own when there is no shared record
+//! (`health_db: off`, or a store that failed).
 
 use std::collections::HashMap;
 
+use super::pacing::{Heard, PaceKey, PaceRecord, PacingStore, Reservation};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 #[derive(Debug, Default, Clone)]
@@ -15,6 +18,26 @@ struct Entry {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct MemoryStore {
     entries: HashMap<HealthKey, Entry>,
+    pacing: HashMap<PaceKey, PaceRecord>,
+}
+
+impl PacingStore for MemoryStore {
+    fn reserve(
+        &mut self,
+        key: &PaceKey,
+        tokens: u64,
+        now: Millis,
+    ) -> Result<Reservation, StoreError> {
+        Ok(match self.pacing.get_mut(key) {
+            Some(record) => record.reserve(tokens, now),
+            None => Reservation::Taken,
+        })
+    }
+
+    fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
+        self.pacing.entry(key.clone()).or_default().hear(heard, now);
+        Ok(())
+    }
 }
 
 impl HealthStore for MemoryStore {
@@ -84,6 +107,26 @@ impl HealthStore for MemoryStore {
 
 /// A store shared by several `Health` values, as one file is shared by
 /// several processes (tests).
+#[cfg(test)]
+impl<S: PacingStore> PacingStore for std::sync::Arc<std::sync::Mutex<S>> {
+    fn reserve(
+        &mut self,
+        key: &PaceKey,
+        tokens: u64,
+        now: Millis,
+    ) -> Result<Reservation, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reserve(key, tokens, now)
+    }
+    fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .hear(key, heard, now)
+    }
+}
+
+#[cfg(test)]
 impl<S: HealthStore> HealthStore for std::sync::Arc<std::sync::Mutex<S>> {
     fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError> {
         self.lock().unwrap_or_else(|e| e.into_inner()).read(key)

@@ -11,8 +11,8 @@
 //! chain member; this module reads no settings.
 
 mod handle;
-#[cfg(test)]
 mod memory;
+pub mod pacing;
 mod redis;
 mod sqlite;
 #[cfg(test)]
@@ -21,8 +21,8 @@ mod store_tests;
 use std::path::{Path, PathBuf};
 
 pub use handle::Health;
-#[cfg(test)]
 pub(crate) use memory::MemoryStore;
+pub use pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 
@@ -87,11 +87,12 @@ impl Record {
 pub struct StoreError(pub String);
 
 /// Everything the shared record keeps, in one store: the cooling records
-/// of SPEC 13 (`HealthStore`) and what lives beside them. Each concern is a
-/// trait of its own, implemented by every store (memory, SQLite, Redis) in
-/// a file of its own; `Store` is all of them, and what `Health` holds.
-pub trait Store: HealthStore {}
-impl<T: HealthStore> Store for T {}
+/// of SPEC 13 (`HealthStore`) and what lives beside them (the pacing
+/// records of SPEC 17, `PacingStore`). Each concern is a trait of its own,
+/// implemented by every store (memory, SQLite, Redis) in a file of its own;
+/// `Store` is all of them, and what `Health` holds.
+pub trait Store: HealthStore + PacingStore {}
+impl<T: HealthStore + PacingStore> Store for T {}
 
 /// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.

@@ -1,6 +1,8 @@
 //! The health record as a small SQLite file: one table keyed by model spec
-//! and endpoint, WAL, a busy timeout, one short transaction per call.
-//! It holds specs, endpoints, reasons and times; never prompts, outputs or keys.
+//! and endpoint (and the pacing records beside it, `sqlite/pacing.rs`),
+//! WAL, a busy timeout, one short transaction per call. It holds specs,
+//! endpoints, key fingerprints, counts, reasons and times; never prompts,
+//! outputs or keys.
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,8 +11,10 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
+mod pacing;
+
 /// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -104,6 +108,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 2 {
             conn.execute_batch(LEASE_COLUMNS)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 3 {
+            conn.execute_batch(pacing::TABLE)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -6,14 +6,14 @@
 //! emitter, `model_switches`, `model.restore`). Why a member was left, or
 //! skipped, is decided in the gate alone.
 
-use super::gate::{Gate, MemberTurn};
+use super::gate::{Gate, MemberTurn, Pacer};
 use super::price::Pricing;
 use super::reason::SwitchReason;
 use super::retry::{request_with_retries, Failure, RequestCtx};
 use super::spec::ModelSpec;
 use super::{Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
-use crate::health::{Health, HealthKey};
+use crate::health::{Health, HealthKey, PaceKey};
 pub(crate) use crate::policy::{FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
@@ -29,6 +29,8 @@ pub(crate) struct Member {
     pub endpoint: Option<String>,
     /// Where the shared health record keeps this member.
     pub health_key: HealthKey,
+    /// Where the pacing record keeps this member's key's limits (SPEC 17).
+    pub pace_key: PaceKey,
 }
 
 impl Member {
@@ -49,6 +51,7 @@ impl Member {
             model,
             pricing,
             context_window,
+            pace_key: PaceKey::new(health_key.clone(), None),
             health_key,
             endpoint: None,
         }
@@ -63,6 +66,12 @@ impl Member {
     /// Sets the key of this member's shared health record.
     pub(crate) fn with_health_key(mut self, key: HealthKey) -> Self {
         self.health_key = key;
+        self
+    }
+
+    /// Sets the key of this member's pacing record.
+    pub(crate) fn with_pace_key(mut self, key: PaceKey) -> Self {
+        self.pace_key = key;
         self
     }
 
@@ -170,12 +179,19 @@ impl ChainModel {
     pub(crate) fn new(members: Vec<Member>, retry: RetryPolicy, fallback: FallbackPolicy) -> Self {
         assert!(!members.is_empty(), "a chain needs a primary model");
         let keys = members.iter().map(|m| m.health_key.clone()).collect();
+        let pacer = Pacer::new(members.iter().map(|m| m.pace_key.clone()).collect());
         ChainModel {
             members,
             active: 0,
             switches: Vec::new(),
-            gate: Gate::new(keys, retry, fallback, Health::off()),
+            gate: Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer),
         }
+    }
+
+    /// Turns pacing (SPEC 17, on by default) off: `pacing: off`.
+    pub(crate) fn without_pacing(mut self) -> Self {
+        self.gate = self.gate.with_pacer(Pacer::off());
+        self
     }
 
     /// Shares what this run learns about its members with other runs, and
@@ -303,19 +319,26 @@ impl ChainModel {
         }
         loop {
             let index = self.active;
-            let (reason, attempts, error) =
-                match self.turn(self.gate.turn(index), index, prompt, ctx).await {
-                    Turn::Answered(answer) => {
-                        self.gate.answered(index);
-                        return Ok(answer);
-                    }
-                    Turn::MovedOn {
-                        reason,
-                        attempts,
-                        error,
-                    } => (reason, attempts, error),
-                    Turn::End(end) => return Err(end),
-                };
+            let (reason, attempts, error) = match self
+                .turn(
+                    self.gate.turn(index, prompt.estimated_input_tokens),
+                    index,
+                    prompt,
+                    ctx,
+                )
+                .await
+            {
+                Turn::Answered(answer) => {
+                    self.gate.answered(index);
+                    return Ok(answer);
+                }
+                Turn::MovedOn {
+                    reason,
+                    attempts,
+                    error,
+                } => (reason, attempts, error),
+                Turn::End(end) => return Err(end),
+            };
             tried.push((self.members[index].spec.clone(), reason.clone()));
             match (self.gate.next_after(index), error) {
                 (Some(to), _) => {
@@ -352,7 +375,8 @@ impl ChainModel {
     ) -> Result<Option<Answer>, ChainError> {
         let probes = self.gate.due_probes(self.active);
         for (k, &index) in probes.iter().enumerate() {
-            match self.turn(self.gate.probe(index), index, prompt, ctx).await {
+            let rules = self.gate.probe(index, prompt.estimated_input_tokens);
+            match self.turn(rules, index, prompt, ctx).await {
                 Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.to_string();
                     self.gate.answered(index);

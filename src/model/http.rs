@@ -1,7 +1,9 @@
 //! The HTTP side shared by every wire adapter: one reqwest client (rustls,
 //! proxies from the environment), sending a streaming request, turning error
 //! responses into classified `ModelError`s (Retry-After included), and
-//! reading SSE or NDJSON streams under the first-event and idle timeouts.
+//! reading SSE or NDJSON streams under the first-event and idle timeouts,
+//! and telling the request's watcher (`watch`) what its response said: the
+//! status and the published rate limits (SPEC 17), on success and error alike.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -14,6 +16,7 @@ use serde_json::Value;
 use tokio_util::codec::{Decoder, LinesCodec};
 
 use super::error::classify_status;
+use super::ratelimit::RateLimits;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
 use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
@@ -131,6 +134,7 @@ impl HttpTransport {
             Ok(Ok(r)) => r,
         };
         let status = response.status();
+        note_response(status.as_u16(), response.headers());
         if status.is_success() {
             return Ok((response, sent));
         }
@@ -334,28 +338,62 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-tokio::task_local! {
-    /// When the current request's first stream event arrived (set by the
-    /// readers below, read by `watch_first_event`).
-    static FIRST_EVENT: std::sync::Arc<OnceLock<Instant>>;
+/// What watching one request saw: when its first stream event arrived, and
+/// the HTTP response's status and published rate limits (SPEC 17). Only
+/// the parsed limits are kept, never a header or a body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Watched {
+    /// `None` when no stream event came.
+    pub first_event: Option<Instant>,
+    /// The response's status; `None` when no response came (or no HTTP).
+    pub status: Option<u16>,
+    /// The limits the response published, success or error alike.
+    pub limits: Option<RateLimits>,
 }
 
-/// Runs one model request and tells when its first stream event arrived
-/// (`None` when none came). The SSE and NDJSON readers (and the scripted
-/// model) call `note_first_event`; no adapter has to pass anything along.
-pub(crate) async fn watch_first_event<F: std::future::Future>(
-    request: F,
-) -> (F::Output, Option<Instant>) {
-    let cell = std::sync::Arc::new(OnceLock::new());
-    let output = FIRST_EVENT.scope(cell.clone(), request).await;
-    (output, cell.get().copied())
+/// The cells a watched request fills in.
+#[derive(Default)]
+struct Watch {
+    first_event: OnceLock<Instant>,
+    response: OnceLock<(u16, Option<RateLimits>)>,
+}
+
+tokio::task_local! {
+    /// The watch of the current request (set by `watch`, filled by the
+    /// transport and the stream readers below).
+    static WATCH: std::sync::Arc<Watch>;
+}
+
+/// Runs one model request and tells what it saw: when its first stream
+/// event arrived, and its response's status and rate limits. The SSE and
+/// NDJSON readers (and the scripted model) call `note_first_event`, the
+/// transport notes the response; no adapter has to pass anything along.
+pub(crate) async fn watch<F: std::future::Future>(request: F) -> (F::Output, Watched) {
+    let cell = std::sync::Arc::new(Watch::default());
+    let output = WATCH.scope(cell.clone(), request).await;
+    let response = cell.response.get().copied();
+    let watched = Watched {
+        first_event: cell.first_event.get().copied(),
+        status: response.map(|(status, _)| status),
+        limits: response.and_then(|(_, limits)| limits),
+    };
+    (output, watched)
 }
 
 /// Marks the first stream event of the request being watched (later calls,
-/// and calls outside `watch_first_event`, change nothing).
+/// and calls outside `watch`, change nothing).
 pub(crate) fn note_first_event() {
-    let _ = FIRST_EVENT.try_with(|cell| {
-        cell.get_or_init(Instant::now);
+    let _ = WATCH.try_with(|cell| {
+        cell.first_event.get_or_init(Instant::now);
+    });
+}
+
+/// Notes the status and published limits of the watched request's
+/// response (the first response only; nothing outside `watch`).
+fn note_response(status: u16, headers: &HeaderMap) {
+    let _ = WATCH.try_with(|cell| {
+        cell.response
+            .get_or_init(|| (status, RateLimits::from_headers(headers, SystemTime::now())));
     });
 }
 

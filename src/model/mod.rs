@@ -18,6 +18,7 @@ pub mod http;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
+pub(crate) mod ratelimit;
 pub(crate) mod reason;
 pub(crate) mod registry;
 pub(crate) mod responses;

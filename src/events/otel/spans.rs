@@ -560,6 +560,7 @@ impl Spans {
                 self.end_run(child_run_id, end, at);
             }
             Event::ProviderRetry { .. }
+            | Event::ProviderPaced { .. }
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }

@@ -4,7 +4,9 @@
 //!
 //! - before each request (`MemberTurn::before_send`): a member another run
 //!   recorded as cooling down, or that another run of the fleet is probing,
-//!   is skipped (`cooldown`) while a later member may be asked;
+//!   is skipped (`cooldown`) while a later member may be asked; then the
+//!   member's published rate limit (`pacing.rs`, SPEC 17) says send, wait
+//!   for its reset, or move on (`rate_limit`);
 //! - after each transient failure (`MemberTurn::after_failure`): the wait
 //!   (a glitch at once, a Retry-After exactly, else backoff), or moving on:
 //!   after `switch_after` failures, on a Retry-After too long to wait, on a
@@ -19,15 +21,18 @@
 //! runs). `chain.rs` walks the chain and records switches as the gate says;
 //! `retry.rs` sends and sleeps as it says; the stores keep facts.
 
+mod pacing;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::ratelimit::RateLimits;
 use super::reason::{FailureReason, SwitchReason};
 use super::ModelError;
-use crate::health::{Health, HealthKey, Millis};
+use crate::health::{Health, HealthKey, Millis, PaceLimit};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
+pub(crate) use pacing::Pacer;
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
@@ -36,6 +41,9 @@ use shared::Strike;
 pub(crate) enum Admission {
     /// Send it.
     Send,
+    /// Not yet: wait this long to stay under the provider's published
+    /// `limit` (SPEC 17), then ask again.
+    Wait { wait: Duration, limit: PaceLimit },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
 }
@@ -68,6 +76,8 @@ pub(crate) trait Referee: Sync {
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
     /// After a successful request.
     fn succeeded(&self);
+    /// After any response that published rate limits (a 429 included).
+    fn heard(&self, limits: &RateLimits);
 }
 
 /// Every member's state, and the run's retry and fallback policy.
@@ -80,6 +90,7 @@ pub(crate) struct Gate {
     record: SharedRecord,
     retry: RetryPolicy,
     fallback: FallbackPolicy,
+    pacer: Pacer,
 }
 
 impl Gate {
@@ -99,7 +110,13 @@ impl Gate {
             record: SharedRecord::new(health, fallback.clone()),
             retry,
             fallback,
+            pacer: Pacer::off(),
         }
+    }
+
+    /// The same gate, pacing as `pacer` says (SPEC 17).
+    pub(crate) fn with_pacer(self, pacer: Pacer) -> Gate {
+        Gate { pacer, ..self }
     }
 
     /// The same gate on another health record (the run's, once it has an
@@ -115,9 +132,10 @@ impl Gate {
         self.keys.len()
     }
 
-    /// The rules of a normal turn of member `index`: `switch_after`
-    /// requests when a later member exists, else the whole `retry.attempts`.
-    pub(crate) fn turn(&self, index: usize) -> MemberTurn<'_> {
+    /// The rules of a normal turn of member `index` for a request of
+    /// `tokens` estimated input tokens: `switch_after` requests when a
+    /// later member exists, else the whole `retry.attempts`.
+    pub(crate) fn turn(&self, index: usize, tokens: u64) -> MemberTurn<'_> {
         let has_next = index + 1 < self.len();
         MemberTurn {
             gate: self,
@@ -128,17 +146,23 @@ impl Gate {
                 self.retry.attempts.max(1)
             },
             may_move_on: has_next,
+            can_leave: has_next,
+            tokens,
             glitch_retried: AtomicBool::new(false),
         }
     }
 
-    /// The rules of a probe after a cooldown: one request, never skipped.
-    pub(crate) fn probe(&self, index: usize) -> MemberTurn<'_> {
+    /// The rules of a probe after a cooldown: one request, never skipped
+    /// for another run's record (a limit too long to wait for moves on:
+    /// the active member is there).
+    pub(crate) fn probe(&self, index: usize, tokens: u64) -> MemberTurn<'_> {
         MemberTurn {
             gate: self,
             index,
             max_attempts: 1,
             may_move_on: false,
+            can_leave: true,
+            tokens,
             glitch_retried: AtomicBool::new(false),
         }
     }
@@ -196,13 +220,16 @@ impl Gate {
 
     /// The run moved away from member `index` for `reason`. A `cooldown`
     /// skip leaves the member to the shared record alone; any other reason
-    /// starts its cooldown, here and in the record.
+    /// starts its cooldown here, and but for `rate_limit` (a fact of the
+    /// key's pacing record, not of the model's health) in the record too.
     pub(crate) fn left(&mut self, index: usize, reason: &SwitchReason) {
         if *reason == SwitchReason::Cooldown {
             self.left_at[index] = None;
         } else {
             self.left_at[index] = Some(self.record.now());
-            self.record.left(&self.keys[index], &reason.to_string());
+            if *reason != SwitchReason::RateLimit {
+                self.record.left(&self.keys[index], &reason.to_string());
+            }
         }
     }
 
@@ -222,6 +249,11 @@ pub(crate) struct MemberTurn<'g> {
     /// A later member exists and this is not a probe: the loop may end
     /// early (long Retry-After, renewed record, skip) for the chain to move on.
     may_move_on: bool,
+    /// The run has another member to go to (a later one, or after a probe
+    /// the active one): a pacing wait too long to wait out moves on.
+    can_leave: bool,
+    /// The request's estimated input tokens (what pacing reserves).
+    tokens: u64,
     /// Whether a glitch was already retried at once in this loop.
     glitch_retried: AtomicBool,
 }
@@ -261,7 +293,14 @@ impl Referee for MemberTurn<'_> {
         if self.skip_for_cooldown() {
             return Admission::MoveOn(SwitchReason::Cooldown);
         }
-        Admission::Send
+        let gate = self.gate;
+        gate.pacer.admit(
+            gate.record.health(),
+            self.index,
+            self.tokens,
+            gate.retry.max_backoff,
+            self.can_leave,
+        )
     }
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
@@ -291,5 +330,10 @@ impl Referee for MemberTurn<'_> {
 
     fn succeeded(&self) {
         self.gate.record.success(self.key());
+    }
+
+    fn heard(&self, limits: &RateLimits) {
+        let gate = self.gate;
+        gate.pacer.heard(gate.record.health(), self.index, limits);
     }
 }

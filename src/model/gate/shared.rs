@@ -77,6 +77,11 @@ impl SharedRecord {
         }
     }
 
+    /// The store this view reads (the pacing records live there too).
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
+    }
+
     /// The current time on the run's clock.
     pub(crate) fn now(&self) -> Millis {
         self.health.now()

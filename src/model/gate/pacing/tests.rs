@@ -1,0 +1,1 @@
+//! The pacer against a store and a fake clock.
