@@ -38,8 +38,9 @@ pub(crate) struct Sent {
     /// Its record; `first_event_ms` is the time from sending to the first
     /// stream event (headers included).
     pub record: RequestRecord,
-    /// The rate limits its response published (SPEC 17), success or error.
-    pub limits: Option<RateLimits>,
+    /// The rate limits its response published (SPEC 17), success or error
+    /// (boxed: most responses publish none).
+    pub limits: Option<Box<RateLimits>>,
 }
 
 /// What sending came to.
@@ -89,7 +90,7 @@ pub(crate) async fn send_once<C>(
     Attempted::Sent(Sent {
         result,
         record,
-        limits: watched.limits,
+        limits: watched.limits.map(Box::new),
     })
 }
 

@@ -77,7 +77,6 @@ pub(crate) struct Prompt<'a> {
     /// The request's estimated input tokens (the server's count for the
     /// previous request plus what was added since): what the gate sizes
     /// deadlines and rate-limit reservations with.
-    #[allow(dead_code, reason = "the gate's deadline and pacing rules read it")]
     pub estimated_input_tokens: u64,
 }
 

@@ -133,12 +133,17 @@ fn tighter(a: Option<Window>, b: Option<Window>) -> Option<Window> {
     }
 }
 
-/// A count: decimal digits only (no sign, no fraction), at most 19 of them.
+/// The largest count kept: every store holds it exactly (a Lua number in
+/// Redis, an `INTEGER` in SQLite).
+const MAX_COUNT: u64 = 1 << 53;
+
+/// A count: decimal digits only (no sign, no fraction), at most 19 of
+/// them, capped at `MAX_COUNT`.
 pub(crate) fn count(value: &str) -> Option<u64> {
     if value.is_empty() || value.len() > 19 || !value.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    value.parse().ok()
+    value.parse::<u64>().ok().map(|n| n.min(MAX_COUNT))
 }
 
 /// A Go-style duration (`1s`, `6m0s`, `20ms`, `1h2m3.5s`, `0`), or a bare
@@ -329,6 +334,58 @@ mod tests {
             "spent output tokens hold requests back"
         );
         assert_eq!(limits.requests, None);
+    }
+
+    /// A header block as `curl -D` recorded it from a real server.
+    fn recorded(name: &str) -> HeaderMap {
+        let path = format!(
+            "{}/testdata/recorded/litellm/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        let pairs: Vec<(&str, &str)> = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim(), v.trim()))
+            .collect();
+        headers(&pairs)
+    }
+
+    /// LiteLLM 1.90.0's proxy in front of a backend that publishes
+    /// OpenAI's headers: it passes them on, standardised, on a stream.
+    #[test]
+    fn litellm_passes_a_backends_limits_on() {
+        let limits =
+            RateLimits::from_headers(&recorded("ratelimit-passthrough-stream.headers"), noon())
+                .unwrap();
+        assert_eq!(
+            limits,
+            RateLimits {
+                requests: Some(Window {
+                    limit: Some(60),
+                    remaining: 57,
+                    reset: Duration::from_secs(3)
+                }),
+                tokens: Some(Window {
+                    limit: Some(150_000),
+                    remaining: 149_000,
+                    reset: Duration::from_millis(400)
+                }),
+            }
+        );
+        // Its JSON replies drop the resets, and its own router limits send
+        // no reset and negative counts once spent: nothing to pace by.
+        for name in [
+            "ratelimit-passthrough-json.headers",
+            "ratelimit-router-json.headers",
+        ] {
+            assert_eq!(
+                RateLimits::from_headers(&recorded(name), noon()),
+                None,
+                "{name}"
+            );
+        }
     }
 
     #[test]

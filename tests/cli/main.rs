@@ -19,6 +19,7 @@ mod layers;
 mod logdb;
 mod mcp;
 mod model_requests;
+mod pacing;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;

@@ -101,7 +101,9 @@ for i = 1, 2 do
   local t = resets[i] and tonumber(resets[i])
   if t and t > last then last = t end
 end
-redis.call('PEXPIRE', KEYS[1], last - now + keep)
+-- Resets lie at most a day ahead (the parser's bound); a stray value
+-- keeps the record two days at most.
+redis.call('PEXPIRE', KEYS[1], int(math.min(last - now, 172800000) + keep))
 return 1
 "#;
 
