@@ -270,7 +270,10 @@ mod tests {
         assert_eq!(b(50.0, Scope::Fleet).key(), "day");
         assert_eq!(b(50.0, Scope::Fleet).key(), b(80.0, Scope::Fleet).key());
         let opus = Scope::Model("anthropic/claude-opus-4-1".into());
-        assert_eq!(b(10.0, opus.clone()).key(), "day model=anthropic/claude-opus-4-1");
+        assert_eq!(
+            b(10.0, opus.clone()).key(),
+            "day model=anthropic/claude-opus-4-1"
+        );
         assert_eq!(
             b(20.0, Scope::Provider("openai".into())).key(),
             "day provider=openai"

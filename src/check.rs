@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::budget;
 use crate::cli::Cli;
 use crate::events::jsonl::JsonlSink;
 use crate::events::sqlite::SqliteSink;
-use crate::budget;
 use crate::events::{Emitter, Event, Sink};
 use crate::health::{self, Health, Location};
 use crate::model::attempt::{send_once, Accept, Attempted, Deadlines, Place};

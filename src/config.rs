@@ -52,6 +52,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     pub sandbox_allowed_domains: Option<Vec<String>>,
     pub health_db: Option<String>,
+    /// `pacing: on` (the default) or `off` (SPEC 17).
+    pub pacing: Option<Pacing>,
     /// `save_runs: false` keeps runs out of the run store (SPEC section 7).
     pub save_runs: Option<bool>,
     #[serde(default)]
@@ -118,6 +120,32 @@ impl<'de> Deserialize<'de> for Usd {
             Err(serde::de::Error::custom(format!(
                 "the amount must be a number of USD, 0 or more, got {amount}"
             )))
+        }
+    }
+}
+
+/// `pacing:` stay under providers' published rate limits, or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    On,
+    Off,
+}
+
+impl<'de> Deserialize<'de> for Pacing {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) if s == "on" => Ok(Pacing::On),
+            Value::String(s) if s == "off" => Ok(Pacing::Off),
+            other => {
+                let found = match other {
+                    Value::String(s) => format!("'{s}'"),
+                    Value::Bool(b) => b.to_string(),
+                    other => format!("{other:?}"),
+                };
+                Err(serde::de::Error::custom(format!(
+                    "expected on or off, found {found}"
+                )))
+            }
         }
     }
 }

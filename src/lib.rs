@@ -267,10 +267,13 @@ fn build_chain<'a>(
     let members = models
         .map(|model| build_member(model, settings.retry.stream_timeouts()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(
-        ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-            .with_outage_wait(settings.outage_wait),
-    )
+    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+        .with_outage_wait(settings.outage_wait);
+    Ok(if settings.pacing {
+        chain
+    } else {
+        chain.without_pacing()
+    })
 }
 
 fn sinks(settings: &Settings, session: Option<&interactive::Link>) -> Vec<Box<dyn Sink>> {

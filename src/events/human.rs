@@ -22,8 +22,8 @@ use once::ShownOnce;
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
 
-/// When the retry being waited for starts, shared with the spinner's
-/// countdown.
+/// When the retry (or paced request) being waited for starts, shared with
+/// the spinner's countdown.
 type WaitUntil = Arc<Mutex<Option<Instant>>>;
 
 /// Renders progress for a person. The final answer is not printed here (it
@@ -115,6 +115,61 @@ impl HumanSink {
             .set_message(message);
     }
 
+    /// The run's end: its error, then the summary (quiet keeps the summary
+    /// of a run that ended without an answer: the only word on why).
+    fn run_finished(&mut self, event: &Event, status: &str, error: Option<&str>) {
+        self.clear_spinner();
+        self.set_wait(None);
+        if let Some(error) = error {
+            eprintln!("{} {error}", self.paint("31", "error:"));
+        }
+        let answered = matches!(status, "submitted" | "completed");
+        if !self.quiet || !answered {
+            eprintln!("{}", summary_with_costs(event, &self.costs));
+        }
+    }
+
+    /// A reply: a final text already streamed onto the terminal ends its
+    /// line; the text beside tool calls is shown dimmed.
+    fn assistant_message(&mut self, text: &str, no_tool_calls: bool) {
+        ANSWER_SHOWN.store(self.streamed && no_tool_calls, Ordering::Relaxed);
+        if self.streamed {
+            self.streamed = false;
+            eprintln!();
+            self.spin("working");
+        } else if !text.is_empty() && !no_tool_calls {
+            self.line(&self.paint("2", text.trim()));
+        }
+    }
+
+    /// A finished tool call's line (`submit` is the summary line's business,
+    /// unless it failed).
+    fn tool_done(&mut self, tool: &str, args: &Value, ok: bool, output: &str, duration_ms: u64) {
+        if tool != "submit" || !ok {
+            self.tool_finished(tool, args, ok, output, duration_ms);
+        }
+        self.spin("working");
+    }
+
+    fn tool_started(&mut self, call_id: &str, tool: &str, arguments: &Value) {
+        let subject = tool_subject(tool, arguments);
+        self.calls.insert(call_id.to_string(), arguments.clone());
+        if tool == "submit" {
+            self.spin("finishing");
+        } else {
+            self.spin(&format!("running {tool} {subject}"));
+        }
+    }
+
+    /// A wait before a request (a retry's backoff, a pacing wait): its line,
+    /// then the spinner saying `spinning` with the time left counting down.
+    fn waiting(&mut self, line: &str, wait_seconds: f64, spinning: &str) {
+        self.line(&self.paint("33", line));
+        let wait = Duration::try_from_secs_f64(wait_seconds).unwrap_or_default();
+        self.set_wait(Some(Instant::now() + wait));
+        self.spin(spinning);
+    }
+
     fn set_wait(&self, until: Option<Instant>) {
         *self.wait_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
     }
@@ -149,19 +204,6 @@ impl HumanSink {
             Some(bar) => bar.suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
         }
-    }
-
-    /// A retry's line, and the spinner's countdown to it.
-    fn retrying(&mut self, model: &str, next_attempt: u32, wait_seconds: f64, reason: &str) {
-        self.line(&self.paint(
-            "33",
-            &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),
-        ));
-        let wait = Duration::try_from_secs_f64(wait_seconds).unwrap_or_default();
-        self.set_wait(Some(Instant::now() + wait));
-        self.spin(&format!(
-            "retrying {model} (attempt {next_attempt}, {reason})"
-        ));
     }
 
     /// `subagent submitted after 2 steps · $0.0200`, dimmed.
@@ -378,17 +420,7 @@ impl HumanSink {
     fn handle_event(&mut self, record: &EventRecord) {
         match &record.event {
             Event::RunFinished { status, error, .. } => {
-                self.clear_spinner();
-                self.set_wait(None);
-                if let Some(error) = error {
-                    eprintln!("{} {error}", self.paint("31", "error:"));
-                }
-                // Quiet keeps the summary of a run that ended without an
-                // answer: the only word on why it stopped.
-                let answered = matches!(status.as_str(), "submitted" | "completed");
-                if !self.quiet || !answered {
-                    eprintln!("{}", summary_with_costs(&record.event, &self.costs));
-                }
+                self.run_finished(&record.event, status, error.as_deref())
             }
             Event::ModelResponse {
                 model, cost_usd, ..
@@ -414,36 +446,34 @@ impl HumanSink {
                     Some(deadline) => format!("{reason} after {deadline}s"),
                     None => reason.clone(),
                 };
-                self.retrying(model, *next_attempt, *wait_seconds, &reason)
+                self.waiting(
+                    &format!(
+                        "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
+                    ),
+                    *wait_seconds,
+                    &format!("retrying {model} (attempt {next_attempt}, {reason})"),
+                )
             }
+            Event::ProviderPaced {
+                model,
+                wait_seconds,
+                limit,
+                ..
+            } => self.waiting(
+                &lines::paced(model, *wait_seconds, limit),
+                *wait_seconds,
+                &format!("pacing {model} for its {limit} limit"),
+            ),
             Event::AttemptReset { model, .. } => self.attempt_reset(model),
             Event::AssistantMessage {
                 text, tool_calls, ..
-            } => {
-                // A final text reply already streamed onto the terminal.
-                ANSWER_SHOWN.store(self.streamed && tool_calls.is_empty(), Ordering::Relaxed);
-                if self.streamed {
-                    self.streamed = false;
-                    eprintln!();
-                    self.spin("working");
-                } else if !text.is_empty() && !tool_calls.is_empty() {
-                    self.line(&self.paint("2", text.trim()));
-                }
-            }
+            } => self.assistant_message(text, tool_calls.is_empty()),
             Event::ToolStarted {
                 call_id,
                 tool,
                 arguments,
                 ..
-            } => {
-                let subject = tool_subject(tool, arguments);
-                self.calls.insert(call_id.clone(), arguments.clone());
-                if tool == "submit" {
-                    self.spin("finishing");
-                } else {
-                    self.spin(&format!("running {tool} {subject}"));
-                }
-            }
+            } => self.tool_started(call_id, tool, arguments),
             Event::ToolFinished {
                 call_id,
                 tool,
@@ -453,11 +483,7 @@ impl HumanSink {
                 ..
             } => {
                 let args = self.calls.remove(call_id).unwrap_or(Value::Null);
-                // `submit` is the summary line's business.
-                if tool != "submit" || !*ok {
-                    self.tool_finished(tool, &args, *ok, output, *duration_ms);
-                }
-                self.spin("working");
+                self.tool_done(tool, &args, *ok, output, *duration_ms);
             }
             Event::ContextCompacted {
                 tokens_before,

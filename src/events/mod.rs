@@ -92,6 +92,15 @@ pub enum Event {
     },
     #[serde(rename = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },
+    /// A wait before a request to stay under the provider's published
+    /// rate limit (SPEC 17); `limit` is `requests` or `tokens`.
+    #[serde(rename = "provider.paced")]
+    ProviderPaced {
+        step: u32,
+        model: String,
+        wait_seconds: f64,
+        limit: String,
+    },
     #[serde(rename = "model.fallback")]
     ModelFallback {
         step: u32,
@@ -256,6 +265,7 @@ impl Event {
             Event::StepStarted { .. } => "step.started",
             Event::ProviderRetry { .. } => "provider.retry",
             Event::AttemptReset { .. } => "model.attempt_reset",
+            Event::ProviderPaced { .. } => "provider.paced",
             Event::ModelFallback { .. } => "model.fallback",
             Event::ModelRestore { .. } => "model.restore",
             Event::ModelResponse { .. } => "model.response",
@@ -281,6 +291,7 @@ impl Event {
             Event::StepStarted { step, .. }
             | Event::ProviderRetry { step, .. }
             | Event::AttemptReset { step, .. }
+            | Event::ProviderPaced { step, .. }
             | Event::ModelFallback { step, .. }
             | Event::ModelRestore { step, .. }
             | Event::ModelResponse { step, .. }
@@ -337,7 +348,10 @@ pub struct RequestRecord {
     pub duration_ms: u64,
     /// `ok` or the SPEC section 4 failure reason.
     pub outcome: String,
+    /// The response's status (200 for a success); `None` when no response came.
     pub http_status: Option<u16>,
+    /// Time waited before sending it to stay under a rate limit (SPEC 17).
+    pub paced_ms: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: f64,

@@ -19,7 +19,7 @@ use rusqlite_migration::{Migrations, M};
 use super::{Event, EventRecord, RequestRecord, Sink};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 3;
 
 /// How long one statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -91,11 +91,29 @@ const V2: &str = "CREATE TABLE IF NOT EXISTS model_requests (
     CREATE INDEX IF NOT EXISTS model_requests_by_started ON model_requests (started_at);
     CREATE INDEX IF NOT EXISTS model_requests_by_run ON model_requests (run_id, step);";
 
+/// Version 3: `model_requests.paced_ms`, the time a request waited to stay
+/// under a rate limit (SPEC 17). SQLite has no `ADD COLUMN IF NOT EXISTS`:
+/// the column is added only where it is missing.
+fn v3(tx: &Transaction) -> rusqlite_migration::HookResult {
+    let has: bool = tx.query_row(
+        "SELECT count(*) FROM pragma_table_info('model_requests') WHERE name = 'paced_ms'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has {
+        tx.execute_batch(
+            "ALTER TABLE model_requests ADD COLUMN paced_ms INTEGER NOT NULL DEFAULT 0",
+        )?;
+    }
+    Ok(())
+}
+
 /// The schema's migrations, in order (`SCHEMA_VERSION` of them). A new
-/// version is one more entry; each is idempotent (`IF NOT EXISTS`), since
-/// two runs opening an old file together may both apply it.
+/// version is one more entry; each is idempotent (`IF NOT EXISTS`, or a
+/// hook that checks), since two runs opening an old file together may both
+/// apply it.
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2)])
+    Migrations::new(vec![M::up(V1), M::up(V2), M::up_with_hook("", v3)])
 }
 
 /// Opens (creating when missing) and migrates the database at `path`, in
@@ -301,9 +319,9 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
     let clamp = |n: u64| n.min(i64::MAX as u64) as i64;
     tx.prepare_cached(
         "INSERT INTO model_requests (run_id, step, model, endpoint, attempt, started_at,
-            first_event_ms, duration_ms, outcome, http_status, input_tokens, output_tokens,
-            cost_usd)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            first_event_ms, duration_ms, outcome, http_status, paced_ms, input_tokens,
+            output_tokens, cost_usd)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         run_id,
@@ -316,6 +334,7 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
         clamp(r.duration_ms),
         r.outcome,
         r.http_status,
+        clamp(r.paced_ms),
         clamp(r.input_tokens),
         clamp(r.output_tokens),
         r.cost_usd
@@ -439,6 +458,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         }
         Event::StepStarted { .. }
         | Event::ProviderRetry { .. }
+        | Event::ProviderPaced { .. }
         | Event::AttemptReset { .. }
         | Event::ModelFallback { .. }
         | Event::ModelRestore { .. }
@@ -521,7 +541,7 @@ mod tests {
         let version: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, SCHEMA_VERSION);
         let kept: (i64, i64) = conn
             .query_row(
                 "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events)",
@@ -545,7 +565,8 @@ mod tests {
                 "http_status",
                 "input_tokens",
                 "output_tokens",
-                "cost_usd"
+                "cost_usd",
+                "paced_ms"
             ]
         );
     }
@@ -567,6 +588,7 @@ mod tests {
             duration_ms: 12,
             outcome: "http_503".into(),
             http_status: Some(503),
+            paced_ms: 0,
             input_tokens: 0,
             output_tokens: 0,
             cost_usd: 0.0,
@@ -577,7 +599,8 @@ mod tests {
             attempt: 2,
             first_event_ms: Some(5),
             outcome: "ok".into(),
-            http_status: None,
+            http_status: Some(200),
+            paced_ms: 1500,
             input_tokens: 10,
             output_tokens: 3,
             cost_usd: 0.25,
@@ -587,11 +610,12 @@ mod tests {
         let conn = Connection::open(&path).unwrap();
         let mut stmt = conn
             .prepare(
-                "SELECT run_id, attempt, first_event_ms, outcome, http_status, output_tokens, cost_usd
+                "SELECT run_id, attempt, first_event_ms, outcome, http_status, output_tokens, cost_usd,
+                   paced_ms
                  FROM model_requests ORDER BY rowid",
             )
             .unwrap();
-        type Row = (String, u32, Option<i64>, String, Option<u16>, i64, f64);
+        type Row = (String, u32, Option<i64>, String, Option<u16>, i64, f64, i64);
         let rows: Vec<Row> = stmt
             .query_map([], |r| {
                 Ok((
@@ -602,6 +626,7 @@ mod tests {
                     r.get(4)?,
                     r.get(5)?,
                     r.get(6)?,
+                    r.get(7)?,
                 ))
             })
             .unwrap()
@@ -610,8 +635,26 @@ mod tests {
         assert_eq!(
             rows,
             [
-                ("r1".into(), 1, None, "http_503".into(), Some(503), 0, 0.0),
-                ("kid".into(), 2, Some(5), "ok".into(), None, 3, 0.25)
+                (
+                    "r1".into(),
+                    1,
+                    None,
+                    "http_503".into(),
+                    Some(503),
+                    0,
+                    0.0,
+                    0
+                ),
+                (
+                    "kid".into(),
+                    2,
+                    Some(5),
+                    "ok".into(),
+                    Some(200),
+                    3,
+                    0.25,
+                    1500
+                )
             ]
         );
     }

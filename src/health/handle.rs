@@ -3,10 +3,15 @@
 //! store that fails costs one `warning`, after which the run goes on
 //! without it. What the facts mean for a run (cooling elsewhere, strikes
 //! reaching `switch_after`, the probe lease) is decided in `model::gate`.
+//!
+//! Pacing records (SPEC 17) are kept even without a shared record: with
+//! `health_db: off`, or once the store failed, they live in the run's own
+//! memory (`pace`).
 
 use std::sync::{Arc, Mutex};
 
-use super::{Millis, Store, StoreError};
+use super::pacing::PacingStore;
+use super::{MemoryStore, Millis, Store, StoreError};
 
 type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
 type Warn = Arc<dyn Fn(String) + Send + Sync>;
@@ -24,6 +29,8 @@ pub struct Health {
     label: String,
     /// This run's probe-lease token.
     token: u64,
+    /// The pacing records when there is no shared store to keep them.
+    local: Arc<Mutex<MemoryStore>>,
 }
 
 impl Health {
@@ -35,6 +42,7 @@ impl Health {
             warn: Arc::new(|_| {}),
             label: String::new(),
             token: 0,
+            local: Arc::default(),
         }
     }
 
@@ -51,6 +59,7 @@ impl Health {
             warn: Arc::new(warn),
             label: label.into(),
             token: fastrand::u64(1..),
+            local: Arc::default(),
         }
     }
 
@@ -92,12 +101,40 @@ impl Health {
             Ok(value) => Some(value),
             Err(e) => {
                 *slot = None;
-                (self.warn)(format!(
-                    "health record {}: {e}; this run goes on without the shared provider health",
-                    self.label
-                ));
+                self.warn_broken(&e);
                 None
             }
         }
+    }
+
+    fn warn_broken(&self, e: &StoreError) {
+        (self.warn)(format!(
+            "health record {}: {e}; this run goes on without the shared provider health",
+            self.label
+        ));
+    }
+
+    /// Runs `f` on the pacing records at the current time: the shared
+    /// store's, else (off or broken) the run's own in memory. A store error
+    /// warns once, as in `with`, and `f` runs again on the run's own.
+    pub fn pace<R>(&self, f: impl Fn(&mut dyn PacingStore, Millis) -> Result<R, StoreError>) -> R
+    where
+        R: Default,
+    {
+        let now = self.now();
+        if let Some(shared) = &self.store {
+            let mut slot = shared.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(store) = slot.as_deref_mut() {
+                match f(store, now) {
+                    Ok(value) => return value,
+                    Err(e) => {
+                        *slot = None;
+                        self.warn_broken(&e);
+                    }
+                }
+            }
+        }
+        let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut *local, now).unwrap_or_default()
     }
 }

@@ -1,11 +1,14 @@
-//! An in-memory `HealthStore`: the same rules as the SQLite file, for unit
-//! tests and as the simplest example of the interface.
+//! An in-memory store: the same rules as the SQLite file. Its cooling
+//! records serve unit tests and show the interface at its simplest; its
+//! pacing records are a run's own when there is no shared record
+//! (`health_db: off`, or a store that failed).
 
 mod budget;
 mod outage;
 
 use std::collections::HashMap;
 
+use super::pacing::{Heard, PaceKey, PaceRecord, PacingStore, Reservation};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 #[derive(Debug, Default, Clone)]
@@ -22,6 +25,26 @@ pub(crate) struct MemoryStore {
     outages: HashMap<HealthKey, outage::Row>,
     /// Spend per budget slot (`memory/budget.rs`).
     spend: HashMap<super::BudgetSlot, i64>,
+    pacing: HashMap<PaceKey, PaceRecord>,
+}
+
+impl PacingStore for MemoryStore {
+    fn reserve(
+        &mut self,
+        key: &PaceKey,
+        tokens: u64,
+        now: Millis,
+    ) -> Result<Reservation, StoreError> {
+        Ok(match self.pacing.get_mut(key) {
+            Some(record) => record.reserve(tokens, now),
+            None => Reservation::Taken,
+        })
+    }
+
+    fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
+        self.pacing.entry(key.clone()).or_default().hear(heard, now);
+        Ok(())
+    }
 }
 
 impl HealthStore for MemoryStore {
@@ -91,6 +114,26 @@ impl HealthStore for MemoryStore {
 
 /// A store shared by several `Health` values, as one file is shared by
 /// several processes (tests).
+#[cfg(test)]
+impl<S: PacingStore> PacingStore for std::sync::Arc<std::sync::Mutex<S>> {
+    fn reserve(
+        &mut self,
+        key: &PaceKey,
+        tokens: u64,
+        now: Millis,
+    ) -> Result<Reservation, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reserve(key, tokens, now)
+    }
+    fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .hear(key, heard, now)
+    }
+}
+
+#[cfg(test)]
 impl<S: HealthStore> HealthStore for std::sync::Arc<std::sync::Mutex<S>> {
     fn read(&mut self, key: &HealthKey) -> Result<Record, StoreError> {
         self.lock().unwrap_or_else(|e| e.into_inner()).read(key)

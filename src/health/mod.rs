@@ -12,9 +12,9 @@
 
 mod budget;
 mod handle;
-#[cfg(test)]
 mod memory;
 mod outage;
+pub mod pacing;
 mod redis;
 mod sqlite;
 #[cfg(test)]
@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 
 pub use budget::{BudgetSlot, BudgetStore};
 pub use handle::Health;
-#[cfg(test)]
 pub(crate) use memory::MemoryStore;
 pub use outage::{OutageRecord, OutageStore};
+pub use pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 
@@ -91,13 +91,14 @@ impl Record {
 pub struct StoreError(pub String);
 
 /// Everything the shared record keeps, in one store: the cooling records
-/// of SPEC 13 (`HealthStore`) and what lives beside them: the outage
-/// record of SPEC 18 (`OutageStore`) and spend per budget and period of
-/// SPEC 19 (`BudgetStore`). Each concern is a trait of its own, implemented
-/// by every store (memory, SQLite, Redis) in a file of its own; `Store` is
-/// all of them, and what `Health` holds.
-pub trait Store: HealthStore + OutageStore + BudgetStore {}
-impl<T: HealthStore + OutageStore + BudgetStore> Store for T {}
+/// of SPEC 13 (`HealthStore`) and what lives beside them: the pacing
+/// records of SPEC 17 (`PacingStore`), the outage record of SPEC 18
+/// (`OutageStore`) and spend per budget and period of SPEC 19
+/// (`BudgetStore`). Each concern is a trait of its own, implemented by
+/// every store (memory, SQLite, Redis) in a file of its own; `Store` is all
+/// of them, and what `Health` holds.
+pub trait Store: HealthStore + PacingStore + OutageStore + BudgetStore {}
+impl<T: HealthStore + PacingStore + OutageStore + BudgetStore> Store for T {}
 
 /// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.

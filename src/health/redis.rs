@@ -22,6 +22,8 @@ use redis::{AsyncConnectionConfig, Script};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
+mod pacing;
+
 /// The longest one operation may take, connecting included (SPEC 13).
 pub(super) const OP_TIMEOUT: Duration = Duration::from_millis(200);
 /// How long a record outlives its last write: a cooling record must last
@@ -119,6 +121,8 @@ struct Scripts {
     success: Script,
     cooling: Script,
     lease: Script,
+    pace_reserve: Script,
+    pace_hear: Script,
 }
 
 /// Why a store could not be made or used, never holding the password.
@@ -161,6 +165,8 @@ impl RedisStore {
                 success: Script::new(SUCCESS),
                 cooling: Script::new(COOLING),
                 lease: Script::new(LEASE),
+                pace_reserve: Script::new(pacing::RESERVE),
+                pace_hear: Script::new(pacing::HEAR),
             },
         })
     }
@@ -171,7 +177,12 @@ impl RedisStore {
     }
 
     /// Runs `script` with `keys` and `args` as one round trip.
-    fn eval(&self, script: &Script, keys: &[&str], args: &[String]) -> Result<i64, StoreError> {
+    fn eval<T: redis::FromRedisValue + Send + 'static>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[String],
+    ) -> Result<T, StoreError> {
         let script = script.clone();
         let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
         let args = args.to_vec();
@@ -184,7 +195,7 @@ impl RedisStore {
             for a in &args {
                 invocation.arg(a);
             }
-            invocation.invoke_async::<i64>(&mut conn).await
+            invocation.invoke_async::<T>(&mut conn).await
         })
     }
 }
@@ -290,7 +301,7 @@ impl HealthStore for RedisStore {
     ) -> Result<u32, StoreError> {
         let (hash, strikes) = Self::keys(key);
         let member = format!("{now}-{:016x}", fastrand::u64(..));
-        let n = self.eval(
+        let n: i64 = self.eval(
             &self.scripts.strike,
             &[&hash, &strikes],
             &[
@@ -307,7 +318,7 @@ impl HealthStore for RedisStore {
 
     fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError> {
         let (hash, strikes) = Self::keys(key);
-        self.eval(
+        let _: i64 = self.eval(
             &self.scripts.success,
             &[&hash, &strikes],
             &[now.to_string(), KEEP_AFTER.to_string()],
@@ -323,7 +334,7 @@ impl HealthStore for RedisStore {
         now: Millis,
     ) -> Result<(), StoreError> {
         let (hash, _) = Self::keys(key);
-        self.eval(
+        let _: i64 = self.eval(
             &self.scripts.cooling,
             &[&hash],
             &[
@@ -344,7 +355,7 @@ impl HealthStore for RedisStore {
         ttl: Millis,
     ) -> Result<bool, StoreError> {
         let (hash, _) = Self::keys(key);
-        let taken = self.eval(
+        let taken: i64 = self.eval(
             &self.scripts.lease,
             &[&hash],
             &[

@@ -1,12 +1,14 @@
 //! The health record as a small SQLite file: one table keyed by model spec
 //! and endpoint, WAL, a busy timeout, one short transaction per call.
-//! It holds specs, endpoints, reasons and times; never prompts, outputs or keys.
-//! What lives beside the cooling records has a table of its own: the outage
-//! record (SPEC 18, `sqlite/outage.rs`) and spend per budget and period
-//! (SPEC 19, `sqlite/budget.rs`).
+//! It holds specs, endpoints, key fingerprints, counts, reasons and times;
+//! never prompts, outputs or keys. What lives beside the cooling records
+//! has a table of its own: the pacing records (SPEC 17, `sqlite/pacing.rs`),
+//! the outage record (SPEC 18, `sqlite/outage.rs`) and spend per budget and
+//! period (SPEC 19, `sqlite/budget.rs`).
 
 mod budget;
 mod outage;
+mod pacing;
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,9 +18,10 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 /// Schema version kept in `PRAGMA user_version`: 2 added the probe lease,
-/// 3 the outage record, 4 the budgets' spend. Each step only creates what
-/// is missing, so a file at any older version goes straight to this one.
-const SCHEMA_VERSION: i64 = 4;
+/// 3 the outage record, 4 the budgets' spend, 5 the pacing records. Each
+/// step only creates what is missing, so a file at any older version goes
+/// straight to this one.
+const SCHEMA_VERSION: i64 = 5;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -120,6 +123,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 4 {
             conn.execute_batch(budget::SCHEMA)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 5 {
+            conn.execute_batch(pacing::TABLE)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

@@ -5,6 +5,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 use super::{
     BudgetSlot, BudgetStore, HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore,
     RedisStore, SqliteStore, Store,
@@ -185,12 +186,122 @@ fn budget_spend(s: &mut dyn Store) {
     );
 }
 
+fn pace_key(account: &str) -> PaceKey {
+    PaceKey {
+        model: "openai/gpt-5".into(),
+        endpoint: "http://127.0.0.1:8080/v1".into(),
+        account: account.into(),
+    }
+}
+
+fn requests(limit: u64, remaining: u64, reset_at: i64) -> Heard {
+    Heard {
+        requests: Some(Published {
+            limit: Some(limit),
+            remaining,
+            reset_at,
+        }),
+        tokens: None,
+    }
+}
+
+fn short(limit: PaceLimit, reset_at: Option<i64>) -> Reservation {
+    Reservation::Short { limit, reset_at }
+}
+
+/// Requests: reservations take one each until none is left; a late reply
+/// never gives units back; past the reset the count starts again from its
+/// limit; the first reply after that tells the new reset.
+fn pacing_requests(s: &mut dyn PacingStore) {
+    let k = pace_key("a1");
+    assert_eq!(
+        s.reserve(&k, 100, 500).unwrap(),
+        Reservation::Taken,
+        "unknown key"
+    );
+    s.hear(&k, &requests(3, 2, 10_000), 1_000).unwrap();
+    assert_eq!(s.reserve(&k, 100, 1_001).unwrap(), Reservation::Taken);
+    assert_eq!(s.reserve(&k, 100, 1_002).unwrap(), Reservation::Taken);
+    let spent = short(PaceLimit::Requests, Some(10_000));
+    assert_eq!(s.reserve(&k, 100, 1_003).unwrap(), spent);
+    s.hear(&k, &requests(3, 1, 9_000), 1_004).unwrap();
+    assert_eq!(s.reserve(&k, 100, 1_005).unwrap(), spent, "never raised");
+    assert_eq!(
+        s.reserve(&pace_key("b2"), 100, 1_006).unwrap(),
+        Reservation::Taken,
+        "another key's record"
+    );
+    for now in [10_000, 10_001, 10_002] {
+        assert_eq!(
+            s.reserve(&k, 100, now).unwrap(),
+            Reservation::Taken,
+            "{now}"
+        );
+    }
+    assert_eq!(
+        s.reserve(&k, 100, 10_003).unwrap(),
+        short(PaceLimit::Requests, None)
+    );
+    s.hear(&k, &requests(3, 0, 70_000), 10_500).unwrap();
+    assert_eq!(
+        s.reserve(&k, 100, 10_600).unwrap(),
+        short(PaceLimit::Requests, Some(70_000))
+    );
+}
+
+/// Tokens: a request takes its estimate; one larger than what is left
+/// waits; one larger than the whole limit waits for a full window only;
+/// when both counts are short the later reset is named; a count past its
+/// reset with no known limit is forgotten.
+fn pacing_tokens(s: &mut dyn PacingStore) {
+    let k = pace_key("t1");
+    let heard = Heard {
+        requests: Some(Published {
+            limit: None,
+            remaining: 0,
+            reset_at: 4_000,
+        }),
+        tokens: Some(Published {
+            limit: Some(1_000),
+            remaining: 500,
+            reset_at: 5_000,
+        }),
+    };
+    s.hear(&k, &heard, 1_000).unwrap();
+    assert_eq!(
+        s.reserve(&k, 600, 1_001).unwrap(),
+        short(PaceLimit::Tokens, Some(5_000)),
+        "both short: the later reset"
+    );
+    // The requests' count is forgotten at its reset (no limit known).
+    assert_eq!(
+        s.reserve(&k, 600, 4_000).unwrap(),
+        short(PaceLimit::Tokens, Some(5_000))
+    );
+    assert_eq!(s.reserve(&k, 400, 4_001).unwrap(), Reservation::Taken);
+    assert_eq!(
+        s.reserve(&k, 200, 4_002).unwrap(),
+        short(PaceLimit::Tokens, Some(5_000))
+    );
+    assert_eq!(
+        s.reserve(&k, 9_999, 5_000).unwrap(),
+        Reservation::Taken,
+        "a full window"
+    );
+    assert_eq!(
+        s.reserve(&k, 1, 5_001).unwrap(),
+        short(PaceLimit::Tokens, None)
+    );
+}
+
 fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     strikes_and_success(&mut *make());
     probe_lease(&mut *make());
     strikes_are_bounded(&mut *make());
     outage_record(&mut *make());
     budget_spend(&mut *make());
+    pacing_requests(&mut *make());
+    pacing_tokens(&mut *make());
 }
 
 #[test]
@@ -201,6 +312,36 @@ fn memory_store_keeps_the_rules() {
 #[test]
 fn sqlite_store_keeps_the_rules() {
     all_rules(&|| Box::new(SqliteStore::in_memory().unwrap()));
+}
+
+/// Four threads on their own connections reserve at once: exactly the
+/// units the record holds are taken, never one more.
+fn reservations_never_overspend(make: &(dyn Fn() -> Box<dyn Store> + Sync)) {
+    let k = pace_key("fleet");
+    make()
+        .hear(&k, &requests(1_000, 50, i64::MAX / 2), 1)
+        .unwrap();
+    let taken = std::sync::atomic::AtomicU32::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                let mut s = make();
+                for i in 0..20 {
+                    if s.reserve(&k, 0, 2 + i).unwrap() == Reservation::Taken {
+                        taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(taken.into_inner(), 50);
+}
+
+#[test]
+fn sqlite_reservations_are_atomic_across_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("health.db");
+    reservations_never_overspend(&|| Box::new(SqliteStore::open(&path).unwrap()));
 }
 
 /// A `redis-server` of its own on a free loopback port, persistence off,
@@ -252,11 +393,40 @@ impl Drop for RedisServer {
 fn redis_store_keeps_the_rules() {
     let server = RedisServer::start(&[]);
     let db = std::sync::atomic::AtomicU32::new(0);
-    all_rules(&|| {
+    all_rules(&|| -> Box<dyn Store> {
         // A fresh database for each rule.
         let n = db.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Box::new(RedisStore::connect(&server.url(n), None).unwrap())
     });
+}
+
+#[test]
+fn redis_reservations_are_atomic_across_connections() {
+    let server = RedisServer::start(&[]);
+    reservations_never_overspend(&|| Box::new(RedisStore::connect(&server.url(0), None).unwrap()));
+}
+
+#[test]
+fn redis_pacing_records_expire_an_hour_after_their_last_reset() {
+    let server = RedisServer::start(&[]);
+    let mut s = RedisStore::connect(&server.url(0), None).unwrap();
+    let now = super::now_millis();
+    s.hear(&pace_key("ttl"), &requests(10, 5, now + 60_000), now)
+        .unwrap();
+    let mut conn = redis::Client::open(server.url(0))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("tinyagent:pace:*")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        keys,
+        ["tinyagent:pace:openai/gpt-5|http://127.0.0.1:8080/v1|ttl"]
+    );
+    let ttl: i64 = redis::cmd("PTTL").arg(&keys[0]).query(&mut conn).unwrap();
+    assert!(ttl > 3_600_000 && ttl <= 3_660_000, "{ttl}");
 }
 
 #[test]
@@ -334,7 +504,11 @@ fn an_unreachable_or_silent_redis_fails_within_the_bound() {
 
 /// Runs `threads` handles on one store at once, each adding 1 nano-dollar
 /// `each` times to two slots; returns what the store holds then.
-fn add_in_parallel(make: &(dyn Fn() -> Box<dyn Store> + Sync), threads: usize, each: usize) -> Vec<i64> {
+fn add_in_parallel(
+    make: &(dyn Fn() -> Box<dyn Store> + Sync),
+    threads: usize,
+    each: usize,
+) -> Vec<i64> {
     let slots = [slot("day", 0), slot("day provider=openai", 0)];
     std::thread::scope(|scope| {
         for _ in 0..threads {

@@ -7,7 +7,8 @@ use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::chain::Member;
-use super::http::watch_request;
+use super::http::{watch, Watched};
+use super::ratelimit::RateLimits;
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;
 
@@ -37,6 +38,8 @@ pub(crate) struct Sent {
     /// Time from sending to the first stream event (headers included).
     pub first_event: Option<Duration>,
     pub record: RequestRecord,
+    /// The rate limits its response published (SPEC 17), success or error.
+    pub limits: Option<RateLimits>,
 }
 
 /// What sending came to.
@@ -72,7 +75,7 @@ pub(crate) async fn send_once<C>(
     let started_at = SystemTime::now();
     let limit = deadlines.whole;
     let bounded = async {
-        let sending = watch_request(
+        let sending = watch(
             deadlines.first_event,
             member.model.complete(request, observer),
         );
@@ -80,13 +83,13 @@ pub(crate) async fn send_once<C>(
             None => sending.await,
             Some(limit) => tokio::time::timeout(limit, sending)
                 .await
-                .unwrap_or_else(|_| (Err(no_answer_within(limit)), None)),
+                .unwrap_or_else(|_| (Err(no_answer_within(limit)), Watched::default())),
         }
     };
-    let (result, first) = tokio::select! {
+    let (result, watched) = tokio::select! {
         sent = bounded => sent,
         cause = cut => {
-            let record = record(member, place, started, started_at, None, None);
+            let record = record(member, place, started, started_at, Watched::default(), None);
             return Attempted::Cut(cause, record);
         }
     };
@@ -94,19 +97,15 @@ pub(crate) async fn send_once<C>(
         Accept::AnyReply => result,
         Accept::NonEmpty => result.and_then(not_empty),
     };
-    let first_event = first.map(|t| t.saturating_duration_since(started));
-    let record = record(
-        member,
-        place,
-        started,
-        started_at,
-        first_event,
-        Some(&result),
-    );
+    let first_event = watched
+        .first_event
+        .map(|t| t.saturating_duration_since(started));
+    let record = record(member, place, started, started_at, watched, Some(&result));
     Attempted::Sent(Box::new(Sent {
         result,
         first_event,
         record,
+        limits: watched.limits,
     }))
 }
 
@@ -135,19 +134,23 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// The record of one request. A request cut short (`result` is `None`)
-/// has outcome `interrupted`.
+/// has outcome `interrupted`. A success's status is the response's own
+/// (200 from a model that is not reached over HTTP: a script).
 fn record(
     member: &Member,
     place: Place,
     started: Instant,
     started_at: SystemTime,
-    first_event: Option<Duration>,
+    watched: Watched,
     result: Option<&Result<Response, ModelError>>,
 ) -> RequestRecord {
+    let first_event = watched
+        .first_event
+        .map(|t| t.saturating_duration_since(started));
     let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match result {
         Some(Ok(response)) => (
             "ok".to_string(),
-            None,
+            Some(watched.status.unwrap_or(200)),
             response.usage.input_tokens,
             response.usage.output_tokens,
             member.cost(response),
@@ -166,6 +169,7 @@ fn record(
         duration_ms: millis(started.elapsed()),
         outcome,
         http_status,
+        paced_ms: 0,
         input_tokens,
         output_tokens,
         cost_usd,

@@ -10,18 +10,17 @@
 
 mod wait;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use super::gate::{BudgetBook, Gate, Halt, MemberTurn};
+use super::gate::{BudgetBook, Gate, Halt, MemberTurn, Pacer};
 use super::price::Pricing;
 use super::reason::SwitchReason;
 use super::retry::{request_with_retries, Failure, RequestCtx};
 use super::spec::ModelSpec;
 use super::{Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
-use crate::health::{Health, HealthKey};
+use crate::health::{Health, HealthKey, PaceKey};
 pub(crate) use crate::policy::{FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
@@ -37,6 +36,8 @@ pub(crate) struct Member {
     pub endpoint: Option<String>,
     /// Where the shared health record keeps this member.
     pub health_key: HealthKey,
+    /// Where the pacing record keeps this member's key's limits (SPEC 17).
+    pub pace_key: PaceKey,
 }
 
 impl Member {
@@ -57,6 +58,7 @@ impl Member {
             model,
             pricing,
             context_window,
+            pace_key: PaceKey::new(health_key.clone(), None),
             health_key,
             endpoint: None,
         }
@@ -71,6 +73,12 @@ impl Member {
     /// Sets the key of this member's shared health record.
     pub(crate) fn with_health_key(mut self, key: HealthKey) -> Self {
         self.health_key = key;
+        self
+    }
+
+    /// Sets the key of this member's pacing record.
+    pub(crate) fn with_pace_key(mut self, key: PaceKey) -> Self {
+        self.pace_key = key;
         self
     }
 
@@ -225,11 +233,12 @@ impl ChainModel {
     pub(crate) fn new(members: Vec<Member>, retry: RetryPolicy, fallback: FallbackPolicy) -> Self {
         assert!(!members.is_empty(), "a chain needs a primary model");
         let keys = members.iter().map(|m| m.health_key.clone()).collect();
+        let pacer = Pacer::new(members.iter().map(|m| m.pace_key.clone()).collect());
         ChainModel {
             members,
             active: 0,
             switches: Vec::new(),
-            gate: Gate::new(keys, retry, fallback, Health::off()),
+            gate: Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer),
         }
     }
 
@@ -237,6 +246,12 @@ impl ChainModel {
     /// down (SPEC 18; zero: the step fails at once, exit 75).
     pub(crate) fn with_outage_wait(mut self, wait: Duration) -> Self {
         self.gate = self.gate.with_outage_wait(wait);
+        self
+    }
+
+    /// Turns pacing (SPEC 17, on by default) off: `pacing: off`.
+    pub(crate) fn without_pacing(mut self) -> Self {
+        self.gate = self.gate.with_pacer(Pacer::off());
         self
     }
 

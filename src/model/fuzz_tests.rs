@@ -1,7 +1,7 @@
 //! Fuzz harnesses on stable (proptest): whatever bytes a server sends, the
 //! SSE decoder, the NDJSON reader, the four stream assemblers, error-body
-//! classification and Retry-After parsing return a value or a classified
-//! error, never panic, and keep their bounds.
+//! classification, Retry-After parsing and the rate-limit headers return a
+//! value or a classified error, never panic, and keep their bounds.
 //!
 //! `cargo test --lib fuzz_` runs a few cases each (fast); more with
 //! `PROPTEST_CASES=100000 cargo test --release --lib fuzz_`.
@@ -14,6 +14,7 @@ use super::http::{error_from_body, parse_retry_after, MAX_RETRY_AFTER};
 use super::ndjson::NdjsonReader;
 use super::ollama::LineAssembler;
 use super::openai::ChunkAssembler;
+use super::ratelimit::{go_duration, RateLimits, MAX_RESET_AHEAD};
 use super::responses::Assembly as ResponsesAssembly;
 use super::sse::SseDecoder;
 use super::wire::{stream_error, Assembly, Progress, MAX_MESSAGE_CHARS, MAX_TOOL_CALLS};
@@ -301,6 +302,42 @@ proptest! {
     fn fuzz_retry_after(text in prop_oneof![".{0,40}", "[0-9]{0,60}", "-?[0-9]{1,400}(\\.[0-9]{0,5})?(e[0-9]{1,4})?"]) {
         if let Some(wait) = parse_retry_after(&text) {
             prop_assert!(wait <= MAX_RETRY_AFTER);
+        }
+    }
+
+    #[test]
+    fn fuzz_rate_limit_headers(
+        values in prop::collection::vec(prop_oneof![
+            ".{0,30}",
+            "-?[0-9]{0,25}",
+            "([0-9]{1,6}(\\.[0-9]{0,4})?(h|m|s|ms|us|ns|x)){0,6}",
+            "20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9](\\.[0-9]{1,9})?(Z|[+-][0-2][0-9]:[0-5][0-9])",
+            "[0-9a-z.:+-]{60,200}",
+        ], 18),
+    ) {
+        use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+        const NAMES: [&str; 18] = [
+            "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+            "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+            "anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset",
+            "anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset",
+            "anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset",
+            "anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset",
+        ];
+        let mut headers = HeaderMap::new();
+        for (name, value) in NAMES.iter().zip(&values) {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
+            if let Some(d) = go_duration(value) {
+                prop_assert!(!value.starts_with('-'), "{value}");
+                let _ = d;
+            }
+        }
+        if let Some(limits) = RateLimits::from_headers(&headers, std::time::SystemTime::now()) {
+            for w in [limits.requests, limits.tokens].into_iter().flatten() {
+                prop_assert!(w.reset <= MAX_RESET_AHEAD);
+            }
         }
     }
 }

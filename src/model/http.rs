@@ -1,8 +1,13 @@
 //! The HTTP side shared by every wire adapter: one reqwest client (rustls,
 //! proxies from the environment), sending a streaming request, turning error
 //! responses into classified `ModelError`s (Retry-After included), and
+//! The HTTP side shared by every wire adapter: one reqwest client (rustls,
+//! proxies from the environment), sending a streaming request, turning error
+//! responses into classified `ModelError`s (Retry-After included), and
 //! reading SSE streams under the first-event and idle timeouts (NDJSON
-//! streams: `ndjson.rs`).
+//! streams: `ndjson.rs`), and telling the request's watcher (`watch`) what
+//! its response said: the status and the published rate limits (SPEC 17),
+//! on success and error alike.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -13,6 +18,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use serde_json::Value;
 
 use super::error::classify_status;
+use super::ratelimit::RateLimits;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
 use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
@@ -108,7 +114,7 @@ impl HttpTransport {
     /// not stream waits as long as the idle limit already.)
     pub(crate) fn timeouts(&self) -> StreamTimeouts {
         let mut timeouts = self.timeouts;
-        if let Ok(Some(first_event)) = WATCH.try_with(|w| w.first_event) {
+        if let Ok(Some(first_event)) = WATCH.try_with(|w| w.deadline) {
             timeouts.first_event = timeouts.first_event.max(first_event);
         }
         timeouts
@@ -144,6 +150,7 @@ impl HttpTransport {
             Ok(Ok(r)) => r,
         };
         let status = response.status();
+        note_response(status.as_u16(), response.headers());
         if status.is_success() {
             return Ok((response, sent));
         }
@@ -350,41 +357,73 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
+/// What watching one request saw: when its first stream event arrived, and
+/// the HTTP response's status and published rate limits (SPEC 17). Only
+/// the parsed limits are kept, never a header or a body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Watched {
+    /// `None` when no stream event came.
+    pub first_event: Option<Instant>,
+    /// The response's status; `None` when no response came (or no HTTP).
+    pub status: Option<u16>,
+    /// The limits the response published, success or error alike.
+    pub limits: Option<RateLimits>,
+}
+
 /// The request being sent: its first-event deadline when the gate set one,
-/// and when its first stream event arrived.
+/// and the cells its transport and stream readers fill in.
+#[derive(Default)]
 struct Watch {
-    first_event: Option<Duration>,
-    first: OnceLock<Instant>,
+    deadline: Option<Duration>,
+    first_event: OnceLock<Instant>,
+    response: OnceLock<(u16, Option<RateLimits>)>,
 }
 
 tokio::task_local! {
-    /// The current request (set by `watch_request`; its first event noted by
-    /// the readers below, its deadline read by `HttpTransport::timeouts`).
+    /// The watch of the current request (set by `watch`; its deadline read
+    /// by `HttpTransport::timeouts`, its cells filled by the transport and
+    /// the stream readers below).
     static WATCH: std::sync::Arc<Watch>;
 }
 
-/// Runs one model request under the first-event deadline `first_event`
-/// (the transport's own when `None`) and tells when its first stream event
-/// arrived (`None` when none came). The SSE and NDJSON readers (and the
-/// scripted model) call `note_first_event`, and the transport reads the
-/// deadline itself; no adapter has to pass anything along.
-pub(crate) async fn watch_request<F: std::future::Future>(
-    first_event: Option<Duration>,
+/// Runs one model request under the first-event deadline `deadline` (the
+/// transport's own when `None`) and tells what it saw: when its first
+/// stream event arrived, and its response's status and rate limits. The
+/// SSE and NDJSON readers (and the scripted model) call `note_first_event`,
+/// the transport notes the response and reads the deadline itself; no
+/// adapter has to pass anything along.
+pub(crate) async fn watch<F: std::future::Future>(
+    deadline: Option<Duration>,
     request: F,
-) -> (F::Output, Option<Instant>) {
-    let watch = std::sync::Arc::new(Watch {
-        first_event,
-        first: OnceLock::new(),
+) -> (F::Output, Watched) {
+    let cell = std::sync::Arc::new(Watch {
+        deadline,
+        ..Watch::default()
     });
-    let output = WATCH.scope(watch.clone(), request).await;
-    (output, watch.first.get().copied())
+    let output = WATCH.scope(cell.clone(), request).await;
+    let response = cell.response.get().copied();
+    let watched = Watched {
+        first_event: cell.first_event.get().copied(),
+        status: response.map(|(status, _)| status),
+        limits: response.and_then(|(_, limits)| limits),
+    };
+    (output, watched)
 }
 
 /// Marks the first stream event of the request being watched (later calls,
-/// and calls outside `watch_request`, change nothing).
+/// and calls outside `watch`, change nothing).
 pub(crate) fn note_first_event() {
-    let _ = WATCH.try_with(|watch| {
-        watch.first.get_or_init(Instant::now);
+    let _ = WATCH.try_with(|cell| {
+        cell.first_event.get_or_init(Instant::now);
+    });
+}
+
+/// Notes the status and published limits of the watched request's
+/// response (the first response only; nothing outside `watch`).
+fn note_response(status: u16, headers: &HeaderMap) {
+    let _ = WATCH.try_with(|cell| {
+        cell.response
+            .get_or_init(|| (status, RateLimits::from_headers(headers, SystemTime::now())));
     });
 }
 

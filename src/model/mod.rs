@@ -19,6 +19,7 @@ pub(crate) mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
+pub(crate) mod ratelimit;
 pub(crate) mod reason;
 pub(crate) mod registry;
 pub(crate) mod responses;

@@ -90,6 +90,7 @@ pub(crate) fn build_member(
         resolved.context_window,
     )
     .with_health_key(resolved.health_key())
+    .with_pace_key(resolved.pace_key())
     .with_endpoint(endpoint))
 }
 

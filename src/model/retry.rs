@@ -2,9 +2,11 @@
 //! `attempt::send_once`), classifies a failure, sleeps and asks the same
 //! model again. It decides nothing: before each request and after each
 //! transient failure it asks its `Referee` (the gate's `MemberTurn`), which
-//! says send or move on, and how long to wait.
+//! says send, wait (a pacing wait, `provider.paced`) or move on, and how
+//! long to wait; it hands the referee each response's published limits.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use super::chain::Member;
@@ -93,22 +95,7 @@ pub(crate) async fn request_with_retries(
 ) -> Result<Response, Failure> {
     let mut attempt = 1;
     loop {
-        if let Some(cause) = ctx.stop.pending() {
-            return Err(Failure::Stopped(cause));
-        }
-        let first_event_deadline = match referee.before_send(attempt) {
-            Admission::Send {
-                first_event_deadline,
-            } => first_event_deadline,
-            Admission::MoveOn(reason) => {
-                return Err(Failure::MovedOn {
-                    reason,
-                    attempts: attempt - 1,
-                    error: None,
-                })
-            }
-            Admission::Halt(halt) => return Err(Failure::Halted(halt)),
-        };
+        let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt).await?;
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
@@ -130,13 +117,19 @@ pub(crate) async fn request_with_retries(
             ctx.stop.fired(),
         )
         .await;
-        let sent = match sent {
+        let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
+        let mut sent = match sent {
             Attempted::Sent(sent) => sent,
-            Attempted::Cut(cause, record) => {
+            Attempted::Cut(cause, mut record) => {
+                record.paced_ms = paced_ms;
                 ctx.emitter.model_request(record);
                 return Err(Failure::Stopped(cause));
             }
         };
+        if let Some(limits) = &sent.limits {
+            referee.heard(limits);
+        }
+        sent.record.paced_ms = paced_ms;
         ctx.emitter.model_request(sent.record);
         let timing = Timing {
             first_event: sent.first_event,
@@ -196,6 +189,47 @@ pub(crate) async fn request_with_retries(
             return Err(Failure::Stopped(cause));
         }
         attempt += 1;
+    }
+}
+
+/// Asks `referee` until it says send, waiting out each pacing wait it asks
+/// for (`provider.paced`) against `ctx.stop`; returns the time waited and
+/// the request's first-event deadline.
+async fn admitted(
+    referee: &dyn Referee,
+    spec: &str,
+    ctx: RequestCtx<'_>,
+    attempt: u32,
+) -> Result<(Duration, Duration), Failure> {
+    let mut paced = Duration::ZERO;
+    loop {
+        if let Some(cause) = ctx.stop.pending() {
+            return Err(Failure::Stopped(cause));
+        }
+        match referee.before_send(attempt) {
+            Admission::Send {
+                first_event_deadline,
+            } => return Ok((paced, first_event_deadline)),
+            Admission::MoveOn(reason) => {
+                return Err(Failure::MovedOn {
+                    reason,
+                    attempts: attempt - 1,
+                    error: None,
+                })
+            }
+            Admission::Halt(halt) => return Err(Failure::Halted(halt)),
+            Admission::Wait { wait, limit } => {
+                ctx.emitter.emit(Event::ProviderPaced {
+                    step: ctx.step,
+                    model: spec.to_string(),
+                    wait_seconds: (wait.as_secs_f64() * 1000.0).round() / 1000.0,
+                    limit: limit.to_string(),
+                });
+                let started = Instant::now();
+                ctx.stop.sleep(wait).await.map_err(Failure::Stopped)?;
+                paced += started.elapsed();
+            }
+        }
     }
 }
 
@@ -391,7 +425,7 @@ mod tests {
             [
                 (1, "http_503", Some(503), false),
                 (2, "http_503", Some(503), false),
-                (3, "ok", None, true)
+                (3, "ok", Some(200), true)
             ]
         );
         let (run_id, last) = &seen[2];

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::openai::Dialect;
 use super::price::Pricing;
-use crate::health::HealthKey;
+use crate::health::{HealthKey, PaceKey};
 
 /// The wire API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +188,14 @@ impl ResolvedModel {
             model: self.spec.to_string(),
             endpoint,
         }
+    }
+}
+
+impl ResolvedModel {
+    /// The pacing record's key (SPEC 17): the health key and a one-way
+    /// fingerprint of the API key, so runs that share a key share its limit.
+    pub(crate) fn pace_key(&self) -> PaceKey {
+        PaceKey::new(self.health_key(), self.api_key.as_deref())
     }
 }
 

@@ -47,7 +47,10 @@ pub(super) fn resolve(
         if let Some(j) = budgets.iter().position(|b| b.key() == budget.key()) {
             return Err(at(
                 "",
-                format!("budgets[{j}] already caps this period and scope ({}): give one amount", budget.key()),
+                format!(
+                    "budgets[{j}] already caps this period and scope ({}): give one amount",
+                    budget.key()
+                ),
             ));
         }
         budgets.push(budget);
@@ -109,6 +112,9 @@ mod tests {
             "config budgets[0].provider: unknown provider 'opneai' (did you mean 'openai'?)"
         );
         let e = resolve(Some(&[entry(None, None), entry(None, None)]), &none).unwrap_err();
-        assert!(e.0.starts_with("config budgets[1]: budgets[0] already caps"), "{e}");
+        assert!(
+            e.0.starts_with("config budgets[1]: budgets[0] already caps"),
+            "{e}"
+        );
     }
 }

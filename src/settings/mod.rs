@@ -55,6 +55,8 @@ pub(crate) struct Settings {
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
     /// Where the shared health record lives (`None`: off for this run).
     pub health_db: Option<health::Location>,
+    /// Stay under providers' published rate limits (`pacing:`, SPEC 17).
+    pub pacing: bool,
     /// `subagents:`, validated (the `delegate` tool exists only with it).
     pub subagents: Option<SubagentSettings>,
     /// `--worktree`: `Some(None)` names the worktree after the run id.
@@ -309,6 +311,7 @@ impl Settings {
             hooks: config.hooks,
             mcp_servers: config.mcp_servers,
             health_db,
+            pacing: config.pacing != Some(crate::config::Pacing::Off),
             subagents,
             worktree,
             sandbox,

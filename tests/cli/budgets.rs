@@ -245,10 +245,17 @@ fn a_fleet_cap_ends_the_run_with_budget_limit_before_sending_more() {
     assert_eq!((status.as_str(), code), ("budget_limit", 3));
 
     // In human mode: the error, and how to go on.
-    let human = run(&env, &["-m", "gw/big", "-o", out.to_str().unwrap(), "again"]);
+    let human = run(
+        &env,
+        &["-m", "gw/big", "-o", out.to_str().unwrap(), "again"],
+    );
     assert_eq!(human.code, Some(3));
     assert_eq!(stub.count(), 3);
-    assert!(human.stderr.contains(&format!("error: {error}")), "{}", human.stderr);
+    assert!(
+        human.stderr.contains(&format!("error: {error}")),
+        "{}",
+        human.stderr
+    );
     assert!(
         human
             .stderr
@@ -300,9 +307,15 @@ fn a_run_stopped_by_a_budget_resumes_once_the_period_rolled_over() {
     let end = finished(&resumed.events);
     assert_eq!(end["status"], "submitted");
     assert_eq!(end["steps"], 3, "step numbers go on");
-    assert!((end["cost_usd"].as_f64().unwrap() - 0.36).abs() < 1e-9, "{end}");
+    assert!(
+        (end["cost_usd"].as_f64().unwrap() - 0.36).abs() < 1e-9,
+        "{end}"
+    );
     assert_eq!(
-        rows(&health_db(&env)).iter().map(|r| r.1).collect::<Vec<_>>(),
+        rows(&health_db(&env))
+            .iter()
+            .map(|r| r.1)
+            .collect::<Vec<_>>(),
         [240_000_000, 120_000_000],
         "last hour's spend, and this hour's"
     );
@@ -368,7 +381,10 @@ fn check_prints_one_line_per_budget() {
     assert_eq!(
         budget_lines,
         [
-            format!("budget  0.3 per day  gw/big  0.12 spent  resets {}", tomorrow()),
+            format!(
+                "budget  0.3 per day  gw/big  0.12 spent  resets {}",
+                tomorrow()
+            ),
             format!("budget  5 per week  0.12 spent  resets {}", next_monday()),
             format!("budget  2.5 per month  openai  0.00 spent  resets {month_end}"),
         ]
@@ -433,7 +449,8 @@ fn a_budget_config_mistake_is_exit_2_naming_the_key_and_the_file() {
         let ran = run(&env, &["-m", "gw/big", "fix it"]);
         assert_eq!(ran.code, Some(2), "{budgets}: {}", ran.stderr);
         assert!(
-            ran.stderr.contains(&format!("config {}: {expect}", file.display())),
+            ran.stderr
+                .contains(&format!("config {}: {expect}", file.display())),
             "{budgets}: {}",
             ran.stderr
         );
@@ -467,7 +484,11 @@ fn without_the_health_record_a_run_counts_its_own_spend() {
     for expected in [3, 6] {
         let ran = json_run(&env, &["-m", "gw/big"]);
         assert_eq!(ran.code, Some(3), "{}", ran.stderr);
-        assert_eq!(stub.count(), expected, "each run alone spends up to the cap");
+        assert_eq!(
+            stub.count(),
+            expected,
+            "each run alone spends up to the cap"
+        );
     }
     assert!(!health_db(&env).exists());
 }

@@ -25,6 +25,16 @@ fn overloaded() -> Reply {
     )
 }
 
+/// `overloaded()` with the limits the API publishes on every response
+/// (SPEC 17): the pacing record keeps them in Redis too, under a
+/// fingerprint of the key.
+fn overloaded_publishing_limits() -> Reply {
+    overloaded()
+        .header("x-ratelimit-limit-requests", "500")
+        .header("x-ratelimit-remaining-requests", "499")
+        .header("x-ratelimit-reset-requests", "120ms")
+}
+
 /// One machine of the fleet: its own home and state, the shared Redis.
 struct Machine {
     env: TestEnv,
@@ -92,7 +102,7 @@ fn warnings(ev: &[Value]) -> Vec<String> {
 #[test]
 fn an_outage_found_on_one_machine_is_skipped_on_another() {
     let redis = RedisServer::start(&[]);
-    let stub = Stub::sequence(vec![overloaded()]);
+    let stub = Stub::sequence(vec![overloaded_publishing_limits()]);
     let a = Machine::new(&redis.url(0), "");
     let b = Machine::new(&redis.url(0), "");
 
@@ -118,6 +128,7 @@ fn an_outage_found_on_one_machine_is_skipped_on_another() {
         dump.contains(&format!("127.0.0.1:{}/v1", stub.port)),
         "{dump}"
     );
+    assert!(dump.contains("tinyagent:pace:"), "{dump}");
     assert!(
         !dump.contains("REDIS-FLEET-KEY") && !dump.contains("TASK-MARKER"),
         "{dump}"

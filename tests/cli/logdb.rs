@@ -86,7 +86,7 @@ fn schema_version_and_wal_mode() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     assert_eq!(
         columns(&conn, "model_requests"),
         [
@@ -102,7 +102,8 @@ fn schema_version_and_wal_mode() {
             "http_status",
             "input_tokens",
             "output_tokens",
-            "cost_usd"
+            "cost_usd",
+            "paced_ms"
         ]
     );
     let mode: String = conn

@@ -28,6 +28,7 @@ mod mcp;
 mod model_requests;
 mod outage;
 mod oversized;
+mod pacing;
 mod providers_anthropic;
 mod providers_ollama;
 mod providers_openai;

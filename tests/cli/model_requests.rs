@@ -73,9 +73,20 @@ fn run_id(db: &std::path::Path) -> String {
 #[test]
 fn every_attempt_over_http_is_a_row_with_status_timing_tokens_and_cost() {
     let env = TestEnv::new();
+    // The gateway publishes its limits (SPEC 17): the pacing record
+    // beside the health record keeps them under a fingerprint of the key.
+    let limits = |reply: Reply| {
+        reply
+            .header("x-ratelimit-remaining-requests", "50")
+            .header("x-ratelimit-reset-requests", "20s")
+    };
     let stub = Stub::sequence(vec![
-        Reply::status(503),
-        chat_sse_tool_call("call_1", "bash", r#"{"command":"true"}"#),
+        limits(Reply::status(503)),
+        limits(chat_sse_tool_call(
+            "call_1",
+            "bash",
+            r#"{"command":"true"}"#,
+        )),
         chat_sse_submit("call_2", "done"),
     ]);
     let config = env.write(
@@ -144,7 +155,7 @@ fn every_attempt_over_http_is_a_row_with_status_timing_tokens_and_cost() {
                 2,
                 true,
                 "ok",
-                None,
+                Some(200),
                 100,
                 20
             ),
@@ -156,7 +167,7 @@ fn every_attempt_over_http_is_a_row_with_status_timing_tokens_and_cost() {
                 1,
                 true,
                 "ok",
-                None,
+                Some(200),
                 100,
                 20
             ),
@@ -171,9 +182,20 @@ fn every_attempt_over_http_is_a_row_with_status_timing_tokens_and_cost() {
         .query_row("SELECT cost_usd FROM runs", [], |r| r.get(0))
         .unwrap();
     assert!((total - rows.iter().map(|r| r.10).sum::<f64>()).abs() < 1e-12);
-    assert!(!std::fs::read(&db)
-        .map(|b| String::from_utf8_lossy(&b).contains(KEY))
-        .unwrap());
+    let health = env.home().join(".local/state/tinyagent/health.db");
+    for file in [&db, &health] {
+        let text = String::from_utf8_lossy(&std::fs::read(file).unwrap()).into_owned();
+        assert!(
+            !text.contains(KEY) && !text.contains("SECRET"),
+            "{}",
+            file.display()
+        );
+    }
+    let accounts: i64 = Connection::open(&health)
+        .unwrap()
+        .query_row("SELECT count(*) FROM pacing", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(accounts, 1, "the pacing record was written");
 }
 
 #[test]
@@ -221,8 +243,8 @@ fn a_chain_records_each_models_attempts_and_subagents_their_own() {
             (1, a.clone(), 1, "http_503".into(), Some(503), 0.0),
             (1, a.clone(), 2, "http_503".into(), Some(503), 0.0),
             (1, a.clone(), 3, "http_503".into(), Some(503), 0.0),
-            (1, b.clone(), 1, "ok".into(), None, 0.5),
-            (2, b.clone(), 1, "ok".into(), None, 0.25),
+            (1, b.clone(), 1, "ok".into(), Some(200), 0.5),
+            (2, b.clone(), 1, "ok".into(), Some(200), 0.25),
         ]
     );
     // Script models have no endpoint; answered requests had a first event.
@@ -367,7 +389,7 @@ fn a_version_one_database_is_upgraded_in_place_keeping_its_rows() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let (runs, old, requests): (i64, i64, i64) = conn
         .query_row(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events WHERE run_id = 'old-run'),

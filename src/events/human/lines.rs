@@ -135,6 +135,13 @@ pub(crate) fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
     (lines, done, items.len())
 }
 
+/// `pacing <spec>: waiting <N>s for its <requests|tokens> limit` (SPEC 17),
+/// the wait in whole seconds, rounded up.
+pub(crate) fn paced(model: &str, wait_seconds: f64, limit: &str) -> String {
+    let seconds = wait_seconds.max(0.0).ceil().max(1.0) as u64;
+    format!("pacing {model}: waiting {seconds}s for its {limit} limit")
+}
+
 /// Milliseconds as `120ms`, `1.2s`, `1m12s`, `1h02m`.
 pub(crate) fn duration(ms: u64) -> String {
     if ms < 1000 {

@@ -564,6 +564,7 @@ impl Spans {
                 outage_span_event(run, at, event);
             }
             Event::ProviderRetry { .. }
+            | Event::ProviderPaced { .. }
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }

@@ -19,7 +19,8 @@ impl BudgetStore for MemoryStore {
         now: Millis,
     ) -> Result<Vec<i64>, StoreError> {
         // Slots of periods that ended are kept no longer than the others'.
-        self.spend.retain(|s, _| s.end > now - super::super::budget::KEEP_AFTER_END);
+        self.spend
+            .retain(|s, _| s.end > now - super::super::budget::KEEP_AFTER_END);
         Ok(slots
             .iter()
             .map(|s| {

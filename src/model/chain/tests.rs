@@ -725,5 +725,5 @@ async fn empty_replies_count_toward_switch_after() {
     );
 }
 
-mod wait;
 mod budgets;
+mod wait;

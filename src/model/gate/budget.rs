@@ -293,7 +293,11 @@ impl MemberTurn<'_> {
     pub(super) fn budget_admission(&self) -> Option<Admission> {
         let gate = self.gate;
         let book = gate.budgets.as_ref()?;
-        if !book.budgets.iter().any(|b| b.applies_to(gate.spec(self.index))) {
+        if !book
+            .budgets
+            .iter()
+            .any(|b| b.applies_to(gate.spec(self.index)))
+        {
             // No budget counts this member's spend: nothing to read.
             return None;
         }

@@ -4,9 +4,11 @@
 //!
 //! - before each request (`MemberTurn::before_send`): a member another run
 //!   recorded as cooling down, or that another run of the fleet is probing,
-//!   is skipped (`cooldown`) while a later member may be asked; a request
-//!   that is sent gets its first-event deadline (`deadline.rs`: grown with
-//!   the request's size, doubled per retry, remembered for a slow server);
+//!   is skipped (`cooldown`) while a later member may be asked; then the
+//!   member's published rate limit (`pacing.rs`, SPEC 17) says send, wait
+//!   for its reset, or move on (`rate_limit`); a request that is sent gets
+//!   its first-event deadline (`deadline.rs`: grown with the request's
+//!   size, doubled per retry, remembered for a slow server);
 //! - after each transient failure (`MemberTurn::after_failure`): the wait
 //!   (a glitch at once, a Retry-After exactly, else backoff), or moving on:
 //!   after `switch_after` failures, on a Retry-After too long to wait, on a
@@ -31,18 +33,21 @@
 mod budget;
 mod deadline;
 mod outage;
+mod pacing;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::ratelimit::RateLimits;
 use super::reason::{FailureReason, SwitchReason};
 use super::ModelError;
-use crate::health::{Health, HealthKey, Millis};
+use crate::health::{Health, HealthKey, Millis, PaceLimit};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
-pub(crate) use outage::{Next, Outage};
 pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
+pub(crate) use outage::{Next, Outage};
+pub(crate) use pacing::Pacer;
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
@@ -52,6 +57,9 @@ pub(crate) enum Admission {
     /// Send it, giving its first stream event this long (response headers
     /// included).
     Send { first_event_deadline: Duration },
+    /// Not yet: wait this long to stay under the provider's published
+    /// `limit` (SPEC 17), then ask again.
+    Wait { wait: Duration, limit: PaceLimit },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
     /// Do not send it, nor anything more: the run ends (with no member
@@ -111,6 +119,8 @@ pub(crate) trait Referee: Sync {
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
     /// After a successful request.
     fn succeeded(&self, timing: Timing);
+    /// After any response that published rate limits (a 429 included).
+    fn heard(&self, limits: &RateLimits);
 }
 
 /// Every member's state, and the run's retry and fallback policy.
@@ -131,6 +141,8 @@ pub(crate) struct Gate {
     outage_wait: Duration,
     /// The run's budgets (`budget.rs`); `None` when it has none.
     budgets: Option<Arc<BudgetBook>>,
+    /// Pacing under the members' published rate limits (`pacing.rs`).
+    pacer: Pacer,
 }
 
 impl Gate {
@@ -153,7 +165,13 @@ impl Gate {
             fallback,
             outage_wait: Duration::ZERO,
             budgets: None,
+            pacer: Pacer::off(),
         }
+    }
+
+    /// The same gate, pacing as `pacer` says (SPEC 17).
+    pub(crate) fn with_pacer(self, pacer: Pacer) -> Gate {
+        Gate { pacer, ..self }
     }
 
     /// The same gate on another health record (the run's, once it has an
@@ -184,15 +202,19 @@ impl Gate {
                 self.retry.attempts.max(1)
             },
             may_move_on: has_next,
+            can_leave: has_next,
             glitch_retried: AtomicBool::new(false),
         }
     }
 
-    /// The rules of a probe after a cooldown: one request, never skipped.
+    /// The rules of a probe after a cooldown: one request, never skipped
+    /// for another run's record (a limit too long to wait for moves on:
+    /// the active member is there).
     pub(crate) fn probe(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
         MemberTurn {
             max_attempts: 1,
             may_move_on: false,
+            can_leave: true,
             ..self.turn(index, estimated_input_tokens)
         }
     }
@@ -261,13 +283,17 @@ impl Gate {
 
     /// The run moved away from member `index` for `reason`. A `cooldown`
     /// or `budget` skip leaves the member to the shared record alone; any
-    /// other reason starts its cooldown, here and in the record.
+    /// other reason starts its cooldown here, and but for `rate_limit` (a
+    /// fact of the key's pacing record, not of the model's health) in the
+    /// record too.
     pub(crate) fn left(&mut self, index: usize, reason: &SwitchReason) {
         if matches!(reason, SwitchReason::Cooldown | SwitchReason::Budget) {
             self.left_at[index] = None;
         } else {
             self.left_at[index] = Some(self.record.now());
-            self.record.left(&self.keys[index], &reason.to_string());
+            if *reason != SwitchReason::RateLimit {
+                self.record.left(&self.keys[index], &reason.to_string());
+            }
         }
     }
 
@@ -300,13 +326,17 @@ impl Gate {
 pub(crate) struct MemberTurn<'g> {
     gate: &'g Gate,
     index: usize,
-    /// The size of the request, which its first-event deadline grows with.
+    /// The size of the request, which its first-event deadline grows with
+    /// and pacing reserves.
     estimated_input_tokens: u64,
     /// Requests before giving up on the member.
     max_attempts: u32,
     /// A later member exists and this is not a probe: the loop may end
     /// early (long Retry-After, renewed record, skip) for the chain to move on.
     may_move_on: bool,
+    /// The run has another member to go to (a later one, or after a probe
+    /// the active one): a pacing wait too long to wait out moves on.
+    can_leave: bool,
     /// Whether a glitch was already retried at once in this loop.
     glitch_retried: AtomicBool,
 }
@@ -349,9 +379,17 @@ impl Referee for MemberTurn<'_> {
         if self.skip_for_cooldown() {
             return Admission::MoveOn(SwitchReason::Cooldown);
         }
-        Admission::Send {
+        let gate = self.gate;
+        let paced = gate.pacer.admit(
+            gate.record.health(),
+            self.index,
+            self.estimated_input_tokens,
+            gate.retry.max_backoff,
+            self.can_leave,
+        );
+        paced.unwrap_or(Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),
-        }
+        })
     }
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
@@ -389,5 +427,10 @@ impl Referee for MemberTurn<'_> {
     fn succeeded(&self, timing: Timing) {
         self.learn(timing);
         self.gate.record.success(self.key());
+    }
+
+    fn heard(&self, limits: &RateLimits) {
+        let gate = self.gate;
+        gate.pacer.heard(gate.record.health(), self.index, limits);
     }
 }

@@ -77,14 +77,15 @@ impl SharedRecord {
         }
     }
 
+    /// The store this view reads (the pacing records and the outage
+    /// record live there too).
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
+    }
+
     /// The current time on the run's clock.
     pub(crate) fn now(&self) -> Millis {
         self.health.now()
-    }
-
-    /// The store itself, for the outage rules (`gate/outage.rs`).
-    pub(super) fn health(&self) -> &Health {
-        &self.health
     }
 
     /// Records the model as cooling down until `until` (a failed outage

@@ -131,7 +131,12 @@ fn member(loopback: Option<u16>) -> Member {
         output: 2.0,
         cached_input: 1.0,
     };
-    Member::new(ModelSpec::parse("gw/m").unwrap(), model, Some(pricing), None)
+    Member::new(
+        ModelSpec::parse("gw/m").unwrap(),
+        model,
+        Some(pricing),
+        None,
+    )
 }
 
 /// The median time of one step (a request and its spend) over `ROUNDS`
@@ -187,7 +192,11 @@ struct RedisServer(std::process::Child, u16);
 
 impl RedisServer {
     fn start() -> Option<RedisServer> {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
         let child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
@@ -229,11 +238,17 @@ fn budget_cost_per_request() {
     let port = sse_server();
     let sqlite = || Some(Box::new(SqliteStore::open(&file).unwrap()) as Box<dyn Store>);
     let redis_store = |r: &RedisServer| {
-        Some(Box::new(RedisStore::connect(&format!("redis://127.0.0.1:{}/0", r.1), None).unwrap()) as Box<dyn Store>)
+        Some(
+            Box::new(RedisStore::connect(&format!("redis://127.0.0.1:{}/0", r.1), None).unwrap())
+                as Box<dyn Store>,
+        )
     };
     println!("| member | record | no budgets | 3 budgets | added per request |");
     println!("| --- | --- | --- | --- | --- |");
-    for (label, loopback) in [("in process (script)", None), ("Chat Completions over loopback", Some(port))] {
+    for (label, loopback) in [
+        ("in process (script)", None),
+        ("Chat Completions over loopback", Some(port)),
+    ] {
         let mut cases: Vec<(&str, Duration, Duration)> = vec![(
             "SQLite file",
             per_step(&rt, loopback, sqlite(), Vec::new()),

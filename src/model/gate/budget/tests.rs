@@ -57,6 +57,27 @@ impl HealthStore for Breakable {
     }
 }
 
+impl crate::health::PacingStore for Breakable {
+    fn reserve(
+        &mut self,
+        key: &crate::health::PaceKey,
+        tokens: u64,
+        now: i64,
+    ) -> Result<crate::health::Reservation, StoreError> {
+        self.check()?;
+        self.inner.reserve(key, tokens, now)
+    }
+    fn hear(
+        &mut self,
+        key: &crate::health::PaceKey,
+        heard: &crate::health::Heard,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.hear(key, heard, now)
+    }
+}
+
 impl OutageStore for Breakable {
     fn read_outage(&mut self, key: &HealthKey) -> Result<OutageRecord, StoreError> {
         self.check()?;
@@ -66,11 +87,23 @@ impl OutageStore for Breakable {
         self.check()?;
         self.inner.count_failed_probe(key, now)
     }
-    fn schedule_probe(&mut self, k: &HealthKey, at: i64, n: i64, r: bool) -> Result<i64, StoreError> {
+    fn schedule_probe(
+        &mut self,
+        k: &HealthKey,
+        at: i64,
+        n: i64,
+        r: bool,
+    ) -> Result<i64, StoreError> {
         self.check()?;
         self.inner.schedule_probe(k, at, n, r)
     }
-    fn take_due_probe(&mut self, k: &HealthKey, h: u64, n: i64, t: i64) -> Result<bool, StoreError> {
+    fn take_due_probe(
+        &mut self,
+        k: &HealthKey,
+        h: u64,
+        n: i64,
+        t: i64,
+    ) -> Result<bool, StoreError> {
         self.check()?;
         self.inner.take_due_probe(k, h, n, t)
     }
@@ -130,7 +163,9 @@ fn a_store_that_fails_leaves_the_run_counting_on_from_what_it_knew() {
     };
     let warnings = Arc::new(Mutex::new(Vec::new()));
     let seen = warnings.clone();
-    let health = Health::new(Box::new(store), "test", move |w| seen.lock().unwrap().push(w));
+    let health = Health::new(Box::new(store), "test", move |w| {
+        seen.lock().unwrap().push(w)
+    });
     let book = BudgetBook::new(vec![day(5.0, Scope::Fleet)], health);
     book.add("openai/gpt-5", 1.0);
     assert_eq!(spent(&book), [1.0]);

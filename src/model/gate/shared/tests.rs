@@ -173,6 +173,24 @@ fn reading_does_not_renew_and_zero_cooldown_records_nothing() {
 }
 
 struct Broken;
+impl crate::health::PacingStore for Broken {
+    fn reserve(
+        &mut self,
+        _: &crate::health::PaceKey,
+        _: u64,
+        _: Millis,
+    ) -> Result<crate::health::Reservation, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn hear(
+        &mut self,
+        _: &crate::health::PaceKey,
+        _: &crate::health::Heard,
+        _: Millis,
+    ) -> Result<(), StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+}
 impl HealthStore for Broken {
     fn read(&mut self, _: &HealthKey) -> Result<Record, StoreError> {
         Err(StoreError("database is locked".into()))
