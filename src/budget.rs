@@ -11,18 +11,18 @@ use std::fmt;
 use chrono::{DateTime, Datelike, Months, NaiveDate, SecondsFormat, Utc};
 
 /// Milliseconds since the Unix epoch (as the health record counts time).
-pub type Millis = i64;
+pub(crate) type Millis = i64;
 
 /// Money in the shared record: whole billionths of a USD, so that adding
 /// many small costs is exact and a cap is reached on the response that
 /// reaches it, not one later.
-pub type Nanos = i64;
+pub(crate) type Nanos = i64;
 
 const HOUR: Millis = 3_600_000;
 const DAY: Millis = 24 * HOUR;
 
 /// `usd` in nano-dollars (rounded; negative and non-finite amounts are 0).
-pub fn nanos(usd: f64) -> Nanos {
+pub(crate) fn nanos(usd: f64) -> Nanos {
     if usd.is_finite() && usd > 0.0 {
         (usd * 1e9).round().min(Nanos::MAX as f64) as Nanos
     } else {
@@ -31,13 +31,13 @@ pub fn nanos(usd: f64) -> Nanos {
 }
 
 /// Nano-dollars as USD.
-pub fn usd(nanos: Nanos) -> f64 {
+pub(crate) fn usd(nanos: Nanos) -> f64 {
     nanos as f64 / 1e9
 }
 
 /// A calendar period in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Period {
+pub(crate) enum Period {
     Hour,
     Day,
     /// An ISO week: Monday 00:00 UTC to the next Monday.
@@ -47,7 +47,7 @@ pub enum Period {
 
 impl Period {
     /// The config word (`per: day`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Period::Hour => "hour",
             Period::Day => "day",
@@ -68,7 +68,7 @@ impl Period {
 
     /// The period that holds `at`: its start and its end (the next one's
     /// start), in ms since the epoch.
-    pub fn bounds(self, at: Millis) -> (Millis, Millis) {
+    pub(crate) fn bounds(self, at: Millis) -> (Millis, Millis) {
         let floor = |unit: Millis| at - at.rem_euclid(unit);
         match self {
             Period::Hour => (floor(HOUR), floor(HOUR) + HOUR),
@@ -118,7 +118,7 @@ impl<'de> serde::Deserialize<'de> for Period {
 
 /// What a budget counts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// Every response of every run that shares the record.
     Fleet,
     /// The responses of one model spec (`model: SPEC`).
@@ -129,7 +129,7 @@ pub enum Scope {
 
 /// One cap: `usd` per `per`, over `scope`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Budget {
+pub(crate) struct Budget {
     pub usd: f64,
     pub per: Period,
     pub scope: Scope,
@@ -140,7 +140,7 @@ impl Budget {
     /// amount left out, so that raising a cap keeps what was spent and
     /// every run with the same budget adds to the same total
     /// (`day`, `day model=anthropic/claude-opus-4-1`, `month provider=openai`).
-    pub fn key(&self) -> String {
+    pub(crate) fn key(&self) -> String {
         match &self.scope {
             Scope::Fleet => self.per.to_string(),
             Scope::Model(spec) => format!("{} model={spec}", self.per),
@@ -149,12 +149,12 @@ impl Budget {
     }
 
     /// The cap in nano-dollars.
-    pub fn cap(&self) -> Nanos {
+    pub(crate) fn cap(&self) -> Nanos {
         nanos(self.usd)
     }
 
     /// Whether the responses of model `spec` count toward this budget.
-    pub fn applies_to(&self, spec: &str) -> bool {
+    pub(crate) fn applies_to(&self, spec: &str) -> bool {
         match &self.scope {
             Scope::Fleet => true,
             Scope::Model(model) => model == spec,
@@ -163,7 +163,7 @@ impl Budget {
     }
 
     /// The model or provider it is for (`None` for a fleet budget).
-    pub fn target(&self) -> Option<&str> {
+    pub(crate) fn target(&self) -> Option<&str> {
         match &self.scope {
             Scope::Fleet => None,
             Scope::Model(name) | Scope::Provider(name) => Some(name),
@@ -185,12 +185,12 @@ impl fmt::Display for Budget {
 }
 
 /// A spend as the summary line shows money: `$12.3400`.
-pub fn dollars(spent: Nanos) -> String {
+pub(crate) fn dollars(spent: Nanos) -> String {
     format!("${:.4}", usd(spent))
 }
 
 /// `at` as an RFC 3339 time in UTC, to the second (`2026-12-02T00:00:00Z`).
-pub fn rfc3339(at: Millis) -> String {
+pub(crate) fn rfc3339(at: Millis) -> String {
     DateTime::<Utc>::from_timestamp_millis(at)
         .unwrap_or_default()
         .to_rfc3339_opts(SecondsFormat::Secs, true)

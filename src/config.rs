@@ -78,10 +78,10 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "RawBudget")]
 pub struct BudgetConfig {
-    pub usd: f64,
-    pub per: Period,
-    pub model: Option<String>,
-    pub provider: Option<String>,
+    pub(crate) usd: f64,
+    pub(crate) per: Period,
+    pub(crate) model: Option<String>,
+    pub(crate) provider: Option<String>,
 }
 
 #[derive(Deserialize)]

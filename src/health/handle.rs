@@ -15,6 +15,8 @@ use super::{MemoryStore, Millis, Store, StoreError};
 
 type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
 type Warn = Arc<dyn Fn(String) + Send + Sync>;
+/// The store behind its lock; `None` inside once it failed.
+type Shared = Arc<Mutex<Option<Box<dyn Store>>>>;
 
 /// The store of the shared record as one run uses it; off when
 /// `health_db: off`, or after its store failed once. A clone is the same
@@ -23,7 +25,7 @@ type Warn = Arc<dyn Fn(String) + Send + Sync>;
 #[derive(Clone)]
 pub struct Health {
     /// `None` when off; `Some(None)` once the store failed (after one warning).
-    store: Option<Arc<Mutex<Option<Box<dyn Store>>>>>,
+    store: Option<Shared>,
     clock: Clock,
     warn: Warn,
     label: String,

@@ -175,11 +175,15 @@ fn budget_spend(s: &mut dyn Store) {
         [120_000_000, 120_000_000]
     );
     assert_eq!(
-        s.add_spend(&[fleet.clone()], 5, 2_000).unwrap(),
+        s.add_spend(std::slice::from_ref(&fleet), 5, 2_000).unwrap(),
         [120_000_005]
     );
     let next = slot("hour", 3_600_000);
-    assert_eq!(s.add_spend(&[next.clone()], 7, 3_600_001).unwrap(), [7]);
+    assert_eq!(
+        s.add_spend(std::slice::from_ref(&next), 7, 3_600_001)
+            .unwrap(),
+        [7]
+    );
     assert_eq!(
         s.spent(&[opus, fleet, next]).unwrap(),
         [120_000_000, 120_000_005, 7]

@@ -44,8 +44,10 @@ pub(crate) struct Sent {
 
 /// What sending came to.
 #[derive(Debug)]
+// One per request, moved once: its size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempted<C> {
-    Sent(Box<Sent>),
+    Sent(Sent),
     /// `cut` fired first: the request was dropped; its record has outcome
     /// `interrupted`.
     Cut(C, RequestRecord),
@@ -101,12 +103,12 @@ pub(crate) async fn send_once<C>(
         .first_event
         .map(|t| t.saturating_duration_since(started));
     let record = record(member, place, started, started_at, watched, Some(&result));
-    Attempted::Sent(Box::new(Sent {
+    Attempted::Sent(Sent {
         result,
         first_event,
         record,
         limits: watched.limits,
-    }))
+    })
 }
 
 fn no_answer_within(limit: Duration) -> ModelError {

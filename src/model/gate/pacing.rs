@@ -55,9 +55,7 @@ impl Pacer {
         max_backoff: Duration,
         can_leave: bool,
     ) -> Option<Admission> {
-        let Some(key) = self.keys.as_ref().and_then(|keys| keys.get(index)) else {
-            return None;
-        };
+        let key = self.keys.as_ref().and_then(|keys| keys.get(index))?;
         let (found, now) = health.pace(|store, now| Ok((store.reserve(key, tokens, now)?, now)));
         let Reservation::Short { limit, reset_at } = found else {
             return None;
