@@ -483,6 +483,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
 
     let health = health::for_run(settings.health_db.as_ref(), &emitter);
     let chain = chain.with_health(health);
+    chain.restore_reply_caps(&doc.reply_caps);
     let agent = Agent {
         chain,
         tools,

@@ -20,6 +20,7 @@ pub mod openai;
 pub(crate) mod price;
 pub(crate) mod reason;
 pub(crate) mod registry;
+pub(crate) mod reply_cap;
 pub(crate) mod responses;
 pub(crate) mod retry;
 pub(crate) mod script;

@@ -90,7 +90,8 @@ pub(crate) fn build_member(
         resolved.context_window,
     )
     .with_health_key(resolved.health_key())
-    .with_endpoint(endpoint))
+    .with_endpoint(endpoint)
+    .with_reply_budget(resolved.reply_budget))
 }
 
 /// `scheme://host:port` of a base URL: no path, query or credentials (the
