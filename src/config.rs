@@ -28,12 +28,69 @@ impl<'de> Deserialize<'de> for DurationText {
     }
 }
 
+/// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
+/// max_output_tokens: N}` that also sets that member's reply budget (SPEC 4
+/// "Reply caps per member"). A mapping is strict like every other key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FallbackEntry {
+    pub model: String,
+    pub max_output_tokens: Option<u32>,
+}
+
+impl From<String> for FallbackEntry {
+    fn from(model: String) -> Self {
+        FallbackEntry {
+            model,
+            max_output_tokens: None,
+        }
+    }
+}
+
+impl From<&str> for FallbackEntry {
+    fn from(model: &str) -> Self {
+        FallbackEntry::from(model.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for FallbackEntry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The mapping form, with its own unknown-key errors.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Mapping {
+            model: String,
+            max_output_tokens: Option<u32>,
+        }
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = FallbackEntry;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a model spec, or {model: SPEC, max_output_tokens: N}")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<FallbackEntry, E> {
+                Ok(FallbackEntry::from(text.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<FallbackEntry, A::Error> {
+                let m = Mapping::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(FallbackEntry {
+                    model: m.model,
+                    max_output_tokens: m.max_output_tokens,
+                })
+            }
+        }
+        d.deserialize_any(Entry)
+    }
+}
+
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub model: Option<String>,
-    pub fallback_models: Option<Vec<String>>,
+    pub fallback_models: Option<Vec<FallbackEntry>>,
     pub step_limit: Option<u32>,
     pub cost_limit: Option<f64>,
     pub time_limit: Option<DurationText>,
@@ -208,6 +265,8 @@ pub struct RetryConfig {
     pub jitter: Option<f64>,
     pub stream_first_event_timeout: Option<DurationText>,
     pub stream_idle_timeout: Option<DurationText>,
+    pub rate_limit_attempts: Option<u32>,
+    pub rate_limit_budget: Option<DurationText>,
 }
 
 /// `fallback:`
@@ -224,7 +283,7 @@ pub struct FallbackConfig {
 pub struct SubagentsConfig {
     pub model: Option<String>,
     pub step_limit: Option<u32>,
-    pub fallback_models: Option<Vec<String>>,
+    pub fallback_models: Option<Vec<FallbackEntry>>,
 }
 
 /// `compaction:` (an extension of SPEC section 3): when to compact the
@@ -524,7 +583,10 @@ mod tests {
         assert_eq!(c.model.as_deref(), Some("a/b"));
         assert_eq!(c.retry.attempts, Some(3));
         assert_eq!(c.retry.backoff, Some(DurationText("1s".into())));
-        assert_eq!(c.fallback_models.unwrap(), ["z/w"]);
+        assert_eq!(
+            c.fallback_models.unwrap(),
+            [FallbackEntry::from("z/w".to_string())]
+        );
     }
 
     #[test]

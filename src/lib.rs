@@ -506,6 +506,7 @@ async fn run_agent(prepared: Prepared) -> Ended {
     let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
     start_warnings::budgets(&budgets, &check::models(&settings), &emitter);
     let chain = chain.with_health(health).with_budgets(budgets.clone());
+    chain.restore_reply_caps(&doc.reply_caps);
     if let Some(sub) = jobs.subagent.as_mut() {
         sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
     }

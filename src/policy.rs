@@ -17,6 +17,12 @@ pub struct RetryPolicy {
     pub jitter: f64,
     pub stream_first_event_timeout: Duration,
     pub stream_idle_timeout: Duration,
+    /// Tries a 429 or an overload (529) gets, the first included (never
+    /// fewer than `attempts`).
+    pub rate_limit_attempts: u32,
+    /// The most a step waits on 429s and overloads before tries beyond
+    /// `attempts` stop.
+    pub rate_limit_budget: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -28,6 +34,8 @@ impl Default for RetryPolicy {
             jitter: 0.5,
             stream_first_event_timeout: Duration::from_secs(30),
             stream_idle_timeout: Duration::from_secs(180),
+            rate_limit_attempts: 8,
+            rate_limit_budget: Duration::from_secs(120),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! crash-safe checkpoint writer (an atomically replaced FILE plus an
 //! append-only `FILE.journal`), and loading both back.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -74,6 +75,10 @@ pub struct Trajectory {
     pub totals: Totals,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_switches: Vec<Switch>,
+    /// Reply caps models reported by refusing a larger budget, by spec
+    /// (SPEC 4 "Reply caps per member"; a resumed run keeps them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reply_caps: BTreeMap<String, u32>,
     #[serde(default)]
     pub plan: Vec<PlanItem>,
     pub messages: Vec<Message>,
@@ -111,6 +116,7 @@ impl Trajectory {
             steps: 0,
             totals: Totals::default(),
             model_switches: Vec::new(),
+            reply_caps: BTreeMap::new(),
             plan: Vec::new(),
             messages: Vec::new(),
             output: Value::Null,
@@ -139,6 +145,8 @@ pub enum JournalOp {
         active_model: String,
         #[serde(default)]
         model_switches: Vec<Switch>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        reply_caps: BTreeMap<String, u32>,
         #[serde(default)]
         plan: Vec<PlanItem>,
         /// How many messages the run had when this was written; a replay
@@ -433,6 +441,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
             totals,
             active_model,
             model_switches,
+            reply_caps,
             plan,
             messages,
         } => {
@@ -443,6 +452,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
             doc.totals = totals;
             doc.active_model = active_model;
             doc.model_switches = model_switches;
+            doc.reply_caps = reply_caps;
             doc.plan = plan;
         }
         JournalOp::ToolStarted { .. } | JournalOp::ToolFinished { .. } => {}
@@ -470,6 +480,7 @@ mod tests {
             steps: 0,
             totals: Totals::default(),
             model_switches: vec![],
+            reply_caps: BTreeMap::new(),
             plan: vec![],
             messages: vec![],
             output: Value::Null,
@@ -551,6 +562,7 @@ mod tests {
             totals: Totals::default(),
             active_model: "script/a".into(),
             model_switches: vec![],
+            reply_caps: BTreeMap::new(),
             plan: vec![],
             messages: Some(1),
         };

@@ -376,6 +376,8 @@ impl Agent {
         let switches = self.chain.switches();
         self.doc.model_switches.truncate(self.prior_switches);
         self.doc.model_switches.extend(switches.iter().cloned());
+        // A checkpoint's caps stay, for a member no longer in the chain too.
+        self.doc.reply_caps.extend(self.chain.reply_caps());
     }
 
     fn journal_state(&mut self) {
@@ -385,6 +387,7 @@ impl Agent {
             totals: self.doc.totals,
             active_model: self.doc.active_model.clone(),
             model_switches: self.doc.model_switches.clone(),
+            reply_caps: self.doc.reply_caps.clone(),
             plan: self.doc.plan.clone(),
             messages: Some(self.doc.messages.len()),
         };

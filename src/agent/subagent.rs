@@ -22,7 +22,7 @@ use crate::model::chain::ChainModel;
 use crate::tools::delegate::{subagent_note, subagent_tools};
 use crate::tools::filter::ToolFilter;
 use crate::tools::{str_arg, ToolOutput};
-use crate::trajectory::{Totals, Trajectory};
+use crate::trajectory::Trajectory;
 
 /// What the parent keeps between delegations: the child chain (so its
 /// stickiness and cooldowns carry over) and the child's limits.
@@ -154,26 +154,5 @@ fn child_doc(
     fallback_models: Vec<String>,
     cwd: String,
 ) -> Trajectory {
-    Trajectory {
-        schema_version: 1,
-        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.to_string(),
-        task: task.to_string(),
-        model: model.to_string(),
-        fallback_models,
-        active_model: model.to_string(),
-        status: Status::Running,
-        error: None,
-        started_at: crate::trajectory::now_rfc3339(),
-        finished_at: None,
-        steps: 0,
-        totals: Totals::default(),
-        model_switches: Vec::new(),
-        plan: Vec::new(),
-        messages: Vec::new(),
-        output: Value::Null,
-        resumed_from: None,
-        cwd: Some(cwd),
-        worktree: None,
-    }
+    Trajectory::new(run_id, task, model, fallback_models, &cwd)
 }

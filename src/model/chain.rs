@@ -38,6 +38,8 @@ pub(crate) struct Member {
     pub health_key: HealthKey,
     /// Where the pacing record keeps this member's key's limits (SPEC 17).
     pub pace_key: PaceKey,
+    /// Its own reply budget (a `fallback_models` mapping), in place of the run's.
+    pub reply_budget: Option<u32>,
 }
 
 impl Member {
@@ -61,12 +63,19 @@ impl Member {
             pace_key: PaceKey::new(health_key.clone(), None),
             health_key,
             endpoint: None,
+            reply_budget: None,
         }
     }
 
     /// Sets the endpoint shown in per-request records.
     pub(crate) fn with_endpoint(mut self, endpoint: Option<String>) -> Self {
         self.endpoint = endpoint;
+        self
+    }
+
+    /// Sets the member's own reply budget.
+    pub(crate) fn with_reply_budget(mut self, budget: Option<u32>) -> Self {
+        self.reply_budget = budget;
         self
     }
 
@@ -290,17 +299,35 @@ impl ChainModel {
         &self.switches
     }
 
-    /// The request member `index` is sent: `prompt` for its spec, without
-    /// the reply budget and effort when it is of another provider.
+    /// The reply caps members reported, by spec (kept in the checkpoint).
+    pub(crate) fn reply_caps(&self) -> std::collections::BTreeMap<String, u32> {
+        self.gate
+            .reply_caps(self.members.iter().map(|m| m.spec.as_str()))
+    }
+
+    /// Takes back the reply caps a checkpoint kept.
+    pub(crate) fn restore_reply_caps(&self, kept: &std::collections::BTreeMap<String, u32>) {
+        self.gate.restore_reply_caps(kept, |spec| {
+            self.members.iter().position(|m| m.spec == *spec)
+        });
+    }
+
+    /// The request member `index` is sent: `prompt` for its spec, with the
+    /// member's own reply budget when its entry sets one, else the run's
+    /// (not for a member of another provider, nor its effort), never above
+    /// a cap the member reported.
     fn request_for<'a>(&'a self, index: usize, prompt: &Prompt<'a>) -> Request<'a> {
         let member = &self.members[index];
         let same_provider = member.spec.provider() == self.members[0].spec.provider();
+        let budget = member
+            .reply_budget
+            .or(prompt.max_output_tokens.filter(|_| same_provider));
         Request {
             system: prompt.system,
             messages: prompt.messages,
             tools: prompt.tools,
             output_schema: prompt.output_schema,
-            max_output_tokens: prompt.max_output_tokens.filter(|_| same_provider),
+            max_output_tokens: self.gate.reply_budget(index, budget),
             reasoning_effort: prompt.reasoning_effort.filter(|_| same_provider),
             spec: member.spec.as_str(),
         }

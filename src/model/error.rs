@@ -19,6 +19,15 @@ pub enum ModelError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// The model refused the request's reply budget as above its maximum,
+    /// which it named (`cap`): the run lowers its budget for this model and
+    /// sends again at once (SPEC 4 "Reply caps per member").
+    #[error("HTTP {status}{}", short(message))]
+    ReplyCap {
+        status: u16,
+        cap: u32,
+        message: String,
+    },
     /// The account's quota, credit or billing is exhausted.
     #[error("quota exhausted{}", short(message))]
     Quota { status: u16, message: String },
@@ -86,6 +95,9 @@ pub(crate) enum ErrorClass {
     Quota,
     /// Compact the history and retry once; never a switch by itself.
     ContextOverflow,
+    /// Send again at once with a reply budget of at most this; never a
+    /// switch, never a retry used up.
+    ReplyCap(u32),
     /// End the run with `error`; never a switch.
     Fatal,
 }
@@ -98,6 +110,7 @@ impl ModelError {
                 ErrorClass::Transient(FailureReason::Http(*status))
             }
             ModelError::Status { .. } => ErrorClass::Fatal,
+            ModelError::ReplyCap { cap, .. } => ErrorClass::ReplyCap(*cap),
             ModelError::Quota { .. } => ErrorClass::Quota,
             ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
             ModelError::Network { .. } | ModelError::Dropped { .. } => {
@@ -119,8 +132,10 @@ impl ModelError {
             ErrorClass::Transient(reason) => reason,
             ErrorClass::Quota => FailureReason::Quota,
             ErrorClass::ContextOverflow => FailureReason::ContextOverflow,
-            ErrorClass::Fatal => match self {
-                ModelError::Status { status, .. } => FailureReason::Http(*status),
+            ErrorClass::ReplyCap(_) | ErrorClass::Fatal => match self {
+                ModelError::Status { status, .. } | ModelError::ReplyCap { status, .. } => {
+                    FailureReason::Http(*status)
+                }
                 ModelError::Refusal { .. } => FailureReason::Refusal,
                 _ => FailureReason::Error,
             },
@@ -130,7 +145,9 @@ impl ModelError {
     /// The HTTP status of the response that carried this error, if one came.
     pub(crate) fn http_status(&self) -> Option<u16> {
         match self {
-            ModelError::Status { status, .. } | ModelError::Quota { status, .. } => Some(*status),
+            ModelError::Status { status, .. }
+            | ModelError::Quota { status, .. }
+            | ModelError::ReplyCap { status, .. } => Some(*status),
             _ => None,
         }
     }
@@ -150,6 +167,7 @@ impl ModelError {
                 format!("{text}{}", status_hint(*status))
             }
             ModelError::Quota { message, .. }
+            | ModelError::ReplyCap { message, .. }
             | ModelError::ContextOverflow { message }
             | ModelError::Network { message }
             | ModelError::Timeout { message, .. }
@@ -209,6 +227,15 @@ pub(crate) fn classify_status(
         return ModelError::ContextOverflow {
             message: message.to_string(),
         };
+    }
+    if matches!(status, 400 | 422) {
+        if let Some(cap) = super::reply_cap::named_cap(message) {
+            return ModelError::ReplyCap {
+                status,
+                cap,
+                message: message.to_string(),
+            };
+        }
     }
     ModelError::Status {
         status,

@@ -22,6 +22,7 @@ pub(crate) mod price;
 pub(crate) mod ratelimit;
 pub(crate) mod reason;
 pub(crate) mod registry;
+pub(crate) mod reply_cap;
 pub(crate) mod responses;
 pub(crate) mod retry;
 pub(crate) mod script;

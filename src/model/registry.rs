@@ -91,7 +91,8 @@ pub(crate) fn build_member(
     )
     .with_health_key(resolved.health_key())
     .with_pace_key(resolved.pace_key())
-    .with_endpoint(endpoint))
+    .with_endpoint(endpoint)
+    .with_reply_budget(resolved.reply_budget))
 }
 
 /// `scheme://host:port` of a base URL: no path, query or credentials (the

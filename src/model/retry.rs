@@ -65,6 +65,10 @@ impl StreamObserver for AttemptObserver<'_> {
     }
 }
 
+/// How often one turn sends a request again at a lower reply cap (a server
+/// that keeps naming lower caps is not followed for ever).
+const MAX_CAP_RESENDS: u32 = 3;
+
 /// A duration as the events give it: seconds, to the millisecond.
 fn seconds(d: std::time::Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
@@ -93,6 +97,10 @@ pub(crate) async fn request_with_retries(
     ctx: RequestCtx<'_>,
     referee: &dyn Referee,
 ) -> Result<Response, Failure> {
+    // A reply cap lowers this copy's budget.
+    let mut request = *request;
+    let request = &mut request;
+    let mut cap_resends = 0;
     let mut attempt = 1;
     loop {
         let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt).await?;
@@ -158,6 +166,21 @@ pub(crate) async fn request_with_retries(
                 })
             }
             ErrorClass::ContextOverflow => return Err(Failure::ContextOverflow(error)),
+            ErrorClass::ReplyCap(cap) => {
+                // Sent again at once with the budget the model allows,
+                // without using up a retry; a refusal it repeats is final.
+                if cap_resends < MAX_CAP_RESENDS && referee.reply_cap(cap) {
+                    cap_resends += 1;
+                    ctx.emitter.warn(format!(
+                        "{} refused a reply budget above {cap} tokens: its requests now ask for at most {cap}",
+                        request.spec
+                    ));
+                    request.max_output_tokens =
+                        Some(request.max_output_tokens.map_or(cap, |b| b.min(cap)));
+                    continue;
+                }
+                return Err(Failure::Fatal(error));
+            }
             ErrorClass::Fatal => return Err(Failure::Fatal(error)),
         };
         let failed = Failed {

@@ -167,6 +167,9 @@ pub(crate) struct ResolvedModel {
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// A fallback's own reply budget (`{model: SPEC, max_output_tokens: N}`),
+    /// in place of the run's.
+    pub reply_budget: Option<u32>,
     /// Streaming and `tool_choice`, from a named provider's config.
     pub wire: WireOptions,
 }
@@ -210,6 +213,7 @@ impl fmt::Debug for ResolvedModel {
             .field("pricing", &self.pricing)
             .field("context_window", &self.context_window)
             .field("max_output_tokens", &self.max_output_tokens)
+            .field("reply_budget", &self.reply_budget)
             .field("wire", &self.wire)
             .finish()
     }
@@ -309,6 +313,7 @@ mod tests {
             pricing: None,
             context_window: None,
             max_output_tokens: None,
+            reply_budget: None,
             wire: WireOptions::default(),
         };
         let text = format!("{resolved:?}");

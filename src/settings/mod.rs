@@ -16,8 +16,8 @@ use crate::approval;
 use crate::budget::Budget;
 use crate::cli::Cli;
 use crate::config::{
-    self, CompactionConfig, Config, DurationText, HooksConfig, InstructionsConfig, McpServerConfig,
-    ToolsConfig,
+    self, CompactionConfig, Config, DurationText, FallbackEntry, HooksConfig, InstructionsConfig,
+    McpServerConfig, ToolsConfig,
 };
 use crate::duration;
 use crate::health;
@@ -165,10 +165,14 @@ impl Settings {
         let primary = ModelSpec::parse(&model_text).map_err(|e| SetupError(e.to_string()))?;
         let primary = models::resolve(primary, &config.providers, env, "model")?;
 
-        let fallback_texts: Vec<String> = if cli.no_fallback {
+        let fallback_texts: Vec<FallbackEntry> = if cli.no_fallback {
             Vec::new()
         } else if !cli.fallback_model.is_empty() {
-            cli.fallback_model.clone()
+            cli.fallback_model
+                .iter()
+                .cloned()
+                .map(FallbackEntry::from)
+                .collect()
         } else {
             config.fallback_models.clone().unwrap_or_default()
         };
@@ -226,6 +230,13 @@ impl Settings {
             .unwrap_or(defaults.stream_first_event_timeout),
             stream_idle_timeout: dur(&r.stream_idle_timeout, "retry.stream_idle_timeout")?
                 .unwrap_or(defaults.stream_idle_timeout),
+            // Never fewer than `attempts`.
+            rate_limit_attempts: r
+                .rate_limit_attempts
+                .unwrap_or(defaults.rate_limit_attempts)
+                .max(r.attempts.unwrap_or(defaults.attempts)),
+            rate_limit_budget: dur(&r.rate_limit_budget, "retry.rate_limit_budget")?
+                .unwrap_or(defaults.rate_limit_budget),
         };
         if retry.attempts == 0 {
             return Err(SetupError(

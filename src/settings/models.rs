@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::ProviderConfig;
+use crate::config::{FallbackEntry, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
@@ -40,6 +40,7 @@ pub(crate) fn resolve(
             pricing: builtin_price(spec.provider(), spec.model()).or_else(|| script_pricing(&spec)),
             context_window: None,
             max_output_tokens: None,
+            reply_budget: None,
             wire: WireOptions::default(),
             spec,
         };
@@ -65,6 +66,7 @@ pub(crate) fn resolve(
             pricing,
             context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
+            reply_budget: None,
             wire: WireOptions {
                 stream: p.stream.unwrap_or(true),
                 tool_choice: p.tool_choice,
@@ -116,12 +118,13 @@ fn script_pricing(spec: &ModelSpec) -> Option<Pricing> {
 /// SPEC section 5's validation of the fallback chain, each entry resolved.
 pub(crate) fn resolve_chain(
     primary: &ModelSpec,
-    entries: &[String],
+    entries: &[FallbackEntry],
     providers: &BTreeMap<String, ProviderConfig>,
     env: Env,
 ) -> Result<Vec<ResolvedModel>, SetupError> {
     let mut chain: Vec<ResolvedModel> = Vec::new();
-    for (i, text) in entries.iter().enumerate() {
+    for (i, entry) in entries.iter().enumerate() {
+        let text = &entry.model;
         if i >= MAX_FALLBACKS {
             return Err(SetupError(format!(
                 "fallback model '{text}': the fallback chain takes at most {MAX_FALLBACKS} models"
@@ -129,7 +132,13 @@ pub(crate) fn resolve_chain(
         }
         let spec =
             ModelSpec::parse(text).map_err(|e| SetupError(format!("fallback model: {e}")))?;
-        let resolved = resolve(spec, providers, env, "fallback model")?;
+        let mut resolved = resolve(spec, providers, env, "fallback model")?;
+        if entry.max_output_tokens == Some(0) {
+            return Err(SetupError(format!(
+                "fallback model '{text}': max_output_tokens must be at least 1"
+            )));
+        }
+        resolved.reply_budget = entry.max_output_tokens;
         let spec = &resolved.spec;
         if spec == primary {
             return Err(SetupError(format!(

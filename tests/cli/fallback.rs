@@ -347,7 +347,7 @@ fn long_retry_after_switches_at_once_with_a_chain_and_waits_the_cap_without() {
     let env = TestEnv::new();
     let a = env.script("a.yaml", "- error: {status: 429, retry_after: 3600}\n");
     let b = env.script("b.yaml", SUBMIT_B);
-    let config = "retry: {attempts: 2, backoff: 1ms, max_backoff: 20ms, jitter: 0}\n";
+    let config = "retry: {attempts: 2, rate_limit_attempts: 2, backoff: 1ms, max_backoff: 20ms, jitter: 0}\n";
     let r = run(&env, config, &["-m", &a, "--fallback-model", &b]);
     assert_eq!(r.code, Some(0));
     assert!(of_type(&r.events, "provider.retry").is_empty());

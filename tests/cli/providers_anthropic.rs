@@ -162,7 +162,9 @@ fn max_tokens_come_from_the_flag_or_the_named_model_and_effort_enables_thinking(
 }
 
 #[test]
-fn overloaded_529_is_retried_until_the_attempts_run_out() {
+fn overloaded_529_is_retried_until_the_rate_limit_attempts_run_out() {
+    // An overload is tried like a rate limit (SPEC 4): up to
+    // `retry.rate_limit_attempts` (8 by default), not `attempts` (3).
     let env = env_with("");
     let stub = Stub::sequence(vec![error_reply(529, "overloaded_error", "Overloaded")]);
     let out = cmd(&env, &stub)
@@ -170,9 +172,9 @@ fn overloaded_529_is_retried_until_the_attempts_run_out() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(75));
-    assert_eq!(stub.count(), 3);
+    assert_eq!(stub.count(), 8);
     let ev = events(&out.stdout);
-    assert_eq!(retry_reasons(&ev), ["http_529", "http_529"]);
+    assert_eq!(retry_reasons(&ev), ["http_529"; 7]);
     let fin = finished(&ev);
     assert_eq!(fin["status"], "error");
     assert!(

@@ -11,7 +11,9 @@
 //!   size, doubled per retry, remembered for a slow server);
 //! - after each transient failure (`MemberTurn::after_failure`): the wait
 //!   (a glitch at once, a Retry-After exactly, else backoff), or moving on:
-//!   after `switch_after` failures, on a Retry-After too long to wait, on a
+//!   after `switch_after` failures (or, for the chain's last member and a
+//!   lone model, `attempts`, with more tries for rate limits within their
+//!   own budget: `rate_limit.rs`), on a Retry-After too long to wait, on a
 //!   failed probe of another run's record, or when the record now says
 //!   cooling;
 //! - at a step boundary (`Gate::eligible`, `due_probes`, `next_after`):
@@ -34,6 +36,8 @@ mod budget;
 mod deadline;
 mod outage;
 mod pacing;
+mod rate_limit;
+mod reply_cap;
 mod shared;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -115,6 +119,10 @@ pub(crate) enum Verdict {
 pub(crate) trait Referee: Sync {
     /// Before each request: `attempt` (from 1) is the one about to be sent.
     fn before_send(&self, attempt: u32) -> Admission;
+    /// The model refused a reply budget above `cap`: whether the request
+    /// may be sent again at once with that budget (it lowered the
+    /// member's; the same refusal twice is no reason to resend).
+    fn reply_cap(&self, cap: u32) -> bool;
     /// After each failure with a transient cause.
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
     /// After a successful request.
@@ -134,6 +142,8 @@ pub(crate) struct Gate {
     /// Each member's first-event deadline learned from a slow first event
     /// (`Duration::ZERO`: none yet).
     learned_deadlines: Mutex<Vec<Duration>>,
+    /// Each member's reply cap, from its own refusal (`reply_cap.rs`).
+    reply_caps: Mutex<Vec<Option<u32>>>,
     retry: RetryPolicy,
     fallback: FallbackPolicy,
     /// `--outage-wait`: how long the run waits when every member is down
@@ -159,6 +169,7 @@ impl Gate {
         Gate {
             left_at: vec![None; keys.len()],
             learned_deadlines: Mutex::new(vec![Duration::ZERO; keys.len()]),
+            reply_caps: Mutex::new(vec![None; keys.len()]),
             keys,
             record: SharedRecord::new(health, fallback.clone()),
             retry,
@@ -203,7 +214,9 @@ impl Gate {
             },
             may_move_on: has_next,
             can_leave: has_next,
+            rate_limit_room: !has_next,
             glitch_retried: AtomicBool::new(false),
+            rate_limit_waited: Mutex::new(Duration::ZERO),
         }
     }
 
@@ -215,6 +228,7 @@ impl Gate {
             max_attempts: 1,
             may_move_on: false,
             can_leave: true,
+            rate_limit_room: false,
             ..self.turn(index, estimated_input_tokens)
         }
     }
@@ -337,8 +351,13 @@ pub(crate) struct MemberTurn<'g> {
     /// The run has another member to go to (a later one, or after a probe
     /// the active one): a pacing wait too long to wait out moves on.
     can_leave: bool,
+    /// The chain's last member or a lone model, not a probe: rate limits get
+    /// their own, larger budget of tries.
+    rate_limit_room: bool,
     /// Whether a glitch was already retried at once in this loop.
     glitch_retried: AtomicBool,
+    /// What this turn has waited on rate limits so far.
+    rate_limit_waited: Mutex<Duration>,
 }
 
 impl MemberTurn<'_> {
@@ -368,6 +387,15 @@ impl MemberTurn<'_> {
         self.gate
             .retry
             .wait_after(n, failed.error.retry_after(), fastrand::f64())
+    }
+
+    /// How long a wait is when it is waited out: a Retry-After too long to
+    /// wait is `max_backoff` (a run without a chain looks again then).
+    fn waited_out(&self, wait: Wait) -> Duration {
+        match wait {
+            Wait::For(wait) => wait,
+            Wait::TooLong => self.gate.retry.max_backoff,
+        }
     }
 }
 
@@ -399,7 +427,7 @@ impl Referee for MemberTurn<'_> {
             .record
             .strike(self.key(), &failed.reason.to_string());
         let wait = self.wait(failed);
-        if failed.attempt >= self.max_attempts {
+        if !self.may_try_again(failed, wait) {
             // Switch after N (or, without a chain, the retry budget is spent).
             return Verdict::MoveOn(failed.reason.into());
         }
@@ -418,10 +446,13 @@ impl Referee for MemberTurn<'_> {
         if self.skip_for_cooldown() {
             return Verdict::MoveOn(SwitchReason::Cooldown);
         }
-        match wait {
-            Wait::For(wait) => Verdict::Retry(wait),
-            Wait::TooLong => Verdict::Retry(self.gate.retry.max_backoff),
-        }
+        let wait = self.waited_out(wait);
+        self.count_rate_limit_wait(failed, wait);
+        Verdict::Retry(wait)
+    }
+
+    fn reply_cap(&self, cap: u32) -> bool {
+        self.gate.learn_reply_cap(self.index, cap)
     }
 
     fn succeeded(&self, timing: Timing) {
