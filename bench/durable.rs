@@ -158,6 +158,7 @@ fn doc() -> Trajectory {
         steps: 0,
         totals: Totals::default(),
         model_switches: vec![],
+        reply_caps: Default::default(),
         plan: vec![],
         messages: vec![Message::new(Role::User, "fix the failing test", 0)],
         output: Value::Null,
@@ -189,6 +190,7 @@ fn checkpoint_step(cp: &mut Checkpoint, d: &mut Trajectory, step: u32, output: &
         totals: d.totals,
         active_model: d.active_model.clone(),
         model_switches: vec![],
+        reply_caps: Default::default(),
         plan: vec![],
         messages: Some(d.messages.len()),
     };
