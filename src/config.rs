@@ -1,31 +1,19 @@
 //! The YAML config file types (SPEC section 3), strict: an unknown key
 //! anywhere is an error naming the key and the file. Loading and layering
-//! live here too; defaults and precedence live in `settings.rs`.
+//! live here too; defaults and precedence live in `settings/`. Durations
+//! are read as `Duration` here (`duration::deserialize`). It imports only
+//! leaf modules (vocabulary that imports nothing of ours).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
-use crate::model::spec::{ToolChoice, WireApi};
-
-/// A duration as written in the config: a string with a unit, or a bare
-/// number (only `0` is valid; the check is in `settings.rs`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DurationText(pub String);
-
-impl<'de> Deserialize<'de> for DurationText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::String(s) => Ok(DurationText(s)),
-            Value::Number(n) => Ok(DurationText(n.to_string())),
-            other => Err(serde::de::Error::custom(format!(
-                "expected a duration such as 30s, found {other:?}"
-            ))),
-        }
-    }
-}
+use crate::duration;
+use crate::policy::Cooldown;
+use crate::wire_api::{ToolChoice, WireApi};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -35,7 +23,8 @@ pub struct Config {
     pub fallback_models: Option<Vec<String>>,
     pub step_limit: Option<u32>,
     pub cost_limit: Option<f64>,
-    pub time_limit: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub time_limit: Option<Duration>,
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     #[serde(default)]
@@ -115,11 +104,15 @@ pub struct ModelConfig {
 #[serde(deny_unknown_fields)]
 pub struct RetryConfig {
     pub attempts: Option<u32>,
-    pub backoff: Option<DurationText>,
-    pub max_backoff: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub backoff: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub max_backoff: Option<Duration>,
     pub jitter: Option<f64>,
-    pub stream_first_event_timeout: Option<DurationText>,
-    pub stream_idle_timeout: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub stream_first_event_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub stream_idle_timeout: Option<Duration>,
 }
 
 /// `fallback:`
@@ -127,7 +120,9 @@ pub struct RetryConfig {
 #[serde(deny_unknown_fields)]
 pub struct FallbackConfig {
     pub switch_after: Option<u32>,
-    pub cooldown: Option<DurationText>,
+    /// A duration, or `never`.
+    #[serde(default, deserialize_with = "cooldown")]
+    pub cooldown: Option<Cooldown>,
 }
 
 /// `subagents:`
@@ -164,7 +159,8 @@ pub struct McpServerConfig {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
     /// How long one tool call may wait for its answer (default 10m).
-    pub tool_timeout: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub tool_timeout: Option<Duration>,
 }
 
 /// `hooks:`
@@ -184,6 +180,51 @@ pub struct HooksConfig {
 #[serde(deny_unknown_fields)]
 pub struct HookCommand {
     pub command: String,
+}
+
+/// Config `api:`: an unknown value is an error naming the accepted ones
+/// (the config loader adds the key path and the file).
+impl<'de> Deserialize<'de> for WireApi {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        WireApi::from_config(&name).ok_or_else(|| {
+            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let hint = crate::suggest::closest(&name, apis)
+                .map(|s| format!("did you mean '{s}'? "))
+                .unwrap_or_default();
+            serde::de::Error::custom(format!(
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
+            ))
+        })
+    }
+}
+
+/// `fallback.cooldown`: a duration, or `never`.
+fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Error> {
+    use serde::de::Visitor;
+    struct CooldownVisitor;
+    impl Visitor<'_> for CooldownVisitor {
+        type Value = Cooldown;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a duration such as 5m, or never")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Cooldown, E> {
+            if text == "never" {
+                return Ok(Cooldown::Never);
+            }
+            duration::DurationVisitor.visit_str(text).map(Cooldown::For)
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+    }
+    d.deserialize_any(CooldownVisitor).map(Some)
 }
 
 /// A config problem, naming the file.
@@ -423,7 +464,7 @@ mod tests {
         let c = check(&base).unwrap();
         assert_eq!(c.model.as_deref(), Some("a/b"));
         assert_eq!(c.retry.attempts, Some(3));
-        assert_eq!(c.retry.backoff, Some(DurationText("1s".into())));
+        assert_eq!(c.retry.backoff, Some(std::time::Duration::from_secs(1)));
         assert_eq!(c.fallback_models.unwrap(), ["z/w"]);
     }
 

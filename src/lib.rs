@@ -30,6 +30,7 @@ pub(crate) mod suggest;
 pub(crate) mod task_input;
 pub(crate) mod tools;
 pub mod trajectory;
+pub(crate) mod wire_api;
 pub(crate) mod worktree;
 
 use std::path::PathBuf;

@@ -140,11 +140,7 @@ impl McpServer {
             stdin,
         )
         .with_max_line_length(MAX_MESSAGE + 1);
-        let tool_timeout = config
-            .tool_timeout
-            .as_ref()
-            .and_then(|t| crate::duration::parse(&t.0).ok())
-            .unwrap_or(DEFAULT_TOOL_TIMEOUT);
+        let tool_timeout = config.tool_timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT);
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));

@@ -13,8 +13,7 @@ use std::time::Duration;
 
 use crate::cli::Cli;
 use crate::config::{
-    self, CompactionConfig, Config, DurationText, HooksConfig, InstructionsConfig, McpServerConfig,
-    ToolsConfig,
+    self, CompactionConfig, Config, HooksConfig, InstructionsConfig, McpServerConfig, ToolsConfig,
 };
 use crate::duration;
 use crate::health;
@@ -74,14 +73,11 @@ pub(crate) struct SubagentSettings {
     pub step_limit: u32,
 }
 
+/// How long a model that was left is skipped when `fallback.cooldown` is not set.
+pub(crate) const DEFAULT_COOLDOWN: Cooldown = Cooldown::For(Duration::from_secs(300));
+
 /// A subagent's step limit when `subagents.step_limit` is not set.
 pub(crate) const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
-
-fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, SetupError> {
-    text.as_ref()
-        .map(|t| duration::parse(&t.0).map_err(|e| SetupError(format!("config {key}: {e}"))))
-        .transpose()
-}
 
 impl Settings {
     /// Loads the user config and `-c` layers and resolves them with `cli`
@@ -168,7 +164,7 @@ impl Settings {
             Some(t) => {
                 Some(duration::parse(t).map_err(|e| SetupError(format!("--time-limit: {e}")))?)
             }
-            None => dur(&config.time_limit, "time_limit")?,
+            None => config.time_limit,
         };
         let cost_limit = cli.cost_limit.or(config.cost_limit);
         if let Some(c) = cost_limit {
@@ -205,15 +201,14 @@ impl Settings {
         let r = &config.retry;
         let retry = RetryPolicy {
             attempts: r.attempts.unwrap_or(defaults.attempts),
-            backoff: dur(&r.backoff, "retry.backoff")?.unwrap_or(defaults.backoff),
-            max_backoff: dur(&r.max_backoff, "retry.max_backoff")?.unwrap_or(defaults.max_backoff),
+            backoff: r.backoff.unwrap_or(defaults.backoff),
+            max_backoff: r.max_backoff.unwrap_or(defaults.max_backoff),
             jitter: r.jitter.unwrap_or(defaults.jitter),
-            stream_first_event_timeout: dur(
-                &r.stream_first_event_timeout,
-                "retry.stream_first_event_timeout",
-            )?
-            .unwrap_or(defaults.stream_first_event_timeout),
-            stream_idle_timeout: dur(&r.stream_idle_timeout, "retry.stream_idle_timeout")?
+            stream_first_event_timeout: r
+                .stream_first_event_timeout
+                .unwrap_or(defaults.stream_first_event_timeout),
+            stream_idle_timeout: r
+                .stream_idle_timeout
                 .unwrap_or(defaults.stream_idle_timeout),
         };
         if retry.attempts == 0 {
@@ -226,14 +221,7 @@ impl Settings {
                 "config retry.jitter: must be between 0 and 10".into(),
             ));
         }
-        let cooldown = match config.fallback.cooldown.as_ref().map(|c| c.0.as_str()) {
-            None => Cooldown::For(Duration::from_secs(300)),
-            Some("never") => Cooldown::Never,
-            Some(text) => Cooldown::For(
-                duration::parse(text)
-                    .map_err(|e| SetupError(format!("config fallback.cooldown: {e}")))?,
-            ),
-        };
+        let cooldown = config.fallback.cooldown.unwrap_or(DEFAULT_COOLDOWN);
         let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
         if switch_after == 0 {
             return Err(SetupError(
@@ -269,12 +257,7 @@ impl Settings {
         let health_db = health::location(config.health_db.as_deref(), env);
         let save_runs = crate::runs::enabled(cli.no_save, &config);
         for (name, server) in &config.mcp_servers {
-            if dur(
-                &server.tool_timeout,
-                &format!("mcp_servers.{name}.tool_timeout"),
-            )?
-            .is_some_and(|d| d.is_zero())
-            {
+            if server.tool_timeout.is_some_and(|d| d.is_zero()) {
                 return Err(SetupError(format!(
                     "config mcp_servers.{name}.tool_timeout: must be more than 0"
                 )));
