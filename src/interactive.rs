@@ -94,7 +94,7 @@ pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
         Ok(config) => config,
         Err(e) => return usage(e),
     };
-    let save = runs::enabled(cli.no_save, &config);
+    let save = settings::save_runs(&cli, &config);
     if !resuming {
         if let Err(e) = Settings::from_parts(&cli, config, "-".into(), &process_env, None) {
             return usage(e);

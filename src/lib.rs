@@ -175,8 +175,7 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
     });
     let chain = build_chain(settings.chain(), &settings)?;
-    let tool_filter = ToolFilter::from_config(&settings.tools, settings.mcp_servers.keys())
-        .map_err(SetupError)?;
+    let tool_filter = settings.tools.clone();
     let subagent = match &settings.subagents {
         None => None,
         Some(sub) => {
@@ -198,16 +197,11 @@ fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
     let mut jobs = job_options(
         cli.output_schema.as_deref(),
-        &settings.compaction,
-        &settings.hooks,
+        settings.compaction,
+        settings.hooks.clone(),
         subagent,
     )?;
-    let source = instructions::Source::resolve(
-        cli.instructions.as_deref(),
-        settings.instructions.as_ref(),
-        &settings.cwd,
-    );
-    let instructions = instructions::load(&source, &settings.cwd)?;
+    let instructions = instructions::load(&settings.instructions, &settings.cwd)?;
     jobs.system_note = instructions.prompt_section();
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.

@@ -11,7 +11,6 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::config::HooksConfig;
 use crate::stop::Stop;
 use crate::tools::process::GuardedChild;
 use crate::tools::shorten;
@@ -27,18 +26,6 @@ pub(crate) struct Hooks {
     pub stop: Vec<String>,
     pub pre_tool: Vec<String>,
     pub post_tool: Vec<String>,
-}
-
-impl Hooks {
-    pub(crate) fn from_config(config: &HooksConfig) -> Hooks {
-        let commands =
-            |list: &[crate::config::HookCommand]| list.iter().map(|h| h.command.clone()).collect();
-        Hooks {
-            stop: commands(&config.stop),
-            pre_tool: commands(&config.pre_tool),
-            post_tool: commands(&config.post_tool),
-        }
-    }
 }
 
 /// A hook that said no: which command, and what it printed.

@@ -53,8 +53,7 @@ pub(crate) struct RequestOptions {
 }
 
 /// What unattended jobs and long tasks add to a run: the output schema,
-/// compaction, hooks and subagents. The default is none of them.
-#[derive(Default)]
+/// compaction, hooks and subagents.
 pub(crate) struct JobOptions {
     /// `--output-schema`: a final answer must be JSON valid against it.
     pub output_schema: Option<schema::OutputSchema>,

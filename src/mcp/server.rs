@@ -20,7 +20,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio::task::JoinHandle;
 
 use super::bounded::{BoundedLines, MAX_MESSAGE};
-use crate::config::McpServerConfig;
+use super::ServerSettings;
 use crate::events::Emitter;
 use crate::setup::Env;
 use crate::tools::process::ProcessGroup;
@@ -30,8 +30,6 @@ const STDERR_TAIL: usize = 2000;
 
 /// How long a server gets to exit after its stdin closes at the end of a run.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
-/// How long one tool call waits for its answer unless `tool_timeout` says.
-pub(super) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A running MCP server and the tools it offered at start.
 pub(crate) struct McpServer {
@@ -102,7 +100,7 @@ impl McpServer {
     /// (including `timeout` passing) is an error message for a warning.
     pub(crate) async fn start(
         name: &str,
-        config: &McpServerConfig,
+        config: &ServerSettings,
         run_cwd: &Path,
         env: Env<'_>,
         emitter: &Emitter,
@@ -140,7 +138,7 @@ impl McpServer {
             stdin,
         )
         .with_max_line_length(MAX_MESSAGE + 1);
-        let tool_timeout = config.tool_timeout.unwrap_or(DEFAULT_TOOL_TIMEOUT);
+        let tool_timeout = config.tool_timeout;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
@@ -367,12 +365,12 @@ mod tests {
         );
     }
 
-    fn test_server(args: &[&str]) -> McpServerConfig {
+    fn test_server(args: &[&str]) -> ServerSettings {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/cli/support/mcp_server.py"
         );
-        McpServerConfig {
+        ServerSettings {
             command: "python3".into(),
             args: std::iter::once(script)
                 .chain(args.iter().copied())
@@ -380,11 +378,11 @@ mod tests {
                 .collect(),
             env: BTreeMap::new(),
             cwd: None,
-            tool_timeout: None,
+            tool_timeout: Duration::from_secs(600),
         }
     }
 
-    fn start(config: &McpServerConfig, timeout: Duration) -> Result<(), String> {
+    fn start(config: &ServerSettings, timeout: Duration) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

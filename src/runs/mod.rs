@@ -11,7 +11,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
 use crate::resume::{self, Checkpointed};
 use crate::setup::{Env, SetupError};
 
@@ -91,11 +90,6 @@ struct Index {
     skipped: usize,
     /// The whole file was unreadable (it is replaced on the next write).
     corrupt: Option<String>,
-}
-
-/// Whether this run is kept: neither `--no-save` nor `save_runs: false`.
-pub fn enabled(no_save: bool, config: &Config) -> bool {
-    !no_save && config.save_runs != Some(false)
 }
 
 /// tinyagent's state directory: `$XDG_STATE_HOME/tinyagent`, else

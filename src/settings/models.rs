@@ -4,14 +4,94 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::ProviderConfig;
+use crate::cli::Cli;
+use crate::config::{Config, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
+use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
+
+use super::defaults;
 
 /// Most fallback entries a chain may have.
 pub(super) const MAX_FALLBACKS: usize = 3;
+
+/// The subagents' models and step limit (config `subagents`).
+#[derive(Debug, Clone)]
+pub(crate) struct SubagentSettings {
+    pub primary: ResolvedModel,
+    pub fallbacks: Vec<ResolvedModel>,
+    pub step_limit: u32,
+}
+
+/// The run's primary and fallbacks: a resumed run's model, else `-m`, else
+/// config `model`; `--no-fallback`, else `--fallback-model`, else config
+/// `fallback_models`. A named provider may not shadow a built-in one.
+pub(super) fn run_chain(
+    cli: &Cli,
+    config: &Config,
+    env: Env,
+    resumed: Option<&Checkpointed>,
+) -> Result<(ResolvedModel, Vec<ResolvedModel>), SetupError> {
+    for name in config.providers.keys() {
+        if builtin(name).is_some() {
+            return Err(SetupError(format!(
+                "config providers.{name}: a named provider may not shadow the built-in provider '{name}'"
+            )));
+        }
+    }
+    let model_text = resumed
+        .map(|cp| cp.doc.model.clone())
+        .or_else(|| cli.model.clone())
+        .or_else(|| config.model.clone())
+        .ok_or_else(|| {
+            SetupError("no model: give -m <provider>/<model> or set `model` in the config".into())
+        })?;
+    let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
+    let primary = resolve(primary, &config.providers, env, "model")?;
+    let fallback_texts: &[String] = if cli.no_fallback {
+        &[]
+    } else if !cli.fallback_model.is_empty() {
+        &cli.fallback_model
+    } else {
+        config.fallback_models.as_deref().unwrap_or_default()
+    };
+    let fallbacks = resolve_chain(&primary.spec, fallback_texts, &config.providers, env)?;
+    Ok((primary, fallbacks))
+}
+
+/// Validates `subagents:` like the main chain: the model and each fallback
+/// must name a known provider with its key set.
+pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSettings>, SetupError> {
+    let Some(sub) = &config.subagents else {
+        return Ok(None);
+    };
+    let text = sub.model.as_deref().ok_or_else(|| {
+        SetupError("config subagents.model: required when subagents is set".into())
+    })?;
+    let primary =
+        ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
+    let primary = resolve(primary, &config.providers, env, "subagents.model")?;
+    let fallbacks = resolve_chain(
+        &primary.spec,
+        sub.fallback_models.as_deref().unwrap_or_default(),
+        &config.providers,
+        env,
+    )
+    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let step_limit = sub.step_limit.unwrap_or(defaults::SUBAGENT_STEP_LIMIT);
+    if step_limit == 0 {
+        return Err(SetupError(
+            "config subagents.step_limit: must be at least 1".into(),
+        ));
+    }
+    Ok(Some(SubagentSettings {
+        primary,
+        fallbacks,
+        step_limit,
+    }))
+}
 
 /// Resolves `spec`: a known provider whose key variable (if it has one) is
 /// set. `what` names the setting in errors (`model`, `fallback model`...).

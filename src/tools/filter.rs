@@ -5,7 +5,6 @@
 
 use globset::{Glob, GlobMatcher};
 
-use crate::config::ToolsConfig;
 use crate::suggest::closest;
 
 /// The built-in tools, `delegate` and `submit` included.
@@ -33,10 +32,11 @@ pub(crate) struct ToolFilter {
 }
 
 impl ToolFilter {
-    /// Checks and compiles `tools:` against the built-in tools and the
-    /// configured MCP servers.
-    pub(crate) fn from_config<'a>(
-        config: &ToolsConfig,
+    /// Checks and compiles config `tools: {allow, deny}` against the
+    /// built-in tools and the configured MCP servers.
+    pub(crate) fn new<'a>(
+        allow: Option<&[String]>,
+        deny: &[String],
         mcp_servers: impl IntoIterator<Item = &'a String> + Clone,
     ) -> Result<ToolFilter, String> {
         let compile = |key: &str, entries: &[String]| -> Result<Vec<GlobMatcher>, String> {
@@ -51,18 +51,14 @@ impl ToolFilter {
                 })
                 .collect()
         };
-        if config.deny.iter().any(|d| d == SUBMIT) {
+        if deny.iter().any(|d| d == SUBMIT) {
             return Err(
                 "config tools.deny: 'submit' is always offered and cannot be denied".into(),
             );
         }
         Ok(ToolFilter {
-            allow: config
-                .allow
-                .as_deref()
-                .map(|a| compile("allow", a))
-                .transpose()?,
-            deny: compile("deny", &config.deny)?,
+            allow: allow.map(|a| compile("allow", a)).transpose()?,
+            deny: compile("deny", deny)?,
         })
     }
 
@@ -125,11 +121,9 @@ mod tests {
     use super::*;
 
     fn filter(allow: Option<&[&str]>, deny: &[&str]) -> Result<ToolFilter, String> {
-        let config = ToolsConfig {
-            allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            deny: deny.iter().map(|s| s.to_string()).collect(),
-        };
-        ToolFilter::from_config(&config, &["docs".to_string()])
+        let allow: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
+        let deny: Vec<String> = deny.iter().map(|s| s.to_string()).collect();
+        ToolFilter::new(allow.as_deref(), &deny, &["docs".to_string()])
     }
 
     #[test]
