@@ -18,7 +18,7 @@ use crate::wire_api::{ToolChoice, WireApi};
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub(crate) struct Config {
     pub model: Option<String>,
     pub fallback_models: Option<Vec<String>>,
     pub step_limit: Option<u32>,
@@ -54,7 +54,7 @@ pub struct Config {
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolsConfig {
+pub(crate) struct ToolsConfig {
     /// Only these (when given); `submit` is always offered.
     pub allow: Option<Vec<String>>,
     #[serde(default)]
@@ -65,7 +65,7 @@ pub struct ToolsConfig {
 /// this file instead.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
-pub enum InstructionsConfig {
+pub(crate) enum InstructionsConfig {
     Enabled(bool),
     File(PathBuf),
 }
@@ -73,7 +73,7 @@ pub enum InstructionsConfig {
 /// A named provider.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub(crate) struct ProviderConfig {
     pub api: WireApi,
     pub endpoint: String,
     pub api_key_env: Option<String>,
@@ -91,7 +91,7 @@ pub struct ProviderConfig {
 /// Per-model metadata of a named provider.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ModelConfig {
+pub(crate) struct ModelConfig {
     pub input_price: Option<f64>,
     pub output_price: Option<f64>,
     pub cached_input_price: Option<f64>,
@@ -102,7 +102,7 @@ pub struct ModelConfig {
 /// `retry:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RetryConfig {
+pub(crate) struct RetryConfig {
     pub attempts: Option<u32>,
     #[serde(default, deserialize_with = "duration::deserialize")]
     pub backoff: Option<Duration>,
@@ -118,7 +118,7 @@ pub struct RetryConfig {
 /// `fallback:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FallbackConfig {
+pub(crate) struct FallbackConfig {
     pub switch_after: Option<u32>,
     /// A duration, or `never`.
     #[serde(default, deserialize_with = "cooldown")]
@@ -128,7 +128,7 @@ pub struct FallbackConfig {
 /// `subagents:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SubagentsConfig {
+pub(crate) struct SubagentsConfig {
     pub model: Option<String>,
     pub step_limit: Option<u32>,
     pub fallback_models: Option<Vec<String>>,
@@ -138,7 +138,7 @@ pub struct SubagentsConfig {
 /// history before a request.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CompactionConfig {
+pub(crate) struct CompactionConfig {
     /// Share of the context window (0 < x <= 1) past which the history is
     /// compacted before a request (default 0.8).
     pub threshold: Option<f64>,
@@ -150,7 +150,7 @@ pub struct CompactionConfig {
 /// One MCP server started over stdio.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
+pub(crate) struct McpServerConfig {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -166,7 +166,7 @@ pub struct McpServerConfig {
 /// `hooks:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HooksConfig {
+pub(crate) struct HooksConfig {
     #[serde(default)]
     pub stop: Vec<HookCommand>,
     #[serde(default)]
@@ -178,7 +178,7 @@ pub struct HooksConfig {
 /// One hook command.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HookCommand {
+pub(crate) struct HookCommand {
     pub command: String,
 }
 
@@ -230,7 +230,7 @@ fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Erro
 /// A config problem, naming the file.
 #[derive(Debug, thiserror::Error)]
 #[error("config {}: {message}", path.display())]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     pub path: PathBuf,
     pub message: String,
 }

@@ -49,6 +49,17 @@ pub(crate) struct Ended {
     pub store_cwd: Option<PathBuf>,
 }
 
+impl Ended {
+    /// A run that ended with `code` before it started.
+    pub(crate) fn not_started(code: i32) -> Ended {
+        Ended {
+            code,
+            doc: None,
+            store_cwd: None,
+        }
+    }
+}
+
 /// Whether these flags start an interactive session: `-i` (which needs a
 /// terminal on stdin), or no TASK with a terminal on stdin and stderr and
 /// no `--json`, `--resume` or `--continue`.

@@ -5,7 +5,7 @@
 
 /// The wire API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireApi {
+pub(crate) enum WireApi {
     /// OpenAI Chat Completions (`…/chat/completions`).
     OpenAi,
     /// OpenAI Responses (`…/responses`).
@@ -36,7 +36,7 @@ impl WireApi {
 /// tools unless asked (llama-cpp-python's `chatml-function-calling`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ToolChoice {
+pub(crate) enum ToolChoice {
     /// The model decides whether to call a tool.
     Auto,
     /// The model must call a tool (the run ends through `submit`).

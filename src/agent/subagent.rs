@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::{Agent, JobOptions, Limits, RequestOptions};
+use super::{Agent, JobOptions, Limits, Parts, RequestOptions};
 use crate::conversation::{Message, Role};
 use crate::events::Event;
 use crate::exit::Status;
@@ -22,7 +22,7 @@ use crate::model::chain::ChainModel;
 use crate::tools::delegate::{subagent_note, subagent_tools};
 use crate::tools::filter::ToolFilter;
 use crate::tools::{str_arg, ToolOutput};
-use crate::trajectory::{Totals, Trajectory};
+use crate::trajectory::Trajectory;
 
 /// What the parent keeps between delegations: the child chain (so its
 /// stickiness and cooldowns carry over) and the child's limits.
@@ -87,7 +87,9 @@ impl Agent {
             .limits
             .cost_usd
             .map(|limit| (limit - self.doc.totals.cost_usd).max(0.0));
-        let mut child = Agent {
+        // The child's record lives in memory only: no checkpoint.
+        let doc = Trajectory::new(&run_id, &task, &model, fallback_models, &cwd);
+        let parts = Parts {
             chain,
             tools,
             emitter,
@@ -97,12 +99,8 @@ impl Agent {
                 cost_usd: remaining_cost,
             },
             options: RequestOptions::default(),
-            tool_ctx: self.tool_ctx.clone(),
+            cwd: self.tool_ctx.cwd.clone(),
             plan: Arc::new(Mutex::new(Vec::new())),
-            doc: child_doc(&run_id, &task, &model, fallback_models, cwd),
-            checkpoint: None,
-            prior_switches: 0,
-            meter: Default::default(),
             jobs: JobOptions {
                 output_schema: None,
                 compaction: self.jobs.compaction,
@@ -114,6 +112,7 @@ impl Agent {
                 system_note: Some(note),
             },
         };
+        let mut child = Agent::new(parts, doc, None);
         let outcome = Box::pin(child.run_mut(vec![Message::new(Role::User, task, 0)])).await;
 
         let child_totals = child.doc.totals;
@@ -142,37 +141,5 @@ impl Agent {
                 outcome.error.map(|e| format!(": {e}")).unwrap_or_default()
             )),
         }
-    }
-}
-
-/// The child's in-memory run record (never written to a file).
-fn child_doc(
-    run_id: &str,
-    task: &str,
-    model: &str,
-    fallback_models: Vec<String>,
-    cwd: String,
-) -> Trajectory {
-    Trajectory {
-        schema_version: 1,
-        tinyagent_version: env!("CARGO_PKG_VERSION").to_string(),
-        run_id: run_id.to_string(),
-        task: task.to_string(),
-        model: model.to_string(),
-        fallback_models,
-        active_model: model.to_string(),
-        status: Status::Running,
-        error: None,
-        started_at: crate::trajectory::now_rfc3339(),
-        finished_at: None,
-        steps: 0,
-        totals: Totals::default(),
-        model_switches: Vec::new(),
-        plan: Vec::new(),
-        messages: Vec::new(),
-        output: Value::Null,
-        resumed_from: None,
-        cwd: Some(cwd),
-        worktree: None,
     }
 }
