@@ -13,10 +13,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use serde_json::Value;
 use tokio_util::codec::{Decoder, LinesCodec};
 
+use super::bounds::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::error::classify_status;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
-use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;

@@ -10,6 +10,7 @@
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
+pub(crate) mod bounds;
 pub(crate) mod chain;
 pub(crate) mod error;
 pub mod http;

@@ -11,7 +11,7 @@
 //! arrives in many reads is scanned once: the search for its end resumes
 //! where the last one stopped. Lines and events are bounded (`max`).
 
-use super::wire::MAX_EVENT;
+use super::bounds::MAX_EVENT;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::error::OTelSdkError;
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
 };
@@ -142,34 +141,6 @@ fn origin(url: &str) -> String {
 
 fn bounded(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
-}
-
-/// A short reason for an export error: the SDK's messages can hold the
-/// collector's response body, which never reaches our output.
-pub(crate) fn short_reason(error: &OTelSdkError) -> String {
-    match error {
-        OTelSdkError::Timeout(_) => "timed out".to_string(),
-        OTelSdkError::AlreadyShutdown => "already shut down".to_string(),
-        OTelSdkError::InternalFailure(text) => {
-            // The SDK's own message, or reqwest's `error_for_status`.
-            for marker in ["Status Code: ", "Status("] {
-                if let Some(rest) = text.split(marker).nth(1) {
-                    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                    if !code.is_empty() {
-                        return format!("HTTP {code}");
-                    }
-                }
-            }
-            let lower = text.to_ascii_lowercase();
-            if lower.contains("timed out") || lower.contains("timeout") {
-                "timed out".to_string()
-            } else if lower.contains("connect") {
-                "could not connect".to_string()
-            } else {
-                "export failed".to_string()
-            }
-        }
-    }
 }
 
 /// Starts the tracer provider and the batches its spans gather in for the
@@ -308,25 +279,5 @@ mod tests {
         .unwrap();
         assert_eq!(c.endpoint, "https://collector.example:443");
         assert!(!format!("{c:?}").contains("s3cret"));
-    }
-
-    #[test]
-    fn export_errors_become_short_reasons() {
-        let status = OTelSdkError::InternalFailure(
-            "OpenTelemetry trace export failed. Url: http://x/v1/traces, Status Code: 503, Response: \"secret body\"".into(),
-        );
-        assert_eq!(short_reason(&status), "HTTP 503");
-        let status = OTelSdkError::InternalFailure(
-            "reqwest::Error { kind: Status(404, None), url: \"http://x/v1/traces\" }".into(),
-        );
-        assert_eq!(short_reason(&status), "HTTP 404");
-        let refused = OTelSdkError::InternalFailure(
-            "reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\")) }".into(),
-        );
-        assert_eq!(short_reason(&refused), "could not connect");
-        assert_eq!(
-            short_reason(&OTelSdkError::Timeout(Duration::from_secs(2))),
-            "timed out"
-        );
     }
 }

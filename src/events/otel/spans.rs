@@ -15,8 +15,9 @@ use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 use serde_json::json;
 
+use super::batch::short_reason;
 use super::batch::Batches;
-use super::export::{self, short_reason, OtelConfig};
+use super::export::{self, OtelConfig};
 use super::inbox::{Inbox, Note, LOOK_EVERY};
 use super::values::{
     as_i64, bounded, host_port, input_messages, output_messages, strings, timestamp, RunEnd,
