@@ -26,11 +26,12 @@ pub struct ToolCallView {
     pub arguments: Value,
 }
 
-/// One event of a run. The serde tag is the wire `type`.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type")]
+/// One event of a run. Each variant's `strum` name is its wire `type`
+/// (`type_name`), which the envelope puts first; serde writes the fields.
+#[derive(Debug, Clone, Serialize, strum::IntoStaticStr)]
+#[serde(untagged)]
 pub enum Event {
-    #[serde(rename = "run.started")]
+    #[strum(serialize = "run.started")]
     RunStarted {
         task: String,
         model: String,
@@ -46,9 +47,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         instructions: Vec<String>,
     },
-    #[serde(rename = "step.started")]
+    #[strum(serialize = "step.started")]
     StepStarted { step: u32, model: String },
-    #[serde(rename = "provider.retry")]
+    #[strum(serialize = "provider.retry")]
     ProviderRetry {
         step: u32,
         model: String,
@@ -57,9 +58,9 @@ pub enum Event {
         wait_seconds: f64,
         reason: String,
     },
-    #[serde(rename = "model.attempt_reset")]
+    #[strum(serialize = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },
-    #[serde(rename = "model.fallback")]
+    #[strum(serialize = "model.fallback")]
     ModelFallback {
         step: u32,
         from: String,
@@ -67,9 +68,9 @@ pub enum Event {
         reason: String,
         attempts: u32,
     },
-    #[serde(rename = "model.restore")]
+    #[strum(serialize = "model.restore")]
     ModelRestore { step: u32, from: String, to: String },
-    #[serde(rename = "model.response")]
+    #[strum(serialize = "model.response")]
     ModelResponse {
         step: u32,
         model: String,
@@ -81,21 +82,21 @@ pub enum Event {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         usage_estimated: bool,
     },
-    #[serde(rename = "assistant.message")]
+    #[strum(serialize = "assistant.message")]
     AssistantMessage {
         step: u32,
         model: String,
         text: String,
         tool_calls: Vec<ToolCallView>,
     },
-    #[serde(rename = "tool.started")]
+    #[strum(serialize = "tool.started")]
     ToolStarted {
         step: u32,
         call_id: String,
         tool: String,
         arguments: Value,
     },
-    #[serde(rename = "tool.finished")]
+    #[strum(serialize = "tool.finished")]
     ToolFinished {
         step: u32,
         call_id: String,
@@ -104,17 +105,17 @@ pub enum Event {
         output: String,
         duration_ms: u64,
     },
-    #[serde(rename = "context.compacted")]
+    #[strum(serialize = "context.compacted")]
     ContextCompacted {
         step: u32,
         model: String,
         tokens_before: u64,
         tokens_after: u64,
     },
-    #[serde(rename = "warning")]
+    #[strum(serialize = "warning")]
     Warning { message: String },
     /// A subagent's start, in its parent's stream and numbering.
-    #[serde(rename = "subagent.started")]
+    #[strum(serialize = "subagent.started")]
     SubagentStarted {
         step: u32,
         child_run_id: String,
@@ -122,7 +123,7 @@ pub enum Event {
         model: String,
     },
     /// A subagent's end, in its parent's stream and numbering.
-    #[serde(rename = "subagent.finished")]
+    #[strum(serialize = "subagent.finished")]
     SubagentFinished {
         step: u32,
         child_run_id: String,
@@ -132,7 +133,7 @@ pub enum Event {
         output: Value,
     },
     /// `--check`: the verdict on one model (SPEC section 15).
-    #[serde(rename = "check.result")]
+    #[strum(serialize = "check.result")]
     CheckResult {
         model: String,
         ok: bool,
@@ -150,9 +151,9 @@ pub enum Event {
         line: String,
     },
     /// `--check`: every verdict is in; `ok` when all models answered.
-    #[serde(rename = "check.finished")]
+    #[strum(serialize = "check.finished")]
     CheckFinished { ok: bool, failed: u32 },
-    #[serde(rename = "run.finished")]
+    #[strum(serialize = "run.finished")]
     RunFinished {
         status: String,
         exit_code: i32,
@@ -171,25 +172,7 @@ pub enum Event {
 impl Event {
     /// The wire `type` of this event.
     pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Event::RunStarted { .. } => "run.started",
-            Event::StepStarted { .. } => "step.started",
-            Event::ProviderRetry { .. } => "provider.retry",
-            Event::AttemptReset { .. } => "model.attempt_reset",
-            Event::ModelFallback { .. } => "model.fallback",
-            Event::ModelRestore { .. } => "model.restore",
-            Event::ModelResponse { .. } => "model.response",
-            Event::AssistantMessage { .. } => "assistant.message",
-            Event::ToolStarted { .. } => "tool.started",
-            Event::ToolFinished { .. } => "tool.finished",
-            Event::ContextCompacted { .. } => "context.compacted",
-            Event::Warning { .. } => "warning",
-            Event::SubagentStarted { .. } => "subagent.started",
-            Event::SubagentFinished { .. } => "subagent.finished",
-            Event::CheckResult { .. } => "check.result",
-            Event::CheckFinished { .. } => "check.finished",
-            Event::RunFinished { .. } => "run.finished",
-        }
+        self.into()
     }
 
     /// The step an event belongs to, when it has one.
@@ -411,11 +394,7 @@ fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str, parent_run_id: Opti
         map.insert("parent_run_id".into(), Value::from(parent));
     }
     if let Value::Object(fields) = body {
-        for (k, v) in fields {
-            if k != "type" {
-                map.insert(k, v);
-            }
-        }
+        map.extend(fields);
     }
     Value::Object(map)
 }
