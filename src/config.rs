@@ -382,12 +382,7 @@ pub(crate) fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<P
     if let Some(p) = env("TINYAGENT_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    if let Some(x) = env("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(x).join("tinyagent/config.yaml"));
-    }
-    env("HOME")
-        .filter(|p| !p.is_empty())
-        .map(|h| PathBuf::from(h).join(".config/tinyagent/config.yaml"))
+    crate::paths::config_dir(env).map(|d| d.join("config.yaml"))
 }
 
 impl From<ConfigError> for crate::setup::SetupError {

@@ -20,6 +20,7 @@ pub(crate) mod interactive;
 pub(crate) mod launch;
 pub(crate) mod mcp;
 pub mod model;
+pub(crate) mod paths;
 pub mod policy;
 pub(crate) mod resume;
 pub mod runs;

@@ -297,10 +297,10 @@ fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
     let Some(cwd) = cwd else {
         return run_cwd.to_path_buf();
     };
-    if let (Ok(rest), Some(home)) = (cwd.strip_prefix("~"), env("HOME")) {
-        return PathBuf::from(home).join(rest);
+    match cwd.to_str() {
+        Some(text) => run_cwd.join(crate::paths::expand_tilde(text, env)),
+        None => run_cwd.join(cwd),
     }
-    run_cwd.join(cwd)
 }
 
 /// The variables set for a server: each `NAME: SOURCE` entry sets NAME to

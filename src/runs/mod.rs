@@ -93,13 +93,9 @@ struct Index {
 }
 
 /// tinyagent's state directory: `$XDG_STATE_HOME/tinyagent`, else
-/// `~/.local/state/tinyagent`.
+/// `~/.local/state/tinyagent` (`paths::state_dir`).
 pub fn state_dir(env: Env) -> Option<PathBuf> {
-    let state = match env("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
-        Some(state) => PathBuf::from(state),
-        None => PathBuf::from(env("HOME").filter(|h| !h.is_empty())?).join(".local/state"),
-    };
-    Some(state.join("tinyagent"))
+    crate::paths::state_dir(env)
 }
 
 /// Milliseconds since the Unix epoch.

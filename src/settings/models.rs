@@ -230,23 +230,33 @@ pub(crate) fn resolve_chain(
     Ok(chain)
 }
 
-/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and the
-/// port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and,
+/// for `http`, the port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+/// A value `url` cannot read is used as written.
 fn ollama_host(value: &str) -> String {
     let value = value.trim_end_matches('/');
-    let (scheme, rest) = value.split_once("://").unwrap_or(("http", value));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let has_port = match authority.rfind(']') {
-        Some(close) => authority[close..].contains(':'),
-        None => authority.contains(':'),
-    };
-    if has_port || scheme != "http" {
-        format!("{scheme}://{authority}{path}")
+    let with_scheme = if value.contains("://") {
+        value.to_string()
     } else {
-        format!("{scheme}://{authority}:11434{path}")
+        format!("http://{value}")
+    };
+    let Ok(mut url) = url::Url::parse(&with_scheme) else {
+        return with_scheme;
+    };
+    // `url` drops a written default port (`:80` for http): as written, then.
+    let authority = with_scheme
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(""));
+    if authority.ends_with(":80") {
+        return with_scheme;
+    }
+    if url.scheme() == "http" && url.port().is_none() {
+        let _ = url.set_port(Some(11434));
+    }
+    let text = url.to_string();
+    match text.strip_suffix('/') {
+        Some(trimmed) if url.path() == "/" => trimmed.to_string(),
+        _ => text,
     }
 }
 
@@ -279,6 +289,13 @@ mod tests {
             ollama_host("http://[::1]:9000/proxy"),
             "http://[::1]:9000/proxy"
         );
+    }
+
+    #[test]
+    fn a_written_default_port_stays() {
+        assert_eq!(ollama_host("gpu-box:80"), "http://gpu-box:80");
+        assert_eq!(ollama_host("http://gpu-box:80/"), "http://gpu-box:80");
+        assert_eq!(ollama_host("https://h:8443/x/"), "https://h:8443/x");
     }
 
     #[test]

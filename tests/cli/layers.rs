@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 const LEAVES: &[&str] = &[
     "conversation",
     "duration",
+    "paths",
     "policy",
     "setup",
     "suggest",
