@@ -229,10 +229,44 @@ fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Erro
 
 /// A config problem, naming the file.
 #[derive(Debug, thiserror::Error)]
-#[error("config {}: {message}", path.display())]
+#[error("config {}: {problem}", path.display())]
 pub(crate) struct ConfigError {
     pub path: PathBuf,
-    pub message: String,
+    pub problem: ConfigProblem,
+}
+
+/// What is wrong with one config file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigProblem {
+    #[error("cannot read: {0}")]
+    Unreadable(std::io::Error),
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("expected a mapping of keys at the top level")]
+    NotAMapping,
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// A file the YAML parser is not given: too large, or nested too deep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ShapeError {
+    #[error("the file is larger than {} MiB", MAX_CONFIG_BYTES >> 20)]
+    TooLarge,
+    #[error("nesting deeper than {MAX_FLOW_DEPTH} levels")]
+    TooDeep,
+}
+
+/// A value that does not fit `Config`: the key path (none at the top) and
+/// serde's message, with a "did you mean" for a misspelt key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KeyError {
+    #[error("{0}")]
+    Top(String),
+    #[error("{path}: {message}")]
+    At { path: String, message: String },
 }
 
 /// Reads one config file as YAML and checks it against `Config` on its own,
@@ -245,22 +279,22 @@ pub(crate) fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, C
         Err(e) => {
             return Err(ConfigError {
                 path: path.to_path_buf(),
-                message: format!("cannot read: {e}"),
+                problem: ConfigProblem::Unreadable(e),
             })
         }
     };
-    let err = |message: String| ConfigError {
+    let err = |problem: ConfigProblem| ConfigError {
         path: path.to_path_buf(),
-        message,
+        problem,
     };
-    check_shape(&text).map_err(err)?;
-    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))?;
+    check_shape(&text).map_err(|e| err(e.into()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.into()))?;
     let value = match value {
         Value::Null => Value::Mapping(Default::default()),
         v @ Value::Mapping(_) => v,
-        _ => return Err(err("expected a mapping of keys at the top level".into())),
+        _ => return Err(err(ConfigProblem::NotAMapping)),
     };
-    check(&value).map_err(err)?;
+    check(&value).map_err(|e| err(e.into()))?;
     Ok(Some(value))
 }
 
@@ -273,12 +307,9 @@ const MAX_FLOW_DEPTH: usize = 64;
 /// time over: a huge file, or `[`/`{` nested deeper than `MAX_FLOW_DEPTH`
 /// (libyaml rescans every open level at each token). Brackets inside
 /// quotes and comments do not count.
-fn check_shape(text: &str) -> Result<(), String> {
+fn check_shape(text: &str) -> Result<(), ShapeError> {
     if text.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
-            "the file is larger than {} MiB",
-            MAX_CONFIG_BYTES >> 20
-        ));
+        return Err(ShapeError::TooLarge);
     }
     let (mut depth, mut quote, mut comment, mut escaped) = (0usize, None, false, false);
     let mut prev = b'\n';
@@ -309,7 +340,7 @@ fn check_shape(text: &str) -> Result<(), String> {
                 b'[' | b'{' => {
                     depth += 1;
                     if depth > MAX_FLOW_DEPTH {
-                        return Err(format!("nesting deeper than {MAX_FLOW_DEPTH} levels"));
+                        return Err(ShapeError::TooDeep);
                     }
                 }
                 b']' | b'}' => depth = depth.saturating_sub(1),
@@ -322,7 +353,7 @@ fn check_shape(text: &str) -> Result<(), String> {
 }
 
 /// Deserializes a layered value into `Config`, with the key path in errors.
-pub(crate) fn check(value: &Value) -> Result<Config, String> {
+pub(crate) fn check(value: &Value) -> Result<Config, KeyError> {
     serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -331,9 +362,12 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
             None => inner,
         };
         if path == "." || path.is_empty() {
-            inner
+            KeyError::Top(inner)
         } else {
-            format!("{path}: {inner}")
+            KeyError::At {
+                path,
+                message: inner,
+            }
         }
     })
 }
@@ -396,7 +430,7 @@ mod tests {
     #[test]
     fn deep_nesting_and_huge_files_are_refused_before_parsing() {
         let deep = format!("model: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
-        let err = super::check_shape(&deep).unwrap_err();
+        let err = super::check_shape(&deep).unwrap_err().to_string();
         assert!(err.contains("nesting deeper than 64"), "{err}");
         assert!(super::check_shape(&"#".repeat(5 << 20)).is_err());
         // Brackets in quotes and comments do not count; nor does a quote
@@ -418,17 +452,19 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named_with_their_path() {
-        let err = check(&yaml("retry: {attempts: 2, tries: 3}")).unwrap_err();
+        let err = check(&yaml("retry: {attempts: 2, tries: 3}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("retry"), "{err}");
         assert!(err.contains("unknown field `tries`"), "{err}");
-        let err = check(&yaml("modle: x")).unwrap_err();
+        let err = check(&yaml("modle: x")).unwrap_err().to_string();
         assert_eq!(err, "modle: unknown field `modle` (did you mean `model`?)");
-        let err = check(&yaml("retry: {atempts: 2}")).unwrap_err();
+        let err = check(&yaml("retry: {atempts: 2}")).unwrap_err().to_string();
         assert!(
             err.ends_with("unknown field `atempts` (did you mean `attempts`?)"),
             "{err}"
         );
-        let err = check(&yaml("zzzzz: 1")).unwrap_err();
+        let err = check(&yaml("zzzzz: 1")).unwrap_err().to_string();
         assert_eq!(err, "zzzzz: unknown field `zzzzz`");
     }
 
@@ -437,7 +473,8 @@ mod tests {
         let err = check(&yaml(
             "providers: {local: {api: chat, endpoint: 'http://x'}}",
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("providers.local.api: unknown API 'chat'"),
             "{err}"

@@ -60,16 +60,19 @@ impl Ended {
     }
 }
 
+/// `-i` without a terminal to read follow-ups from (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("-i/--interactive needs a terminal on stdin (follow-ups are read from it)")]
+pub(crate) struct NoTerminal;
+
 /// Whether these flags start an interactive session: `-i` (which needs a
 /// terminal on stdin), or no TASK with a terminal on stdin and stderr and
 /// no `--json`, `--resume` or `--continue`.
-pub(crate) fn wanted(cli: &Cli) -> Result<bool, String> {
+pub(crate) fn wanted(cli: &Cli) -> Result<bool, NoTerminal> {
     let stdin_tty = std::io::stdin().is_terminal();
     if cli.interactive {
         if !stdin_tty {
-            return Err(
-                "-i/--interactive needs a terminal on stdin (follow-ups are read from it)".into(),
-            );
+            return Err(NoTerminal);
         }
         return Ok(true);
     }

@@ -79,8 +79,8 @@ pub(crate) fn read(path: &Path) -> Result<Checkpointed, SetupError> {
 /// refused (the chain, not the primary, may change on resume).
 pub(crate) fn check_model(flag: Option<&str>, cp: &Checkpointed) -> Result<(), SetupError> {
     let Some(flag) = flag else { return Ok(()) };
-    let wanted = ModelSpec::parse(flag).map_err(SetupError)?;
-    let primary = ModelSpec::parse(&cp.doc.model).map_err(SetupError)?;
+    let wanted = ModelSpec::parse(flag).map_err(|e| SetupError(e.to_string()))?;
+    let primary = ModelSpec::parse(&cp.doc.model).map_err(|e| SetupError(e.to_string()))?;
     if wanted != primary {
         return Err(SetupError(format!(
             "cannot resume {}: --model {wanted} is not the checkpoint's primary model {primary} (a resumed run keeps its primary; use --fallback-model to add models)",

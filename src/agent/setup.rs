@@ -23,7 +23,7 @@ pub(crate) fn job_options(
     let output_schema = output_schema
         .map(OutputSchema::load)
         .transpose()
-        .map_err(SetupError)?;
+        .map_err(|e| SetupError(e.to_string()))?;
     Ok(JobOptions {
         output_schema,
         compaction,

@@ -59,7 +59,7 @@ impl Agent {
         let task = match str_arg(args, "task") {
             Ok(task) if !task.trim().is_empty() => task.to_string(),
             Ok(_) => return ToolOutput::err("the task is empty"),
-            Err(e) => return ToolOutput::err(e),
+            Err(e) => return ToolOutput::err(e.to_string()),
         };
         let Some(sub) = self.jobs.subagent.as_mut() else {
             return ToolOutput::err("unknown tool 'delegate': no subagents are configured");

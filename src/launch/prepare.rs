@@ -118,7 +118,7 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     // The user asked for the record: a database that cannot be opened is a
     // setup error, before any request, not a run that silently logs nothing.
     let log_db = match &settings.log_db {
-        Some(path) => Some(SqliteSink::open(path).map_err(SetupError)?),
+        Some(path) => Some(SqliteSink::open(path).map_err(|e| SetupError(e.to_string()))?),
         None => None,
     };
     Ok(Prepared {

@@ -97,7 +97,7 @@ impl McpServers {
             for tool in &server.tools {
                 match McpTool::new(server.clone(), tool) {
                     Ok(t) => tools.push(Box::new(t)),
-                    Err(why) => emitter.warn(why),
+                    Err(why) => emitter.warn(why.to_string()),
                 }
             }
         }

@@ -95,9 +95,72 @@ pub(crate) enum CallError {
     Failed(String, String),
 }
 
+/// Why a server did not start (said in a warning; its tools are unavailable).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error("its cwd {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("env {0}")]
+    Env(MissingVar),
+    #[error("cannot start `{command}`: {error}")]
+    Spawn {
+        command: String,
+        error: std::io::Error,
+    },
+    #[error("its stdin or stdout could not be opened")]
+    NoPipes,
+    /// rmcp's error and the server's last stderr line.
+    #[error("failed to initialize: {error}{tail}")]
+    Init { error: String, tail: String },
+    #[error("did not finish initializing within {}s", .0.as_secs_f64())]
+    InitTimeout(Duration),
+    #[error("tools/list failed: {error}{tail}")]
+    List { error: String, tail: String },
+    #[error("did not list its tools within {}s", .0.as_secs_f64())]
+    ListTimeout(Duration),
+}
+
+/// A server variable whose source variable of ours is not set.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}: the variable {from} is not set")]
+pub(crate) struct MissingVar {
+    var: String,
+    from: String,
+}
+
+/// Starts a server's process in its working directory with its variables,
+/// in a process group of its own.
+fn spawn(
+    config: &ServerSettings,
+    run_cwd: &Path,
+    env: Env<'_>,
+) -> Result<(Child, ProcessGroup), StartError> {
+    let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
+    if !cwd.is_dir() {
+        return Err(StartError::NotADirectory(cwd));
+    }
+    let mut command = Command::new(&config.command);
+    command.args(&config.args).current_dir(cwd);
+    for (var, value) in server_env(&config.env, env).map_err(StartError::Env)? {
+        command.env(var, value);
+    }
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut group = ProcessGroup::prepare(&mut command);
+    let child = command.spawn().map_err(|error| StartError::Spawn {
+        command: config.command.clone(),
+        error,
+    })?;
+    group.started(child.id());
+    Ok((child, group))
+}
+
 impl McpServer {
     /// Spawns, initializes and lists the tools of one server; any failure
-    /// (including `timeout` passing) is an error message for a warning.
+    /// (including `timeout` passing) is an error for a warning.
     pub(crate) async fn start(
         name: &str,
         config: &ServerSettings,
@@ -105,29 +168,11 @@ impl McpServer {
         env: Env<'_>,
         emitter: &Emitter,
         timeout: Duration,
-    ) -> Result<McpServer, String> {
-        let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
-        if !cwd.is_dir() {
-            return Err(format!("its cwd {} is not a directory", cwd.display()));
-        }
-        let mut command = Command::new(&config.command);
-        command.args(&config.args).current_dir(cwd);
-        for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
-            command.env(var, value);
-        }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut group = ProcessGroup::prepare(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-        group.started(child.id());
+    ) -> Result<McpServer, StartError> {
+        let (mut child, group) = spawn(config, run_cwd, env)?;
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             group.kill();
-            return Err("its stdin or stdout could not be opened".into());
+            return Err(StartError::NoPipes);
         };
         let stderr = child.stderr.take();
         // Our bound ends the stream first; rmcp's own (which drops a long
@@ -143,7 +188,7 @@ impl McpServer {
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
         }
-        let kill = |why: String| {
+        let kill = |why: StartError| {
             group.kill();
             why
         };
@@ -157,32 +202,22 @@ impl McpServer {
             Ok(Err(e)) => {
                 // Give the stderr reader a moment to catch the server's last words.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return Err(kill(format!(
-                    "failed to initialize: {e}{}",
-                    tail_note(&stderr_tail)
-                )));
+                return Err(kill(StartError::Init {
+                    error: e.to_string(),
+                    tail: tail_note(&stderr_tail),
+                }));
             }
-            Err(_) => {
-                return Err(kill(format!(
-                    "did not finish initializing within {}s",
-                    timeout.as_secs_f64()
-                )))
-            }
+            Err(_) => return Err(kill(StartError::InitTimeout(timeout))),
         };
         let tools = match tokio::time::timeout(timeout, running.peer().list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
-                return Err(kill(format!(
-                    "tools/list failed: {e}{}",
-                    tail_note(&stderr_tail)
-                )))
+                return Err(kill(StartError::List {
+                    error: e.to_string(),
+                    tail: tail_note(&stderr_tail),
+                }))
             }
-            Err(_) => {
-                return Err(kill(format!(
-                    "did not list its tools within {}s",
-                    timeout.as_secs_f64()
-                )))
-            }
+            Err(_) => return Err(kill(StartError::ListTimeout(timeout))),
         };
 
         let state = Arc::new(State {
@@ -309,11 +344,14 @@ fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
 pub(super) fn server_env(
     map: &BTreeMap<String, String>,
     env: Env,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, MissingVar> {
     map.iter()
         .map(|(var, source)| match env(source) {
             Some(value) => Ok((var.clone(), value)),
-            None => Err(format!("{var}: the variable {source} is not set")),
+            None => Err(MissingVar {
+                var: var.clone(),
+                from: source.clone(),
+            }),
         })
         .collect()
 }
@@ -358,7 +396,7 @@ mod tests {
             [("TOKEN_ENV".to_string(), "s3cret".to_string())]
         );
         let map = BTreeMap::from([("TOKEN_ENV".to_string(), "MISSING".to_string())]);
-        let err = server_env(&map, &ours).unwrap_err();
+        let err = server_env(&map, &ours).unwrap_err().to_string();
         assert!(
             err.contains("TOKEN_ENV") && err.contains("MISSING"),
             "{err}"
@@ -390,8 +428,9 @@ mod tests {
         let emitter = Emitter::new("r", vec![]);
         let env = |k: &str| std::env::var(k).ok();
         rt.block_on(async {
-            let server =
-                McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout).await?;
+            let server = McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
             assert!(server.tools.iter().any(|t| t.name == "echo"));
             server.shutdown().await;
             assert!(!server.is_alive());

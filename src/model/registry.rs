@@ -39,9 +39,10 @@ pub(crate) fn build_member(
 ) -> Result<Member, RegistryError> {
     let spec = &resolved.spec;
     let model: Box<dyn Model> = match resolved.api {
-        WireApi::Script => {
-            Box::new(ScriptModel::load(Path::new(&spec.model)).map_err(RegistryError::Script)?)
-        }
+        WireApi::Script => Box::new(
+            ScriptModel::load(Path::new(&spec.model))
+                .map_err(|e| RegistryError::Script(e.to_string()))?,
+        ),
         WireApi::OpenAi => {
             let dialect = match spec.provider.as_str() {
                 "openai" => Dialect::OpenAi,

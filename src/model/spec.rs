@@ -38,18 +38,21 @@ pub(crate) struct ModelSpec {
 
 impl ModelSpec {
     /// Parses a spec; both parts must be non-empty.
-    pub(crate) fn parse(text: &str) -> Result<ModelSpec, String> {
+    pub(crate) fn parse(text: &str) -> Result<ModelSpec, SpecError> {
         match text.split_once('/') {
             Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(ModelSpec {
                 provider: provider.to_string(),
                 model: model.to_string(),
             }),
-            _ => Err(format!(
-                "invalid model spec '{text}': expected <provider>/<model>"
-            )),
+            _ => Err(SpecError(text.to_string())),
         }
     }
 }
+
+/// A model spec that is not `<provider>/<model>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid model spec '{0}': expected <provider>/<model>")]
+pub(crate) struct SpecError(String);
 
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

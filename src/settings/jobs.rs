@@ -78,7 +78,8 @@ pub(super) fn tools(
     config: &ToolsConfig,
     mcp_servers: &BTreeMap<String, ServerSettings>,
 ) -> Result<ToolFilter, SetupError> {
-    ToolFilter::new(config.allow.as_deref(), &config.deny, mcp_servers.keys()).map_err(SetupError)
+    ToolFilter::new(config.allow.as_deref(), &config.deny, mcp_servers.keys())
+        .map_err(|e| SetupError(e.to_string()))
 }
 
 /// `--instructions FILE` wins; then config `instructions:` (a relative

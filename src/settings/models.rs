@@ -48,7 +48,7 @@ pub(super) fn run_chain(
         .ok_or_else(|| {
             SetupError("no model: give -m <provider>/<model> or set `model` in the config".into())
         })?;
-    let primary = ModelSpec::parse(&model_text).map_err(SetupError)?;
+    let primary = ModelSpec::parse(&model_text).map_err(|e| SetupError(e.to_string()))?;
     let primary = resolve(primary, &config.providers, env, "model")?;
     let fallback_texts: &[String] = if cli.no_fallback {
         &[]

@@ -143,25 +143,37 @@ fn bounded(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
+/// Why tracing is off for this run (said once, as its warning).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TracingOff {
+    /// An OTLP variable that cannot be used, said as `OtelConfig` put it.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("tracing is off: the OTLP client could not be set up: {0}")]
+    Client(String),
+    #[error("tracing is off: the OTLP exporter could not be set up: {0}")]
+    Exporter(String),
+}
+
 /// Starts the tracer provider and the batches its spans gather in for the
 /// OTLP/HTTP exporter (endpoint and headers from the standard variables,
 /// read by the SDK's exporter builder).
-pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches), String> {
+pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches), TracingOff> {
     if let Some(invalid) = &config.invalid {
-        return Err(invalid.clone());
+        return Err(TracingOff::Invalid(invalid.clone()));
     }
     let client = super::client::OtlpClient::new(config.timeout)
-        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Client(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Client(e.to_string()))?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(config.protocol)
         .with_http_client(client)
         .build()
-        .map_err(|e| format!("tracing is off: the OTLP exporter could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Exporter(e.to_string()))?;
     let resource = resource(config.service_name.clone());
     exporter.set_resource(&resource);
     let gathered = Gathered::new(config.batch);
@@ -263,6 +275,7 @@ mod tests {
             let Err(err) = start(&c) else {
                 panic!("{bad} accepted")
             };
+            let err = err.to_string();
             assert_eq!(
                 err,
                 "tracing is off: OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL"

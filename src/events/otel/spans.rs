@@ -41,7 +41,8 @@ pub(super) struct Trace {
 pub(super) fn work(config: OtelConfig, trace: Trace, inbox: Arc<Inbox>) {
     let mut spans = match export::start(&config) {
         Ok((provider, batches)) => Ok(Spans::new(provider, batches, &config, trace)),
-        Err(e) => Err(e),
+        // The reason tracing is off answers every flush.
+        Err(e) => Err(e.to_string()),
     };
     loop {
         let within = match &spans {
