@@ -7,7 +7,6 @@
 use std::time::{Duration, Instant};
 
 use tinyagent::health::{Health, HealthKey, HealthStore, RedisStore, SqliteStore};
-use tinyagent::policy::{Cooldown, FallbackPolicy};
 
 fn key(i: usize) -> HealthKey {
     HealthKey {
@@ -75,13 +74,9 @@ fn main() {
             .collect(),
     );
 
-    // Through the run's view, as the chain asks before each attempt.
+    // Through the run's handle, as the gate reads before each attempt.
     let health = Health::new(
         Box::new(SqliteStore::open(&path).expect("open")),
-        FallbackPolicy {
-            switch_after: 6,
-            cooldown: Cooldown::For(Duration::from_secs(300)),
-        },
         "bench",
         |w| eprintln!("{w}"),
     );
@@ -89,7 +84,7 @@ fn main() {
         (0..rounds)
             .map(|_| {
                 per_call(n, |_| {
-                    std::hint::black_box(health.elsewhere(&key(5)));
+                    std::hint::black_box(health.with(|store, _| store.read(&key(5))));
                 })
             })
             .collect(),
@@ -98,7 +93,7 @@ fn main() {
         (0..rounds)
             .map(|_| {
                 per_call(n, |_| {
-                    std::hint::black_box(health.elsewhere(&key(0)));
+                    std::hint::black_box(health.with(|store, _| store.read(&key(0))));
                 })
             })
             .collect(),

@@ -3,19 +3,19 @@
 //! small streamed request offering one tool, all in parallel, and one
 //! verdict line. No retries, no switches, no tools run, no health record.
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use serde_json::json;
 
 use crate::cli::Cli;
 use crate::events::jsonl::JsonlSink;
 use crate::events::sqlite::SqliteSink;
-use crate::events::{Emitter, Event, RequestRecord, Sink};
+use crate::events::{Emitter, Event, Sink};
+use crate::model::attempt::{send_once, Accept, Attempted, Deadlines, Place};
 use crate::model::chain::Member;
-use crate::model::http::watch_first_event;
 use crate::model::registry::build_member;
 use crate::model::spec::ResolvedModel;
-use crate::model::{Message, ModelError, NoObserver, Request, Response, Role, ToolSpec};
+use crate::model::{Message, NoObserver, Request, Role, ToolSpec};
 use crate::settings::{load_config, Env, Settings, SetupError};
 
 /// A probe's reply budget: enough for a short tool call, a fraction of a
@@ -34,7 +34,7 @@ pub(crate) struct Target {
 
 /// The verdict on one model.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Verdict {
+pub(crate) struct ModelVerdict {
     pub spec: String,
     /// `None` when the model answered; else the SPEC 4 reason.
     pub reason: Option<String>,
@@ -46,7 +46,7 @@ pub(crate) struct Verdict {
     pub priced: bool,
 }
 
-impl Verdict {
+impl ModelVerdict {
     pub(crate) fn ok(&self) -> bool {
         self.reason.is_none()
     }
@@ -122,38 +122,10 @@ fn scrub(message: &str, secret: Option<&str>) -> String {
         .join(" ")
 }
 
-/// What a failure says beyond its reason: the vendor's short message, or
-/// the error's own words.
-fn failure_message(error: &ModelError) -> String {
-    match error {
-        ModelError::Status {
-            status, message, ..
-        } => {
-            let hint = if *status == 404 {
-                " (hint: the model name may be wrong)"
-            } else {
-                ""
-            };
-            let text = if message.is_empty() {
-                format!("HTTP {status}")
-            } else {
-                message.clone()
-            };
-            format!("{text}{hint}")
-        }
-        ModelError::Quota { message, .. }
-        | ModelError::ContextOverflow { message }
-        | ModelError::Network { message }
-        | ModelError::Timeout { message }
-        | ModelError::Invalid { message } => message.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// Sends one probe to `target` and judges it. `limit` cuts off a model
 /// that never answers (the adapters enforce the first-event timeout; this
 /// also bounds models without a stream, and a stream that stalls).
-pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -> Verdict {
+pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -> ModelVerdict {
     let member = &target.member;
     let tools = [ToolSpec {
         name: "ping".into(),
@@ -171,99 +143,53 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
         output_schema: None,
         max_output_tokens: Some(PROBE_MAX_OUTPUT_TOKENS),
         reasoning_effort: None,
-        spec: &member.spec,
+        spec: member.spec.as_str(),
     };
-    let started = Instant::now();
-    let started_at = SystemTime::now();
-    let sent = tokio::time::timeout(
-        limit,
-        watch_first_event(member.model.complete(&request, &NoObserver)),
-    )
-    .await;
-    let (result, first) = match sent {
-        Ok((result, first)) => (result, first),
-        Err(_) => (
-            Err(ModelError::Timeout {
-                message: format!("no answer within {}", humantime::format_duration(limit)),
-            }),
-            None,
-        ),
+    let place = Place {
+        step: 0,
+        attempt: 1,
     };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let first_event_ms = first.map(|t| t.saturating_duration_since(started).as_millis() as u64);
-    record(
-        emitter,
+    let never = std::future::pending::<std::convert::Infallible>();
+    let deadlines = Deadlines {
+        first_event: None,
+        whole: Some(limit),
+    };
+    let sent = match send_once(
         member,
-        started_at,
-        first_event_ms,
-        duration_ms,
-        &result,
-    );
-    let secret = target.secret.as_deref();
-    match result {
-        Ok(response) => Verdict {
-            spec: member.spec.clone(),
+        &request,
+        &NoObserver,
+        place,
+        Accept::AnyReply,
+        deadlines,
+        never,
+    )
+    .await
+    {
+        Attempted::Sent(sent) => sent,
+        Attempted::Cut(never, _) => match never {},
+    };
+    let record = sent.record;
+    let (first_event_ms, duration_ms) = (record.first_event_ms, record.duration_ms);
+    emitter.model_request(record);
+    let spec = member.spec.to_string();
+    match sent.result {
+        Ok(response) => ModelVerdict {
+            spec,
             reason: None,
             message: None,
             first_event_ms: Some(first_event_ms.unwrap_or(duration_ms)),
             tool_calls: Some(!response.tool_calls.is_empty()),
             priced: member.pricing.is_some() || response.cost_override.is_some(),
         },
-        Err(error) => Verdict {
-            spec: member.spec.clone(),
-            reason: Some(error.reason()),
-            message: Some(scrub(&failure_message(&error), secret)),
+        Err(error) => ModelVerdict {
+            spec,
+            reason: Some(error.reason().to_string()),
+            message: Some(scrub(&error.message(), target.secret.as_deref())),
             first_event_ms,
             tool_calls: None,
             priced: member.pricing.is_some(),
         },
     }
-}
-
-/// The probe's `model_requests` row (step 0), when `--log-db` is given.
-fn record(
-    emitter: &Emitter,
-    member: &Member,
-    started_at: SystemTime,
-    first_event_ms: Option<u64>,
-    duration_ms: u64,
-    result: &Result<Response, ModelError>,
-) {
-    let (outcome, http_status, input, output, cost) = match result {
-        Ok(r) => (
-            "ok".to_string(),
-            None,
-            r.usage.input_tokens,
-            r.usage.output_tokens,
-            r.cost_override
-                .unwrap_or_else(|| member.pricing.map(|p| p.cost(&r.usage)).unwrap_or(0.0)),
-        ),
-        Err(e) => {
-            let status = match e {
-                ModelError::Status { status, .. } | ModelError::Quota { status, .. } => {
-                    Some(*status)
-                }
-                _ => None,
-            };
-            (e.reason(), status, 0, 0, 0.0)
-        }
-    };
-    emitter.model_request(RequestRecord {
-        step: 0,
-        model: member.spec.clone(),
-        provider: member.provider.clone(),
-        endpoint: member.endpoint.clone(),
-        attempt: 1,
-        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
-        first_event_ms,
-        duration_ms,
-        outcome,
-        http_status,
-        input_tokens: input,
-        output_tokens: output,
-        cost_usd: cost,
-        response_model: None,
-    });
 }
 
 /// Prints the verdict lines on stdout in human mode.
@@ -291,6 +217,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     } else {
         sinks.push(Box::new(Lines));
     }
+    sinks.extend(crate::events::github::CheckSink::from_env(env));
     if let Some(path) = &settings.log_db {
         match SqliteSink::open(path) {
             Ok(db) => sinks.push(Box::new(db)),
@@ -344,8 +271,8 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
 mod tests {
     use super::*;
 
-    fn verdict() -> Verdict {
-        Verdict {
+    fn verdict() -> ModelVerdict {
+        ModelVerdict {
             spec: "openai/gpt-5".into(),
             reason: None,
             message: None,
@@ -361,7 +288,7 @@ mod tests {
             verdict().line(),
             "ok  openai/gpt-5  412 ms  tool calls: yes  price: known"
         );
-        let v = Verdict {
+        let v = ModelVerdict {
             tool_calls: Some(false),
             priced: false,
             ..verdict()
@@ -370,7 +297,7 @@ mod tests {
             v.line(),
             "ok  openai/gpt-5  412 ms  tool calls: no  price: unknown"
         );
-        let v = Verdict {
+        let v = ModelVerdict {
             reason: Some("http_401".into()),
             message: Some("Incorrect API key provided".into()),
             ..verdict()

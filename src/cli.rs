@@ -17,6 +17,17 @@ pub struct Cli {
     #[arg(value_name = "TASK")]
     pub task: Option<String>,
 
+    /// The task as an option, as `claude -p` and `gemini -p` take it
+    #[arg(
+        short = 'p',
+        long = "prompt",
+        alias = "print",
+        value_name = "TASK",
+        conflicts_with = "task",
+        hide = true
+    )]
+    pub prompt: Option<String>,
+
     /// Primary model, <provider>/<model> (config `model`)
     #[arg(short = 'm', long, value_name = "SPEC")]
     pub model: Option<String>,
@@ -124,9 +135,22 @@ pub struct Cli {
     pub quiet: bool,
 }
 
+impl Cli {
+    /// Parses the process's arguments; `-p TASK` is taken as TASK.
+    pub fn from_args() -> Result<Cli, clap::Error> {
+        let mut cli = Cli::try_parse()?;
+        if let Some(task) = cli.prompt.take() {
+            cli.task = Some(task);
+        }
+        Ok(cli)
+    }
+}
+
 /// Prints a flag-parsing error the way tinyagent's own usage errors start
 /// (`tinyagent: error: ...`), or the help or version text clap was asked
-/// for, and returns the exit code (2 for a usage error).
+/// for, and returns the exit code (2 for a usage error). A task given as
+/// several words and a flag of another agent get one line saying what to
+/// type instead (SPEC section 21).
 pub fn exit_on_parse_error(e: clap::Error) -> std::process::ExitCode {
     use clap::error::ErrorKind;
     let code = u8::try_from(e.exit_code()).unwrap_or(2);
@@ -134,8 +158,38 @@ pub fn exit_on_parse_error(e: clap::Error) -> std::process::ExitCode {
         let _ = e.print();
         return std::process::ExitCode::from(code);
     }
+    if let Some(line) = forgiven(&e) {
+        eprintln!("tinyagent: error: {line}");
+        return std::process::ExitCode::from(code);
+    }
     let text = e.render().to_string();
     let text = text.strip_prefix("error: ").unwrap_or(&text);
     eprint!("tinyagent: error: {text}");
     std::process::ExitCode::from(code)
+}
+
+/// One line for an unknown argument we can say more about: a word after
+/// the task (the task was not quoted), or another agent's flag.
+fn forgiven(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    if arg.starts_with('-') {
+        let ours = crate::suggest::flag_instead(arg)?;
+        return Some(format!(
+            "unexpected argument '{arg}' (did you mean {ours}?)"
+        ));
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let example = match crate::suggest::quoted_task(&args, arg) {
+        Some(fixed) => format!("tinyagent {}", fixed.join(" ")),
+        None => "tinyagent \"fix the failing test\"".to_string(),
+    };
+    Some(format!(
+        "unexpected argument '{arg}': the task is one argument, quote it: {example}"
+    ))
 }

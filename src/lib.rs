@@ -28,6 +28,7 @@ pub mod sandbox;
 pub(crate) mod settings;
 pub(crate) mod setup;
 pub(crate) mod signals;
+pub(crate) mod start_warnings;
 pub(crate) mod stop;
 pub(crate) mod suggest;
 pub(crate) mod task_input;

@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     // The sandbox's in-namespace proxy forwarder: an internal mode, not a flag.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -14,7 +12,7 @@ fn main() -> ExitCode {
         let code = tinyagent::sandbox::forward::main(&args[2..]);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let cli = match tinyagent::cli::Cli::try_parse() {
+    let cli = match tinyagent::cli::Cli::from_args() {
         Ok(cli) => cli,
         Err(e) => return tinyagent::cli::exit_on_parse_error(e),
     };

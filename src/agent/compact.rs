@@ -239,7 +239,7 @@ impl Agent {
         let member = self.chain.active_member();
         member
             .context_window
-            .or_else(|| self.meter.window(&member.spec))
+            .or_else(|| self.meter.window(member.spec.as_str()))
             .or(self.jobs.compaction.default_context_window)
     }
 
@@ -379,6 +379,7 @@ impl Agent {
             format!("{SUMMARY_INSTRUCTIONS}\n\n{text}"),
             step,
         )];
+        let chars = request_chars(SUMMARY_SYSTEM, &request_messages, &[]);
         let prompt = Prompt {
             system: SUMMARY_SYSTEM,
             messages: &request_messages,
@@ -386,13 +387,13 @@ impl Agent {
             output_schema: None,
             max_output_tokens: self.options.max_output_tokens,
             reasoning_effort: self.options.reasoning_effort.as_deref(),
+            estimated_input_tokens: self.meter.estimate(self.chain.active_spec(), chars),
         };
         let ctx = RequestCtx {
             step,
             emitter: &self.emitter,
             stop: &self.stop,
         };
-        let chars = request_chars(prompt.system, prompt.messages, prompt.tools);
         match self.chain.complete(&prompt, ctx).await {
             Ok(mut answer) => {
                 // Counted in the totals, but never a base for the estimates.

@@ -248,6 +248,7 @@ impl Agent {
             }
         }
         let (mut answer, chars) = loop {
+            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
             let prompt = Prompt {
                 system,
                 messages: &self.doc.messages,
@@ -255,8 +256,8 @@ impl Agent {
                 output_schema: self.options.output_schema.as_ref(),
                 max_output_tokens: self.options.max_output_tokens,
                 reasoning_effort: self.options.reasoning_effort.as_deref(),
+                estimated_input_tokens: self.meter.estimate(self.chain.active_spec(), chars),
             };
-            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
             let ctx = RequestCtx {
                 step,
                 emitter: &self.emitter,
@@ -269,7 +270,7 @@ impl Agent {
                 }
                 // An overflow compacts and retries once; never a fallback.
                 Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
-                    self.learn_overflow(&spec, &error.to_string(), system, tool_specs);
+                    self.learn_overflow(spec.as_str(), &error.to_string(), system, tool_specs);
                     if let Err(end) = self.compact(step, system, tool_specs, true).await {
                         return end;
                     }

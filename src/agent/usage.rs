@@ -160,7 +160,7 @@ impl Agent {
             if response.cost_override.is_none() {
                 let member = self.chain.active_member();
                 answer.cost_usd = match member.pricing {
-                    Some(pricing) if member.spec == answer.spec => pricing.cost(&response.usage),
+                    Some(pricing) if member.spec == *answer.spec => pricing.cost(&response.usage),
                     _ => 0.0,
                 };
             }

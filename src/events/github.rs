@@ -1,12 +1,17 @@
 //! GitHub Actions (SPEC section 15): under `GITHUB_ACTIONS=true`, switches
 //! and restores become `::warning` workflow commands and a run without an
 //! answer an `::error` one, all on stderr (so `--json` stdout stays pure),
-//! and the run's Markdown summary is appended to `$GITHUB_STEP_SUMMARY`.
+//! and the run's Markdown summary (task, answer, duration, costs) is
+//! appended to `$GITHUB_STEP_SUMMARY`. Under `--check`, `CheckSink` writes
+//! an `::error` per failed model and a table of the verdicts (SPEC 21).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
+use super::human::lines::duration;
 use super::human::summary_line;
 use super::{switch_line, Event, EventRecord, Sink};
 use crate::setup::Env;
@@ -50,8 +55,15 @@ pub(crate) struct GithubSink {
     checkpoint: Option<PathBuf>,
     per_model: BTreeMap<String, ModelTotals>,
     switches: Vec<String>,
+    /// The task's first line, from `run.started`.
+    task: String,
     finished: Option<Event>,
 }
+
+/// Lines of the answer the summary shows.
+const ANSWER_LINES: usize = 20;
+/// Characters of the task's first line the summary shows.
+const TASK_CHARS: usize = 200;
 
 impl GithubSink {
     /// The sink when `GITHUB_ACTIONS` is `true`; `checkpoint` is the file a
@@ -67,6 +79,7 @@ impl GithubSink {
             checkpoint,
             per_model: BTreeMap::new(),
             switches: Vec::new(),
+            task: String::new(),
             finished: None,
         })
     }
@@ -90,20 +103,26 @@ impl GithubSink {
         };
         let text = summary_markdown(
             end,
+            &self.task,
             &self.per_model,
             &self.switches,
             self.checkpoint.as_deref(),
         );
-        let written = open_append(path).and_then(|mut f| f.write_all(text.as_bytes()));
-        if let Err(e) = written {
-            // The run has ended: no event can follow `run.finished`.
-            let message = format!(
-                "cannot write the GitHub step summary {}: {e}",
-                path.display()
-            );
-            eprintln!("tinyagent: warning: {message}");
-            eprintln!("{}", command("warning", "tinyagent", &message));
-        }
+        append_summary(path, &text);
+    }
+}
+
+/// Appends to the step summary; a failure is a warning on stderr (the run
+/// or check has ended: no event can follow).
+fn append_summary(path: &Path, text: &str) {
+    let written = open_append(path).and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        let message = format!(
+            "cannot write the GitHub step summary {}: {e}",
+            path.display()
+        );
+        eprintln!("tinyagent: warning: {message}");
+        eprintln!("{}", command("warning", "tinyagent", &message));
     }
 }
 
@@ -130,6 +149,10 @@ impl Sink for GithubSink {
                 if !child {
                     self.switches.push(line);
                 }
+            }
+            Event::RunStarted { task, .. } if !child => {
+                let first = task.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                self.task = cut(first.trim(), TASK_CHARS);
             }
             Event::ModelResponse {
                 model,
@@ -184,9 +207,57 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
+/// `text` cut to `max` characters, with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// The answer's first lines as Markdown (a fence left open by the cut is
+/// closed), and a note when there was more.
+fn answer_markdown(output: &Value) -> Option<String> {
+    let text = match output {
+        Value::Null => return None,
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).ok()?,
+    };
+    let text = text.trim_end();
+    if text.is_empty() {
+        return None;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let shown = &lines[..lines.len().min(ANSWER_LINES)];
+    let mut md = String::from("\n**Answer**\n\n");
+    if !matches!(output, Value::String(_)) {
+        md.push_str("```json\n");
+    }
+    for line in shown {
+        md.push_str(line);
+        md.push('\n');
+    }
+    let fences = shown
+        .iter()
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    if !matches!(output, Value::String(_)) || fences % 2 == 1 {
+        md.push_str("```\n");
+    }
+    if lines.len() > shown.len() {
+        md.push_str(&format!(
+            "\n*The first {} of {} lines; the whole answer is in the run's output.*\n",
+            shown.len(),
+            lines.len()
+        ));
+    }
+    Some(md)
+}
+
 /// The run's Markdown summary.
 fn summary_markdown(
     end: &Event,
+    task: &str,
     per_model: &BTreeMap<String, ModelTotals>,
     switches: &[String],
     checkpoint: Option<&Path>,
@@ -198,7 +269,9 @@ fn summary_markdown(
         input_tokens,
         output_tokens,
         cost_usd,
+        duration_ms,
         active_model,
+        output,
         error,
         ..
     } = end
@@ -207,31 +280,24 @@ fn summary_markdown(
     };
     let mut md = format!("### tinyagent: {status}\n\n");
     md.push_str("| | |\n| --- | --- |\n");
+    if !task.is_empty() {
+        md.push_str(&format!("| task | {} |\n", cell(task)));
+    }
     md.push_str(&format!("| status | `{status}` (exit {exit_code}) |\n"));
     md.push_str(&format!("| steps | {steps} |\n"));
     md.push_str(&format!(
         "| tokens | {input_tokens} input, {output_tokens} output |\n"
     ));
     md.push_str(&format!("| cost | ${cost_usd:.4} |\n"));
+    md.push_str(&format!("| duration | {} |\n", duration(*duration_ms)));
     md.push_str(&format!("| active model | `{}` |\n", cell(active_model)));
     if let Some(error) = error {
         md.push_str(&format!("| error | {} |\n", cell(error)));
     }
-    if !per_model.is_empty() {
-        md.push_str("\n**Cost per model**\n\n");
-        md.push_str("| model | responses | input tokens | output tokens | cost |\n");
-        md.push_str("| --- | ---: | ---: | ---: | ---: |\n");
-        for (model, t) in per_model {
-            md.push_str(&format!(
-                "| `{}` | {} | {} | {} | ${:.4} |\n",
-                cell(model),
-                t.responses,
-                t.input_tokens,
-                t.output_tokens,
-                t.cost_usd
-            ));
-        }
+    if let Some(answer) = answer_markdown(output) {
+        md.push_str(&answer);
     }
+    md.push_str(&per_model_markdown(per_model));
     if !switches.is_empty() {
         md.push_str("\n**Model switches**\n\n");
         for line in switches {
@@ -250,6 +316,112 @@ fn summary_markdown(
     }
     md.push('\n');
     md
+}
+
+/// The cost-per-model table; empty when no model answered.
+fn per_model_markdown(per_model: &BTreeMap<String, ModelTotals>) -> String {
+    if per_model.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n**Cost per model**\n\n");
+    md.push_str("| model | responses | input tokens | output tokens | cost |\n");
+    md.push_str("| --- | ---: | ---: | ---: | ---: |\n");
+    for (model, t) in per_model {
+        md.push_str(&format!(
+            "| `{}` | {} | {} | {} | ${:.4} |\n",
+            cell(model),
+            t.responses,
+            t.input_tokens,
+            t.output_tokens,
+            t.cost_usd
+        ));
+    }
+    md
+}
+
+/// `--check` under GitHub Actions: an `::error` per model that failed, on
+/// stderr as the verdict comes, and at the end a table of every verdict
+/// appended to `$GITHUB_STEP_SUMMARY`.
+pub(crate) struct CheckSink {
+    summary: Option<PathBuf>,
+    rows: Vec<String>,
+    failed: u32,
+}
+
+impl CheckSink {
+    /// The sink when `GITHUB_ACTIONS` is `true`.
+    pub(crate) fn from_env(env: Env) -> Option<Box<dyn Sink>> {
+        if env("GITHUB_ACTIONS").as_deref() != Some("true") {
+            return None;
+        }
+        Some(Box::new(CheckSink {
+            summary: env("GITHUB_STEP_SUMMARY")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
+            rows: Vec::new(),
+            failed: 0,
+        }))
+    }
+}
+
+impl Sink for CheckSink {
+    fn handle(&mut self, record: &EventRecord) {
+        let Event::CheckResult {
+            model,
+            ok,
+            reason,
+            message,
+            first_event_ms,
+            tool_calls,
+            priced,
+            line,
+        } = &record.event
+        else {
+            return;
+        };
+        let price = if *priced { "known" } else { "unknown" };
+        let row = if *ok {
+            let calls = if *tool_calls == Some(true) {
+                "yes"
+            } else {
+                "no"
+            };
+            let ms = first_event_ms.unwrap_or(0);
+            format!("| `{}` | ok | {ms} ms | {calls} | {price} |", cell(model))
+        } else {
+            self.failed += 1;
+            eprintln!("{}", command("error", "tinyagent check", line));
+            let why = match message.as_deref().filter(|m| !m.is_empty()) {
+                Some(m) => format!("{}: {m}", reason.as_deref().unwrap_or("failed")),
+                None => reason.clone().unwrap_or_else(|| "failed".into()),
+            };
+            format!(
+                "| `{}` | **FAIL** {} | | | {price} |",
+                cell(model),
+                cell(&why)
+            )
+        };
+        self.rows.push(row);
+    }
+
+    fn finish(&mut self) {
+        let Some(path) = &self.summary else { return };
+        if self.rows.is_empty() {
+            return;
+        }
+        let total = self.rows.len();
+        let answered = total - self.failed as usize;
+        let mut md = format!("### tinyagent --check: {answered} of {total} models answered\n\n");
+        md.push_str("| model | verdict | first event | tool calls | price |\n");
+        md.push_str("| --- | --- | ---: | --- | --- |\n");
+        for row in &self.rows {
+            md.push_str(row);
+            md.push('\n');
+        }
+        md.push('\n');
+        append_summary(path, &md);
+        self.rows.clear();
+    }
 }
 
 #[cfg(test)]
@@ -299,6 +471,7 @@ mod tests {
         );
         let md = summary_markdown(
             &end,
+            "fix the | bug",
             &per_model,
             &["model fallback: a/x -> b/y (http_503) at step 3".into()],
             Some(Path::new("/tmp/run.json")),
@@ -309,5 +482,24 @@ mod tests {
         assert!(md.contains("- model fallback: a/x -> b/y (http_503) at step 3"));
         assert!(md.contains("every model \\| failed"), "{md}");
         assert!(md.contains("tinyagent --resume /tmp/run.json\n"), "{md}");
+        assert!(md.contains("| task | fix the \\| bug |"), "{md}");
+        assert!(md.contains("| duration | 10ms |"), "{md}");
+        assert!(!md.contains("**Answer**"), "{md}");
+    }
+
+    #[test]
+    fn the_answer_shows_its_first_twenty_lines_with_fences_closed() {
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let md = answer_markdown(&Value::String(text)).unwrap();
+        assert!(md.contains("line 20\n") && !md.contains("line 21"), "{md}");
+        assert!(md.contains("The first 20 of 30 lines"), "{md}");
+        let fenced = format!("intro\n```sh\n{}", "cargo test\n".repeat(30));
+        let md = answer_markdown(&Value::String(fenced)).unwrap();
+        assert_eq!(md.matches("```").count(), 2, "{md}");
+        let md = answer_markdown(&serde_json::json!({"ok": true})).unwrap();
+        assert!(md.contains("```json\n{\n  \"ok\": true\n}\n```\n"), "{md}");
+        assert_eq!(answer_markdown(&Value::Null), None);
+        assert_eq!(cut("abcdef", 3), "abc…");
+        assert_eq!(cut("abc", 3), "abc");
     }
 }

@@ -3,6 +3,7 @@
 //! summary line. The text of each line is built in `lines`.
 
 pub(crate) mod lines;
+pub(crate) mod once;
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
@@ -16,6 +17,7 @@ use serde_json::Value;
 use super::{Event, EventRecord, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{resume_hint, Continue};
+use once::ShownOnce;
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
@@ -42,6 +44,8 @@ pub(crate) struct HumanSink {
     /// Cost per model that answered, in the order they first answered.
     costs: Vec<(String, f64)>,
     wait_until: WaitUntil,
+    /// Warnings printed once per machine rather than on every run.
+    once: Option<ShownOnce>,
 }
 
 impl HumanSink {
@@ -71,7 +75,14 @@ impl HumanSink {
             calls: HashMap::new(),
             costs: Vec::new(),
             wait_until,
+            once: None,
         }
+    }
+
+    /// Prints the warnings `once` lists only the first time on this machine.
+    pub(crate) fn show_once(mut self, once: ShownOnce) -> Self {
+        self.once = Some(once);
+        self
     }
 
     /// Shows the spinner (again, after streamed text) saying `message`.
@@ -120,6 +131,39 @@ impl HumanSink {
             Some(bar) => bar.suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
         }
+    }
+
+    /// A retry's line, and the spinner's countdown to it.
+    fn retrying(&mut self, model: &str, next_attempt: u32, wait_seconds: f64, reason: &str) {
+        self.line(&self.paint(
+            "33",
+            &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),
+        ));
+        let wait = Duration::try_from_secs_f64(wait_seconds).unwrap_or_default();
+        self.set_wait(Some(Instant::now() + wait));
+        self.spin(&format!(
+            "retrying {model} (attempt {next_attempt}, {reason})"
+        ));
+    }
+
+    /// `subagent submitted after 2 steps · $0.0200`, dimmed.
+    fn subagent_finished(&mut self, status: &str, steps: u32, cost_usd: f64) {
+        let plural = if steps == 1 { "" } else { "s" };
+        self.line(&self.paint(
+            "2",
+            &format!("subagent {status} after {steps} step{plural} · ${cost_usd:.4}"),
+        ))
+    }
+
+    /// A failed attempt's streamed text is discarded: say so on its own line.
+    fn attempt_reset(&mut self, model: &str) {
+        if std::mem::take(&mut self.streamed) {
+            eprintln!();
+        }
+        self.line(&self.paint(
+            "33",
+            &format!("(discarded a partial reply from {model}; retrying)"),
+        ))
     }
 
     /// A subagent's events (other than its start and end, which are the
@@ -302,29 +346,17 @@ impl HumanSink {
                 next_attempt,
                 wait_seconds,
                 reason,
+                deadline_seconds,
                 ..
             } => {
-                self.line(&self.paint(
-                    "33",
-                    &format!(
-                        "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
-                    ),
-                ));
-                let wait = Duration::try_from_secs_f64(*wait_seconds).unwrap_or_default();
-                self.set_wait(Some(Instant::now() + wait));
-                self.spin(&format!(
-                    "retrying {model} (attempt {next_attempt}, {reason})"
-                ));
+                // A timeout says which deadline ran out.
+                let reason = match deadline_seconds {
+                    Some(deadline) => format!("{reason} after {deadline}s"),
+                    None => reason.clone(),
+                };
+                self.retrying(model, *next_attempt, *wait_seconds, &reason)
             }
-            Event::AttemptReset { model, .. } => {
-                if std::mem::take(&mut self.streamed) {
-                    eprintln!();
-                }
-                self.line(&self.paint(
-                    "33",
-                    &format!("(discarded a partial reply from {model}; retrying)"),
-                ))
-            }
+            Event::AttemptReset { model, .. } => self.attempt_reset(model),
             Event::AssistantMessage {
                 text, tool_calls, ..
             } => {
@@ -375,7 +407,9 @@ impl HumanSink {
                 "context compacted: {tokens_before} -> {tokens_after} tokens"
             )),
             Event::Warning { message } => {
-                self.line(&format!("{} {message}", self.paint("33", "warning:")))
+                if self.once.as_ref().is_none_or(|o| o.show(message)) {
+                    self.line(&format!("{} {message}", self.paint("33", "warning:")));
+                }
             }
             Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
                 self.set_wait(None);
@@ -391,13 +425,7 @@ impl HumanSink {
                 steps,
                 cost_usd,
                 ..
-            } => self.line(&self.paint(
-                "2",
-                &format!(
-                    "subagent {status} after {steps} step{} · ${cost_usd:.4}",
-                    if *steps == 1 { "" } else { "s" }
-                ),
-            )),
+            } => self.subagent_finished(status, *steps, *cost_usd),
         }
     }
 }

@@ -57,6 +57,9 @@ pub enum Event {
         next_attempt: u32,
         wait_seconds: f64,
         reason: String,
+        /// For `timeout`: the first-event or idle deadline that ran out.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        deadline_seconds: Option<f64>,
     },
     #[strum(serialize = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },

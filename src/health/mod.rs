@@ -2,33 +2,31 @@
 //! about failing models, kept in a small store so parallel runs fail over
 //! together instead of each paying for the outage.
 //!
-//! Layers: `HealthStore` (the record: SQLite by default, in memory for tests;
-//! a networked store for a fleet of machines would be another implementation
-//! of this trait, chosen in `open`) → `Health` (one run's view: records
-//! strikes, successes and departures, reports what the record says) →
-//! `model::chain`, which decides: skip, switch, probe. Keys come resolved
-//! (`ResolvedModel::health_key`) and travel on each chain member; this
-//! module reads no settings.
+//! This module keeps facts, never decides: `HealthStore` is the record
+//! (SQLite by default, Redis for a fleet, in memory for tests; chosen in
+//! `for_run`), `Health` one run's handle on it (the run's clock, one
+//! warning when the store fails). What the facts mean (cooling elsewhere,
+//! strikes reaching `switch_after`, who probes) is decided in `model::gate`.
+//! Keys come resolved (`ResolvedModel::health_key`) and travel on each
+//! chain member; this module reads no settings.
 
+mod handle;
 #[cfg(test)]
 mod memory;
 mod redis;
 mod sqlite;
 #[cfg(test)]
 mod store_tests;
-mod tracker;
 
 use std::path::{Path, PathBuf};
 
+pub use handle::Health;
 #[cfg(test)]
 pub(crate) use memory::MemoryStore;
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
-pub(crate) use tracker::Strike;
-pub use tracker::{Elsewhere, Health};
 
 use crate::events::Emitter;
-use crate::policy::FallbackPolicy;
 use crate::setup::Env;
 
 /// Most strike times a store keeps per model.
@@ -88,7 +86,14 @@ impl Record {
 #[error("{0}")]
 pub struct StoreError(pub String);
 
-/// The shared record. Implementations hold only keys, reasons and times,
+/// Everything the shared record keeps, in one store: the cooling records
+/// of SPEC 13 (`HealthStore`) and what lives beside them. Each concern is a
+/// trait of its own, implemented by every store (memory, SQLite, Redis) in
+/// a file of its own; `Store` is all of them, and what `Health` holds.
+pub trait Store: HealthStore {}
+impl<T: HealthStore> Store for T {}
+
+/// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.
 pub trait HealthStore: Send {
     /// The record of `key` (default when none).
@@ -143,7 +148,7 @@ pub(crate) fn db_path(setting: Option<&str>, env: Env) -> Option<PathBuf> {
 
 /// Opens the SQLite record at `path` (creating it and its directory), or
 /// explains why it cannot be used.
-pub(crate) fn open(path: &Path) -> Result<Box<dyn HealthStore>, StoreError> {
+pub(crate) fn open(path: &Path) -> Result<Box<dyn Store>, StoreError> {
     Ok(Box::new(SqliteStore::open(path)?))
 }
 
@@ -179,7 +184,7 @@ impl Location {
         }
     }
 
-    fn open(&self) -> Result<Box<dyn HealthStore>, StoreError> {
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Location::File(path) => open(path),
             Location::Redis { url, password } => {
@@ -203,15 +208,10 @@ pub(crate) fn location(setting: Option<&str>, env: Env) -> Option<Location> {
     }
 }
 
-/// The shared record at `location` for a run with the fallback settings
-/// `fallback`: off without one (`health_db: off`, or no home directory); an
-/// unusable file or an unreachable Redis costs one `warning` and the run
-/// goes on without it.
-pub(crate) fn for_run(
-    location: Option<&Location>,
-    fallback: &FallbackPolicy,
-    emitter: &Emitter,
-) -> Health {
+/// The shared record at `location`: off without one (`health_db: off`, or
+/// no home directory); an unusable file or an unreachable Redis costs one
+/// `warning` and the run goes on without it.
+pub(crate) fn for_run(location: Option<&Location>, emitter: &Emitter) -> Health {
     let Some(location) = location else {
         return Health::off();
     };
@@ -226,9 +226,7 @@ pub(crate) fn for_run(
         }
     };
     let warner = emitter.clone();
-    Health::new(store, fallback.clone(), label, move |message| {
-        warner.warn(message)
-    })
+    Health::new(store, label, move |message| warner.warn(message))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::{Diagnostics, Origin};
 use crate::agent::{Agent, Limits, Parts, RequestOptions};
 use crate::conversation::{Message, Role};
 use crate::events::github::GithubSink;
+use crate::events::human::once::ShownOnce;
 use crate::events::human::HumanSink;
 use crate::events::jsonl::JsonlSink;
 use crate::events::otel::{OtelConfig, OtelSink};
@@ -27,6 +28,7 @@ use crate::runs::{self, RecordingSink};
 use crate::sandbox::Sandbox;
 use crate::settings::{process_env, Settings};
 use crate::signals;
+use crate::start_warnings;
 use crate::stop::Stop;
 use crate::tools::bash::{BashTool, CommandBuilder, PlainBash, SpawnEnv};
 use crate::tools::files::{EditFile, ListFiles, ReadFile, WriteFile};
@@ -105,7 +107,7 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
         instructions: prepared.instructions.paths(),
     });
     diagnostics.emit(&emitter);
-    price_warnings(
+    start_warnings::prices(
         &settings.chain().collect::<Vec<_>>(),
         settings.cost_limit,
         &emitter,
@@ -136,7 +138,7 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
         &mcp,
         &emitter,
     );
-    let health = health::for_run(settings.health_db.as_ref(), &settings.fallback, &emitter);
+    let health = health::for_run(settings.health_db.as_ref(), &emitter);
     let parts = Parts {
         chain: prepared.chain.with_health(health),
         tools,
@@ -232,12 +234,7 @@ fn outlets(
     mut output_path: Option<PathBuf>,
     diagnostics: &mut Diagnostics,
 ) -> Outlets {
-    // The human view prints the switch lines itself, above its spinner.
-    let mut sinks: Vec<Box<dyn Sink>> = if settings.json {
-        vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())]
-    } else {
-        vec![Box::new(HumanSink::new(settings.quiet))]
-    };
+    let mut sinks = view(settings);
     if let Some(keep) = keep {
         let already = diagnostics.of(Origin::Store);
         let mut warnings = Vec::new();
@@ -268,6 +265,26 @@ fn outlets(
         output_path,
         spawn_env,
     }
+}
+
+/// The view: the `--json` stream with the switch lines on stderr, or the
+/// human view (which prints the switch lines itself, above its spinner).
+fn view(settings: &Settings) -> Vec<Box<dyn Sink>> {
+    if settings.json {
+        return vec![Box::new(SwitchNotices), Box::new(JsonlSink::stdout())];
+    }
+    let mut human = HumanSink::new(settings.quiet);
+    // A dearer fallback is said once per machine on the terminal; the
+    // `warning` event still comes on every run.
+    if let Some(dir) = runs::state_dir(&process_env) {
+        let models: Vec<&ResolvedModel> = settings.chain().collect();
+        let once = ShownOnce::new(
+            dir.join("notices"),
+            start_warnings::dearer_fallbacks(&models),
+        );
+        human = human.show_once(once);
+    }
+    vec![Box::new(human)]
 }
 
 /// The built-in tools (bash sandboxed under `--sandbox`) and every started
@@ -319,31 +336,6 @@ fn create_checkpoint(
                 path.display()
             ));
             None
-        }
-    }
-}
-
-/// Warnings due before the first request: unpriced models under a cost
-/// limit, and fallbacks dearer than the primary.
-fn price_warnings(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
-    if cost_limit.is_some_and(|c| c > 0.0) {
-        for m in models.iter().filter(|m| m.pricing.is_none()) {
-            emitter.warn(format!(
-                "model {} has no known price: its responses count as $0 toward the cost limit",
-                m.spec
-            ));
-        }
-    }
-    if let Some(primary) = models[0].pricing {
-        for m in &models[1..] {
-            if let Some(p) = m.pricing {
-                if p.input > primary.input || p.output > primary.output {
-                    emitter.warn(format!(
-                        "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
-                        m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
-                    ));
-                }
-            }
         }
     }
 }

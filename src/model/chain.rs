@@ -1,72 +1,56 @@
 //! The fallback chain: the primary and its fallbacks behind one `complete`
-//! call. This file alone decides which member a step goes to, when a
-//! member's retry loop gives up, when a member is skipped, switched away
-//! from, probed or restored (SPEC sections 5 and 13):
-//!
-//! - `Rules` (the retry loop's `Referee`) decides after each failure whether
-//!   to retry, give up (switch after N, a failed probe, a Retry-After too
-//!   long to wait, another run's record renewed) or skip (cooling down
-//!   elsewhere), and before each request whether to skip.
-//! - `ChainModel::complete` probes members that cooled down, then walks the
-//!   chain from the active member; `eligible` and `next_after` say who may
-//!   be asked and who is next.
-//!
-//! The retry loop (`retry.rs`) and the health record (`health::Health`) only
-//! report facts: a failure and its reason, a wait too long, a record saying
-//! another run saw the member fail.
+//! call (SPEC sections 5 and 13). It walks the chain as the gate
+//! (`gate/mod.rs`) says: each member's retry loop runs under the gate's
+//! rules, members that cooled down are probed at a step boundary, and each
+//! move is recorded here (the stderr line and `model.fallback` event via the
+//! emitter, `model_switches`, `model.restore`). Why a member was left, or
+//! skipped, is decided in the gate alone.
 
+use super::gate::{Gate, MemberTurn};
 use super::price::Pricing;
-use super::retry::{request_with_retries, Failed, Failure, Referee, RequestCtx, Target, Verdict};
-use super::{ErrorClass, Model, ModelError, Prompt, Request, Response};
+use super::reason::SwitchReason;
+use super::retry::{request_with_retries, Failure, RequestCtx};
+use super::spec::ModelSpec;
+use super::{Model, ModelError, Prompt, Request, Response};
 use crate::events::Event;
-use crate::health::{Health, HealthKey, Millis, Strike};
-pub(crate) use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
+use crate::health::{Health, HealthKey};
+pub(crate) use crate::policy::{FallbackPolicy, RetryPolicy};
 use crate::stop::StopCause;
 
-/// The switch reason when another run's health record says a member is
-/// cooling down (SPEC section 13).
-pub(crate) const COOLDOWN_REASON: &str = "cooldown";
-
-/// One model of the chain with what the run needs to know about it.
+/// One model the run may ask, with what requests and records need to know
+/// about it (built by `registry::build_member`, the one place that builds
+/// them, for the chain and for `--check`).
 pub(crate) struct Member {
-    pub spec: String,
-    /// The part of the spec before `/`.
-    pub provider: String,
+    pub spec: ModelSpec,
     pub model: Box<dyn Model>,
     pub pricing: Option<Pricing>,
     pub context_window: Option<u64>,
     /// `scheme://host:port` of the endpoint, for per-request records.
     pub endpoint: Option<String>,
     /// Where the shared health record keeps this member.
-    health_key: HealthKey,
-    /// The member's one eligibility state: when the run last left it (on
-    /// the health record's clock), `None` if it never did or since answered.
-    left_at: Option<Millis>,
+    pub health_key: HealthKey,
 }
 
 impl Member {
     /// A member whose health key is its spec with no endpoint, until
     /// `with_health_key` names the resolved one.
     pub(crate) fn new(
-        spec: String,
+        spec: ModelSpec,
         model: Box<dyn Model>,
         pricing: Option<Pricing>,
         context_window: Option<u64>,
     ) -> Self {
-        let provider = spec.split('/').next().unwrap_or_default().to_string();
         let health_key = HealthKey {
-            model: spec.clone(),
+            model: spec.to_string(),
             endpoint: String::new(),
         };
         Member {
             spec,
-            provider,
             model,
             pricing,
             context_window,
             health_key,
             endpoint: None,
-            left_at: None,
         }
     }
 
@@ -76,20 +60,18 @@ impl Member {
         self
     }
 
-    /// What the retry loop needs to ask this member and record it.
-    pub(crate) fn target(&self) -> Target<'_> {
-        Target {
-            model: &*self.model,
-            pricing: self.pricing,
-            endpoint: self.endpoint.as_deref(),
-        }
-    }
-
-    /// Sets the key of this member's shared health record
-    /// (`health::key_for`).
+    /// Sets the key of this member's shared health record.
     pub(crate) fn with_health_key(mut self, key: HealthKey) -> Self {
         self.health_key = key;
         self
+    }
+
+    /// What a reply of this member cost: the price the reply states
+    /// (scripts), else its usage at the member's price ($0 when unpriced).
+    pub(crate) fn cost(&self, response: &Response) -> f64 {
+        response
+            .cost_override
+            .unwrap_or_else(|| self.pricing.map(|p| p.cost(&response.usage)).unwrap_or(0.0))
     }
 }
 
@@ -99,7 +81,7 @@ pub struct Switch {
     pub step: u32,
     pub from: String,
     pub to: String,
-    pub reason: String,
+    pub reason: SwitchReason,
     pub attempts: u32,
 }
 
@@ -117,13 +99,13 @@ pub(crate) enum ChainError {
     /// A cancel or limit fired; no further request was sent.
     Stopped(StopCause),
     /// A non-retryable error from `spec`; the chain goes no further.
-    Fatal { spec: String, error: ModelError },
+    Fatal { spec: ModelSpec, error: ModelError },
     /// The active model reported a context overflow (the agent compacts).
-    ContextOverflow { spec: String, error: ModelError },
-    /// Every model failed with a transient or quota cause; `(spec, reason)`
-    /// for each model tried, with `last_error` the final model's error.
+    ContextOverflow { spec: ModelSpec, error: ModelError },
+    /// Every model failed with a transient or quota cause; each model tried
+    /// with its reason, with `last_error` the final model's error.
     Exhausted {
-        tried: Vec<(String, String)>,
+        tried: Vec<(ModelSpec, SwitchReason)>,
         attempts: u32,
         last_error: ModelError,
     },
@@ -165,133 +147,47 @@ impl std::fmt::Display for ChainError {
 pub(crate) struct ChainModel {
     members: Vec<Member>,
     active: usize,
-    retry: RetryPolicy,
-    fallback: FallbackPolicy,
     switches: Vec<Switch>,
-    /// The shared health record (off unless `with_health`); its clock is
-    /// the chain's clock.
-    health: Health,
+    /// Every member's state and the rules asked before and after each request.
+    gate: Gate,
 }
 
-/// How one member's retry loop ended, in the chain's terms.
+/// How one member's turn ended, in the chain's terms.
 enum Turn {
     Answered(Answer),
-    /// A transient or quota failure: the chain moves on (or is exhausted).
-    Failed {
-        error: ModelError,
+    /// The run moves on from the member (or the chain is exhausted).
+    MovedOn {
+        reason: SwitchReason,
         attempts: u32,
-    },
-    /// Skipped for another run's cooling record after `attempts` requests.
-    Skipped {
-        attempts: u32,
+        error: Option<ModelError>,
     },
     /// The step ends here: a stop, a fatal error or a context overflow.
     End(ChainError),
-}
-
-/// The rules one member's retry loop runs under: the chain's answers to
-/// "retry, give up or skip?".
-struct Rules<'c> {
-    chain: &'c ChainModel,
-    index: usize,
-    /// Requests before giving up on the member.
-    max_attempts: u32,
-    /// A later member exists and this is not a probe: the loop may end
-    /// early (long Retry-After, renewed record, skip) for the chain to move on.
-    may_move_on: bool,
-}
-
-impl<'c> Rules<'c> {
-    /// A normal turn: `switch_after` requests when a later member exists,
-    /// else the whole `retry.attempts`.
-    fn turn(chain: &'c ChainModel, index: usize) -> Self {
-        let attempts = chain.retry.attempts.max(1);
-        let has_next = index + 1 < chain.members.len();
-        Rules {
-            chain,
-            index,
-            max_attempts: if has_next {
-                chain.fallback.switch_after.clamp(1, attempts)
-            } else {
-                attempts
-            },
-            may_move_on: has_next,
-        }
-    }
-
-    /// A probe after a cooldown: one request, never skipped.
-    fn probe(chain: &'c ChainModel, index: usize) -> Self {
-        Rules {
-            chain,
-            index,
-            max_attempts: 1,
-            may_move_on: false,
-        }
-    }
-
-    fn key(&self) -> &HealthKey {
-        &self.chain.members[self.index].health_key
-    }
-}
-
-impl Referee for Rules<'_> {
-    /// Skip a member another run recorded as cooling down, as long as a
-    /// later member may be asked (the last member is always asked; a run
-    /// without a chain never skips).
-    fn skip(&self) -> bool {
-        // Asked first, on every turn: it takes the probe lease when this
-        // request would be the probe of another run's ended cooldown.
-        let held = self.chain.held_elsewhere(self.index);
-        self.may_move_on && held && self.chain.a_later_member_may_be_asked(self.index)
-    }
-
-    fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
-        let strike = self.chain.health.strike(self.key(), failed.reason);
-        if failed.attempt >= self.max_attempts {
-            // Switch after N (or, without a chain, the retry budget is spent).
-            return Verdict::GiveUp;
-        }
-        if self.may_move_on && (failed.wait_too_long || strike == Strike::RenewedElsewhere) {
-            // Not waited out with a chain: a Retry-After beyond
-            // `max_backoff`, or this failure was the probe of another run's
-            // record. Without a chain the loop waits `max_backoff` instead.
-            return Verdict::GiveUp;
-        }
-        if self.skip() {
-            return Verdict::Skip;
-        }
-        Verdict::Retry
-    }
-
-    fn succeeded(&self) {
-        self.chain.health.success(self.key());
-    }
 }
 
 impl ChainModel {
     /// `members[0]` is the primary. Panics on an empty list.
     pub(crate) fn new(members: Vec<Member>, retry: RetryPolicy, fallback: FallbackPolicy) -> Self {
         assert!(!members.is_empty(), "a chain needs a primary model");
+        let keys = members.iter().map(|m| m.health_key.clone()).collect();
         ChainModel {
             members,
             active: 0,
-            retry,
-            fallback,
             switches: Vec::new(),
-            health: Health::off(),
+            gate: Gate::new(keys, retry, fallback, Health::off()),
         }
     }
 
     /// Shares what this run learns about its members with other runs, and
     /// learns from theirs (SPEC section 13).
     pub(crate) fn with_health(mut self, health: Health) -> Self {
-        self.health = health;
+        self.gate = self.gate.with_health(health);
         self
     }
 
     /// The spec of the model the next step goes to first.
     pub(crate) fn active_spec(&self) -> &str {
-        &self.members[self.active].spec
+        self.members[self.active].spec.as_str()
     }
 
     /// The active member (for its context window and pricing).
@@ -304,61 +200,11 @@ impl ChainModel {
         &self.switches
     }
 
-    /// Whether member `index` may be asked at `now`: its own cooldown has
-    /// passed (or it was never left, or a success of any run since cleared
-    /// it), and no other run's record says it is cooling down.
-    fn eligible(&self, index: usize, now: Millis) -> bool {
-        let member = &self.members[index];
-        let record = self.health.elsewhere(&member.health_key);
-        let cooled = match (member.left_at, self.fallback.cooldown) {
-            (None, _) => true,
-            (Some(_), Cooldown::Never) => false,
-            (Some(left), Cooldown::For(cooldown)) => {
-                now.saturating_sub(left) >= cooldown.as_millis() as Millis
-            }
-        };
-        let cleared = match (member.left_at, record.last_success_at) {
-            (Some(left), Some(success)) => success > left,
-            _ => false,
-        };
-        (cooled || cleared) && !record.cooling
-    }
-
-    /// Whether another run holds member `index`: it recorded the member as
-    /// cooling down, or the cooldown ended and another run of the fleet is
-    /// probing it (holds the probe lease). When the record awaits its probe
-    /// and the lease is free, this run takes it: its request is the probe.
-    fn held_elsewhere(&self, index: usize) -> bool {
-        let key = &self.members[index].health_key;
-        let record = self.health.elsewhere(key);
-        record.cooling || (record.awaiting_probe && !self.health.take_probe_lease(key))
-    }
-
-    /// Whether a member after `index` may be asked now.
-    fn a_later_member_may_be_asked(&self, index: usize) -> bool {
-        let now = self.health.now();
-        (index + 1..self.members.len()).any(|j| self.eligible(j, now))
-    }
-
-    /// The member a switch away from `from` goes to: the first later one
-    /// that may be asked, else the last (a run never ends without asking
-    /// it). `None` when `from` is the last.
-    fn next_after(&self, from: usize) -> Option<usize> {
-        let last = self.members.len() - 1;
-        if from >= last {
-            return None;
-        }
-        let now = self.health.now();
-        (from + 1..=last)
-            .find(|&i| self.eligible(i, now))
-            .or(Some(last))
-    }
-
     /// The request member `index` is sent: `prompt` for its spec, without
     /// the reply budget and effort when it is of another provider.
     fn request_for<'a>(&'a self, index: usize, prompt: &Prompt<'a>) -> Request<'a> {
         let member = &self.members[index];
-        let same_provider = member.provider == self.members[0].provider;
+        let same_provider = member.spec.provider() == self.members[0].spec.provider();
         Request {
             system: prompt.system,
             messages: prompt.messages,
@@ -366,82 +212,76 @@ impl ChainModel {
             output_schema: prompt.output_schema,
             max_output_tokens: prompt.max_output_tokens.filter(|_| same_provider),
             reasoning_effort: prompt.reasoning_effort.filter(|_| same_provider),
-            spec: &member.spec,
-        }
-    }
-
-    fn answer(&self, index: usize, response: Response) -> Answer {
-        let member = &self.members[index];
-        let cost_usd = response.cost_override.unwrap_or_else(|| {
-            member
-                .pricing
-                .map(|p| p.cost(&response.usage))
-                .unwrap_or(0.0)
-        });
-        Answer {
-            response,
-            spec: member.spec.clone(),
-            cost_usd,
+            spec: member.spec.as_str(),
         }
     }
 
     /// Runs member `index`'s retry loop under `rules` (a normal turn or a
     /// probe: the one helper both use) and sorts out how it ended.
-    async fn turn(&self, rules: Rules<'_>, prompt: &Prompt<'_>, ctx: RequestCtx<'_>) -> Turn {
-        let index = rules.index;
+    async fn turn(
+        &self,
+        rules: MemberTurn<'_>,
+        index: usize,
+        prompt: &Prompt<'_>,
+        ctx: RequestCtx<'_>,
+    ) -> Turn {
         let member = &self.members[index];
         let request = self.request_for(index, prompt);
-        let result =
-            request_with_retries(member.target(), &request, ctx, &self.retry, &rules).await;
-        let (error, attempts) = match result {
-            Ok(response) => return Turn::Answered(self.answer(index, response)),
-            Err(Failure::Stopped(cause)) => return Turn::End(ChainError::Stopped(cause)),
-            Err(Failure::Skipped { attempts }) => return Turn::Skipped { attempts },
-            Err(Failure::Model { error, attempts }) => (error, attempts),
-        };
-        let spec = member.spec.clone();
-        match error.class() {
-            ErrorClass::Transient(_) | ErrorClass::Quota => Turn::Failed { error, attempts },
-            ErrorClass::ContextOverflow => Turn::End(ChainError::ContextOverflow { spec, error }),
-            ErrorClass::Fatal => Turn::End(ChainError::Fatal { spec, error }),
+        let spec = || member.spec.clone();
+        match request_with_retries(member, &request, ctx, &rules).await {
+            Ok(response) => Turn::Answered(Answer {
+                cost_usd: member.cost(&response),
+                spec: member.spec.to_string(),
+                response,
+            }),
+            Err(Failure::Stopped(cause)) => Turn::End(ChainError::Stopped(cause)),
+            Err(Failure::MovedOn {
+                reason,
+                attempts,
+                error,
+            }) => Turn::MovedOn {
+                reason,
+                attempts,
+                error,
+            },
+            Err(Failure::ContextOverflow(error)) => Turn::End(ChainError::ContextOverflow {
+                spec: spec(),
+                error,
+            }),
+            Err(Failure::Fatal(error)) => Turn::End(ChainError::Fatal {
+                spec: spec(),
+                error,
+            }),
         }
     }
 
     /// Records a move away from `from` to `to` (the stderr line, the event,
     /// `model_switches`) unless a stop is pending: then nothing is switched
-    /// and the step ends. A `cooldown` skip leaves the member to the shared
-    /// record alone; any other reason starts its cooldown, here and in the
-    /// record.
+    /// and the step ends.
     fn leave(
         &mut self,
         ctx: RequestCtx<'_>,
         from: usize,
         to: usize,
-        reason: &str,
+        reason: SwitchReason,
         attempts: u32,
     ) -> Result<(), ChainError> {
         if let Some(cause) = ctx.stop.pending() {
             return Err(ChainError::Stopped(cause));
         }
-        let member = &mut self.members[from];
-        if reason == COOLDOWN_REASON {
-            member.left_at = None;
-        } else {
-            member.left_at = Some(self.health.now());
-            self.health.left(&member.health_key, reason);
-        }
+        self.gate.left(from, &reason);
         let switch = Switch {
             step: ctx.step,
-            from: member.spec.clone(),
-            to: self.members[to].spec.clone(),
-            reason: reason.to_string(),
+            from: self.members[from].spec.to_string(),
+            to: self.members[to].spec.to_string(),
+            reason,
             attempts,
         };
         ctx.emitter.emit(Event::ModelFallback {
             step: switch.step,
             from: switch.from.clone(),
             to: switch.to.clone(),
-            reason: switch.reason.clone(),
+            reason: switch.reason.to_string(),
             attempts,
         });
         self.switches.push(switch);
@@ -449,34 +289,37 @@ impl ChainModel {
     }
 
     /// Sends one step's request: first the probes of members that cooled
-    /// down, then the active member's turn; transient, quota and cooldown
-    /// failures walk down the chain until a member answers or the last one
-    /// fails (`Exhausted`, naming every model tried with its reason).
+    /// down, then the active member's turn; members the run moves on from
+    /// walk down the chain until one answers or the last one fails
+    /// (`Exhausted`, naming every model tried with its reason).
     pub(crate) async fn complete(
         &mut self,
         prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
     ) -> Result<Answer, ChainError> {
-        let mut tried: Vec<(String, String)> = Vec::new();
+        let mut tried: Vec<(ModelSpec, SwitchReason)> = Vec::new();
         if let Some(answer) = self.probe_cooled(prompt, ctx, &mut tried).await? {
             return Ok(answer);
         }
         loop {
             let index = self.active;
-            let (reason, attempts, error) =
-                match self.turn(Rules::turn(self, index), prompt, ctx).await {
-                    Turn::Answered(answer) => {
-                        self.members[index].left_at = None;
-                        return Ok(answer);
-                    }
-                    Turn::Failed { error, attempts } => (error.reason(), attempts, Some(error)),
-                    Turn::Skipped { attempts } => (COOLDOWN_REASON.to_string(), attempts, None),
-                    Turn::End(end) => return Err(end),
-                };
+            let rules = self.gate.turn(index, prompt.estimated_input_tokens);
+            let (reason, attempts, error) = match self.turn(rules, index, prompt, ctx).await {
+                Turn::Answered(answer) => {
+                    self.gate.answered(index);
+                    return Ok(answer);
+                }
+                Turn::MovedOn {
+                    reason,
+                    attempts,
+                    error,
+                } => (reason, attempts, error),
+                Turn::End(end) => return Err(end),
+            };
             tried.push((self.members[index].spec.clone(), reason.clone()));
-            match (self.next_after(index), error) {
+            match (self.gate.next_after(index), error) {
                 (Some(to), _) => {
-                    self.leave(ctx, index, to, &reason, attempts)?;
+                    self.leave(ctx, index, to, reason, attempts)?;
                     self.active = to;
                 }
                 (None, Some(last_error)) => {
@@ -486,8 +329,9 @@ impl ChainModel {
                         last_error,
                     })
                 }
-                // Only a member with a later one is skipped (`Rules::skip`);
-                // were the last one skipped, it would be asked after all.
+                // Only a member with a later one is skipped before any
+                // request (`MemberTurn::before_send`); were the last one
+                // skipped, it would be asked after all.
                 (None, None) => {
                     tried.pop();
                 }
@@ -504,17 +348,15 @@ impl ChainModel {
         &mut self,
         prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
-        tried: &mut Vec<(String, String)>,
+        tried: &mut Vec<(ModelSpec, SwitchReason)>,
     ) -> Result<Option<Answer>, ChainError> {
-        let now = self.health.now();
-        let probes: Vec<usize> = (0..self.active)
-            .filter(|&i| self.eligible(i, now))
-            .collect();
+        let probes = self.gate.due_probes(self.active);
         for (k, &index) in probes.iter().enumerate() {
-            match self.turn(Rules::probe(self, index), prompt, ctx).await {
+            let rules = self.gate.probe(index, prompt.estimated_input_tokens);
+            match self.turn(rules, index, prompt, ctx).await {
                 Turn::Answered(answer) => {
-                    let from = self.members[self.active].spec.clone();
-                    self.members[index].left_at = None;
+                    let from = self.members[self.active].spec.to_string();
+                    self.gate.answered(index);
                     self.active = index;
                     ctx.emitter.emit(Event::ModelRestore {
                         step: ctx.step,
@@ -523,14 +365,13 @@ impl ChainModel {
                     });
                     return Ok(Some(answer));
                 }
-                Turn::Failed { error, attempts } => {
-                    let reason = error.reason();
+                Turn::MovedOn {
+                    reason, attempts, ..
+                } => {
                     tried.push((self.members[index].spec.clone(), reason.clone()));
                     let to = probes.get(k + 1).copied().unwrap_or(self.active);
-                    self.leave(ctx, index, to, &reason, attempts)?;
+                    self.leave(ctx, index, to, reason, attempts)?;
                 }
-                // Probes are never skipped.
-                Turn::Skipped { .. } => {}
                 Turn::End(end) => return Err(end),
             }
         }

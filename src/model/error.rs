@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::reason::FailureReason;
+
 /// A failed model request. Adapters build these; they never carry a raw
 /// response body, only a short vendor message.
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum ModelError {
     /// An HTTP error status that is not quota or context overflow.
-    #[error("HTTP {status}{}{}", short(message), hint(*status))]
+    #[error("HTTP {status}{}{}", short(message), status_hint(*status))]
     Status {
         status: u16,
         message: String,
@@ -29,9 +31,13 @@ pub enum ModelError {
     /// The connection dropped after the server had answered 200 (mid-reply).
     #[error("network error{}", short(message))]
     Dropped { message: String },
-    /// No first event in time, or silence past the idle limit.
+    /// No first event in time, or silence past the idle limit; `deadline`
+    /// is the one that ran out, when the reader knows it.
     #[error("timeout{}", short(message))]
-    Timeout { message: String },
+    Timeout {
+        message: String,
+        deadline: Option<Duration>,
+    },
     /// The stream ended without its finish marker.
     #[error("stream ended without its finish marker")]
     StreamIncomplete,
@@ -61,7 +67,8 @@ fn short(message: &str) -> String {
     }
 }
 
-fn hint(status: u16) -> &'static str {
+/// What a status says beyond itself: a 404 is most often a wrong model name.
+fn status_hint(status: u16) -> &'static str {
     if status == 404 {
         " (hint: the model name may be wrong)"
     } else {
@@ -70,11 +77,11 @@ fn hint(status: u16) -> &'static str {
 }
 
 /// What to do about a failure. Every `ModelError` maps to exactly one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ErrorClass {
     /// Retry with backoff; after the retry budget, the chain may switch.
     /// Carries the failure reason (`http_503`, `network`, ...).
-    Transient(String),
+    Transient(FailureReason),
     /// Not retried on this model; the chain switches at once.
     Quota,
     /// Compact the history and retry once; never a switch by itself.
@@ -88,35 +95,66 @@ impl ModelError {
     pub(crate) fn class(&self) -> ErrorClass {
         match self {
             ModelError::Status { status, .. } if *status == 429 || (500..600).contains(status) => {
-                ErrorClass::Transient(format!("http_{status}"))
+                ErrorClass::Transient(FailureReason::Http(*status))
             }
             ModelError::Status { .. } => ErrorClass::Fatal,
             ModelError::Quota { .. } => ErrorClass::Quota,
             ModelError::ContextOverflow { .. } => ErrorClass::ContextOverflow,
             ModelError::Network { .. } | ModelError::Dropped { .. } => {
-                ErrorClass::Transient("network".into())
+                ErrorClass::Transient(FailureReason::Network)
             }
-            ModelError::Timeout { .. } => ErrorClass::Transient("timeout".into()),
+            ModelError::Timeout { .. } => ErrorClass::Transient(FailureReason::Timeout),
             ModelError::StreamIncomplete | ModelError::Malformed { .. } => {
-                ErrorClass::Transient("stream_incomplete".into())
+                ErrorClass::Transient(FailureReason::StreamIncomplete)
             }
-            ModelError::EmptyResponse => ErrorClass::Transient("empty_response".into()),
+            ModelError::EmptyResponse => ErrorClass::Transient(FailureReason::EmptyResponse),
             ModelError::Refusal { .. } | ModelError::Invalid { .. } => ErrorClass::Fatal,
         }
     }
 
-    /// The failure reason used by `provider.retry`, `model.fallback` and the
-    /// stderr line, for failures that have one.
-    pub fn reason(&self) -> String {
+    /// The failure reason used by `provider.retry`, `model.fallback`, the
+    /// stderr line and per-request records.
+    pub fn reason(&self) -> FailureReason {
         match self.class() {
             ErrorClass::Transient(reason) => reason,
-            ErrorClass::Quota => "quota".into(),
-            ErrorClass::ContextOverflow => "context_overflow".into(),
+            ErrorClass::Quota => FailureReason::Quota,
+            ErrorClass::ContextOverflow => FailureReason::ContextOverflow,
             ErrorClass::Fatal => match self {
-                ModelError::Status { status, .. } => format!("http_{status}"),
-                ModelError::Refusal { .. } => "refusal".into(),
-                _ => "error".into(),
+                ModelError::Status { status, .. } => FailureReason::Http(*status),
+                ModelError::Refusal { .. } => FailureReason::Refusal,
+                _ => FailureReason::Error,
             },
+        }
+    }
+
+    /// The HTTP status of the response that carried this error, if one came.
+    pub(crate) fn http_status(&self) -> Option<u16> {
+        match self {
+            ModelError::Status { status, .. } | ModelError::Quota { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// What `--check` shows beyond the reason: the vendor's short message
+    /// (with the 404 hint), or the error's own words.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            ModelError::Status {
+                status, message, ..
+            } => {
+                let text = if message.is_empty() {
+                    format!("HTTP {status}")
+                } else {
+                    message.clone()
+                };
+                format!("{text}{}", status_hint(*status))
+            }
+            ModelError::Quota { message, .. }
+            | ModelError::ContextOverflow { message }
+            | ModelError::Network { message }
+            | ModelError::Timeout { message, .. }
+            | ModelError::Invalid { message } => message.clone(),
+            other => other.to_string(),
         }
     }
 
@@ -217,7 +255,7 @@ mod tests {
         for s in [429, 500, 502, 503, 504, 529] {
             assert_eq!(
                 status(s).class(),
-                ErrorClass::Transient(format!("http_{s}"))
+                ErrorClass::Transient(FailureReason::Http(s))
             );
         }
     }
@@ -282,7 +320,8 @@ mod tests {
         );
         assert_eq!(
             ModelError::Timeout {
-                message: String::new()
+                message: String::new(),
+                deadline: None,
             }
             .reason(),
             "timeout"

@@ -47,7 +47,7 @@ pub enum Auth {
 pub struct HttpTransport {
     endpoint: String,
     headers: HeaderMap,
-    pub timeouts: StreamTimeouts,
+    timeouts: StreamTimeouts,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -103,6 +103,18 @@ impl HttpTransport {
         self
     }
 
+    /// The stream timeouts of the request being sent: the transport's own,
+    /// with the first-event deadline the gate set for this request
+    /// (`watch_request`) when it set a longer one. (A transport that does
+    /// not stream waits as long as the idle limit already.)
+    pub(crate) fn timeouts(&self) -> StreamTimeouts {
+        let mut timeouts = self.timeouts;
+        if let Ok(Some(first_event)) = WATCH.try_with(|w| w.first_event) {
+            timeouts.first_event = timeouts.first_event.max(first_event);
+        }
+        timeouts
+    }
+
     /// The full URL for an API path.
     pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{}", self.endpoint, path)
@@ -116,15 +128,17 @@ impl HttpTransport {
         body: bytes::Bytes,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
+        let timeouts = self.timeouts();
         let request = shared_client()
             .post(self.url(path))
             .headers(self.headers.clone())
             .header("content-type", "application/json")
             .body(body);
-        let response = match tokio::time::timeout(self.timeouts.first_event, request.send()).await {
+        let response = match tokio::time::timeout(timeouts.first_event, request.send()).await {
             Err(_) => {
                 return Err(ModelError::Timeout {
                     message: "no response headers within the first-event timeout".into(),
+                    deadline: Some(timeouts.first_event),
                 })
             }
             Ok(Err(e)) => return Err(with_url(network_error(&e), &self.url(path))),
@@ -139,13 +153,12 @@ impl HttpTransport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let body =
-            match tokio::time::timeout(self.timeouts.idle, read_capped(response, MAX_ERROR_BODY))
-                .await
-            {
-                Ok(Ok((bytes, _))) => bytes,
-                _ => Vec::new(),
-            };
+        let body = match tokio::time::timeout(timeouts.idle, read_capped(response, MAX_ERROR_BODY))
+            .await
+        {
+            Ok(Ok((bytes, _))) => bytes,
+            _ => Vec::new(),
+        };
         let error = error_from_body(status.as_u16(), &body, header_wait);
         Err(if status == reqwest::StatusCode::NOT_FOUND {
             with_url(error, &self.url(path))
@@ -232,10 +245,14 @@ pub(crate) async fn read_reply(
     if !json {
         return Ok(Reply::Stream(SseReader::new(response, sent, timeouts)));
     }
-    let limit = timeouts.first_event.saturating_sub(sent.elapsed());
-    match tokio::time::timeout(limit.max(timeouts.idle), read_capped(response, MAX_EVENT)).await {
+    let limit = timeouts
+        .first_event
+        .saturating_sub(sent.elapsed())
+        .max(timeouts.idle);
+    match tokio::time::timeout(limit, read_capped(response, MAX_EVENT)).await {
         Err(_) => Err(ModelError::Timeout {
             message: "the reply body did not arrive in time".into(),
+            deadline: Some(timeouts.first_event.max(timeouts.idle)),
         }),
         Ok(Err(e)) => Err(network_error(&e)),
         Ok(Ok((_, true))) => Err(too_large("a reply body")),
@@ -334,28 +351,41 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-tokio::task_local! {
-    /// When the current request's first stream event arrived (set by the
-    /// readers below, read by `watch_first_event`).
-    static FIRST_EVENT: std::sync::Arc<OnceLock<Instant>>;
+/// The request being sent: its first-event deadline when the gate set one,
+/// and when its first stream event arrived.
+struct Watch {
+    first_event: Option<Duration>,
+    first: OnceLock<Instant>,
 }
 
-/// Runs one model request and tells when its first stream event arrived
-/// (`None` when none came). The SSE and NDJSON readers (and the scripted
-/// model) call `note_first_event`; no adapter has to pass anything along.
-pub(crate) async fn watch_first_event<F: std::future::Future>(
+tokio::task_local! {
+    /// The current request (set by `watch_request`; its first event noted by
+    /// the readers below, its deadline read by `HttpTransport::timeouts`).
+    static WATCH: std::sync::Arc<Watch>;
+}
+
+/// Runs one model request under the first-event deadline `first_event`
+/// (the transport's own when `None`) and tells when its first stream event
+/// arrived (`None` when none came). The SSE and NDJSON readers (and the
+/// scripted model) call `note_first_event`, and the transport reads the
+/// deadline itself; no adapter has to pass anything along.
+pub(crate) async fn watch_request<F: std::future::Future>(
+    first_event: Option<Duration>,
     request: F,
 ) -> (F::Output, Option<Instant>) {
-    let cell = std::sync::Arc::new(OnceLock::new());
-    let output = FIRST_EVENT.scope(cell.clone(), request).await;
-    (output, cell.get().copied())
+    let watch = std::sync::Arc::new(Watch {
+        first_event,
+        first: OnceLock::new(),
+    });
+    let output = WATCH.scope(watch.clone(), request).await;
+    (output, watch.first.get().copied())
 }
 
 /// Marks the first stream event of the request being watched (later calls,
-/// and calls outside `watch_first_event`, change nothing).
+/// and calls outside `watch_request`, change nothing).
 pub(crate) fn note_first_event() {
-    let _ = FIRST_EVENT.try_with(|cell| {
-        cell.get_or_init(Instant::now);
+    let _ = WATCH.try_with(|watch| {
+        watch.first.get_or_init(Instant::now);
     });
 }
 
@@ -414,13 +444,21 @@ impl SseReader {
             let limit = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(limit, self.bytes.next()).await {
                 Err(_) => {
+                    let (message, deadline) = if self.seen_any {
+                        (
+                            "the stream went silent past the idle timeout",
+                            self.timeouts.idle,
+                        )
+                    } else {
+                        (
+                            "no first stream event within the first-event timeout",
+                            self.timeouts.first_event,
+                        )
+                    };
                     return Err(ModelError::Timeout {
-                        message: if self.seen_any {
-                            "the stream went silent past the idle timeout".into()
-                        } else {
-                            "no first stream event within the first-event timeout".into()
-                        },
-                    })
+                        message: message.into(),
+                        deadline: Some(deadline),
+                    });
                 }
                 Ok(None) => self.ended = true,
                 Ok(Some(Err(e))) => return Err(dropped_error(&e)),
@@ -491,17 +529,17 @@ impl NdjsonReader {
                 }
                 Err(_) => return Err(ModelError::StreamIncomplete),
             }
-            let limit = if self.seen_any {
-                self.timeouts.idle
+            let (limit, deadline) = if self.seen_any {
+                (self.timeouts.idle, self.timeouts.idle)
             } else {
-                self.timeouts
-                    .first_event
-                    .saturating_sub(self.sent.elapsed())
+                let first = self.timeouts.first_event;
+                (first.saturating_sub(self.sent.elapsed()), first)
             };
             match tokio::time::timeout(limit, self.bytes.next()).await {
                 Err(_) => {
                     return Err(ModelError::Timeout {
                         message: "the stream went silent past its timeout".into(),
+                        deadline: Some(deadline),
                     })
                 }
                 Ok(None) => self.ended = true,

@@ -10,13 +10,16 @@
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
+pub(crate) mod attempt;
 pub(crate) mod bounds;
 pub(crate) mod chain;
 pub(crate) mod error;
+pub(crate) mod gate;
 pub mod http;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
+pub(crate) mod reason;
 pub(crate) mod registry;
 pub(crate) mod responses;
 pub(crate) mod retry;
@@ -71,6 +74,10 @@ pub(crate) struct Prompt<'a> {
     pub max_output_tokens: Option<u32>,
     /// `low` / `medium` / `high`; the chain clears it for members of another provider.
     pub reasoning_effort: Option<&'a str>,
+    /// The request's estimated input tokens (the server's count for the
+    /// previous request plus what was added since): what the gate sizes
+    /// deadlines and rate-limit reservations with.
+    pub estimated_input_tokens: u64,
 }
 
 impl<'a> Request<'a> {

@@ -62,7 +62,7 @@ impl Model for OllamaChat {
             .transport
             .post("/api/chat", self.cache.lend(body))
             .await?;
-        let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts);
+        let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts());
         let mut reply = LineAssembler::default();
         while let Some(line) = lines.next().await? {
             reply.feed(&line, observer)?;

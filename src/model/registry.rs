@@ -1,5 +1,6 @@
-//! Builds chain members from resolved models: the adapter for the wire API,
-//! with the transport's key, headers and stream timeouts.
+//! Builds the models a run asks from resolved models: the adapter for the
+//! wire API, with the transport's key, headers and stream timeouts. The one
+//! place that builds a `Member`, for the chain (`lib.rs`) and `--check`.
 
 use std::path::Path;
 
@@ -10,7 +11,7 @@ use super::ollama::OllamaChat;
 use super::openai::{ChatCompletions, Dialect};
 use super::responses::ResponsesModel;
 use super::script::ScriptModel;
-use super::spec::{ResolvedModel, WireApi};
+use super::spec::{builtin, ResolvedModel, WireApi};
 use super::Model;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
@@ -40,19 +41,15 @@ pub(crate) fn build_member(
     let spec = &resolved.spec;
     let model: Box<dyn Model> = match resolved.api {
         WireApi::Script => Box::new(
-            ScriptModel::load(Path::new(&spec.model))
+            ScriptModel::load(Path::new(spec.model()))
                 .map_err(|e| RegistryError::Script(e.to_string()))?,
         ),
         WireApi::OpenAi => {
-            let dialect = match spec.provider.as_str() {
-                "openai" => Dialect::OpenAi,
-                "openrouter" => Dialect::OpenRouter,
-                _ => Dialect::Compatible,
-            };
+            let dialect = builtin(spec.provider()).map_or(Dialect::Compatible, |b| b.dialect);
             Box::new(
                 ChatCompletions::new(
                     transport(resolved, Auth::Bearer, timeouts)?,
-                    &spec.model,
+                    spec.model(),
                     dialect,
                     resolved.max_output_tokens,
                 )
@@ -62,7 +59,7 @@ pub(crate) fn build_member(
         WireApi::Ollama => Box::new(
             OllamaChat::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
-                &spec.model,
+                spec.model(),
                 resolved.max_output_tokens,
             )
             .with_wire(resolved.wire),
@@ -70,7 +67,7 @@ pub(crate) fn build_member(
         WireApi::Anthropic => Box::new(
             AnthropicModel::new(
                 transport(resolved, Auth::XApiKey, timeouts)?,
-                &spec.model,
+                spec.model(),
                 resolved.max_output_tokens,
             )
             .with_wire(resolved.wire),
@@ -78,7 +75,7 @@ pub(crate) fn build_member(
         WireApi::Responses => Box::new(
             ResponsesModel::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
-                &spec.model,
+                spec.model(),
                 resolved.max_output_tokens,
             )
             .with_wire(resolved.wire),
@@ -88,7 +85,7 @@ pub(crate) fn build_member(
         .then(|| origin(&resolved.endpoint))
         .flatten();
     Ok(Member::new(
-        spec.to_string(),
+        spec.clone(),
         model,
         resolved.pricing,
         resolved.context_window,

@@ -1,49 +1,18 @@
-//! The retry loop: one per model request and member. It sends the request,
-//! classifies a failure, works out the wait and asks the same model again.
-//! It decides nothing about the chain: after each failure, and before each
-//! request, it reports what happened to a `Referee` (the chain's rules in
-//! `chain.rs`), which says whether to go on, give up or skip the member.
+//! The retry loop: one per member and step. It sends the request (through
+//! `attempt::send_once`), classifies a failure, sleeps and asks the same
+//! model again. It decides nothing: before each request and after each
+//! transient failure it asks its `Referee` (the gate's `MemberTurn`), which
+//! says send or move on, and how long to wait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
 
-use super::http::watch_first_event;
-use super::price::Pricing;
-use super::{ErrorClass, FinishReason, Model, ModelError, Request, Response, StreamObserver};
-use crate::events::{Emitter, Event, RequestRecord};
-pub(crate) use crate::policy::RetryPolicy;
+use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
+use super::chain::Member;
+use super::gate::{Admission, Failed, Referee, Timing, Verdict};
+use super::reason::SwitchReason;
+use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
+use crate::events::{Emitter, Event};
 use crate::stop::{Stop, StopCause};
-
-/// The wait before a retry.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Wait {
-    /// Wait this long, then retry.
-    For(Duration),
-    /// The server asked for a wait longer than `max_backoff`. If the referee
-    /// says to go on anyway, the loop waits `max_backoff`.
-    TooLong,
-}
-
-impl RetryPolicy {
-    /// The wait after a failure that backs off, the `n`-th of the loop to
-    /// do so (counted from 1): the server's Retry-After exactly, when it
-    /// sent one (beyond `max_backoff` it is `Wait::TooLong`); else
-    /// `backoff * 2^(n-1)` plus up to `jitter` of it, capped at
-    /// `max_backoff`. `random` is in `[0, 1)`.
-    pub fn wait_after(&self, n: u32, retry_after: Option<Duration>, random: f64) -> Wait {
-        match retry_after {
-            Some(asked) if asked > self.max_backoff => Wait::TooLong,
-            Some(asked) => Wait::For(asked),
-            None => {
-                let base = self
-                    .backoff
-                    .saturating_mul(1u32 << (n.saturating_sub(1)).min(20));
-                let jittered = base.mul_f64(1.0 + self.jitter.max(0.0) * random);
-                Wait::For(jittered.min(self.max_backoff))
-            }
-        }
-    }
-}
 
 /// Where a request happens: its step, the event emitter and the run's stop
 /// signal.
@@ -54,50 +23,25 @@ pub(crate) struct RequestCtx<'a> {
     pub stop: &'a Stop,
 }
 
-/// A failed attempt with a transient cause, as the loop reports it.
-#[derive(Debug)]
-pub(crate) struct Failed<'a> {
-    /// The attempt that failed, counted from 1.
-    pub attempt: u32,
-    /// The failure reason (`http_503`, `network`, ...).
-    pub reason: &'a str,
-    /// The server asked for a wait longer than `max_backoff`.
-    pub wait_too_long: bool,
-}
-
-/// What the referee says after a failure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    /// Wait, then ask the same model again.
-    Retry,
-    /// Stop here with this failure (`Failure::Model`).
-    GiveUp,
-    /// Stop here without a retry (`Failure::Skipped`).
-    Skip,
-}
-
-/// The rules one retry loop runs under, told every fact the loop learns.
-/// The chain's rules (`chain::Rules`) are the one implementation.
-pub(crate) trait Referee: Sync {
-    /// Before each request (the first included): `true` ends the loop with
-    /// `Failure::Skipped` before the request is sent.
-    fn skip(&self) -> bool;
-    /// After each failure with a transient cause.
-    fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
-    /// After a successful request.
-    fn succeeded(&self);
-}
-
-/// Why a retry loop ended without a reply.
+/// Why a retry loop ended without a reply. The loop classifies each error
+/// once; the chain acts on the variant.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Failure {
-    /// The model's last error, after `attempts` requests: a cause that is
-    /// not transient, or a transient one the referee gave up on.
-    Model { error: ModelError, attempts: u32 },
     /// A cancel or limit fired during a request or a wait.
     Stopped(StopCause),
-    /// The referee skipped the member after `attempts` requests.
-    Skipped { attempts: u32 },
+    /// The member is done for this step and the run moves on, for `reason`,
+    /// after `attempts` requests: a transient failure the referee gave up
+    /// on, a quota error, or a skip (`error` is `None` when no request of
+    /// this loop failed).
+    MovedOn {
+        reason: SwitchReason,
+        attempts: u32,
+        error: Option<ModelError>,
+    },
+    /// The model reported a context overflow (the agent compacts).
+    ContextOverflow(ModelError),
+    /// A failure a switch would hide: the step ends with it.
+    Fatal(ModelError),
 }
 
 /// Forwards text to the emitter and remembers whether any output arrived,
@@ -117,60 +61,87 @@ impl StreamObserver for AttemptObserver<'_> {
     }
 }
 
-/// A reply that finished properly but holds no text and no tool calls is
-/// no answer: failure `empty_response` (SPEC 4 "Empty reply"), retried like
-/// a glitch. A cut-off reply (`length`) is left to the truncation rule.
-fn not_empty(response: Response) -> Result<Response, ModelError> {
-    let empty = response.text.trim().is_empty()
-        && response.tool_calls.is_empty()
-        && response.finish != FinishReason::Length;
-    if empty {
-        Err(ModelError::EmptyResponse)
-    } else {
-        Ok(response)
+/// A duration as the events give it: seconds, to the millisecond.
+fn seconds(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// For a timeout, the deadline that ran out: the reader's own when it says
+/// (the idle limit, or the first-event one), else the one the gate set.
+fn deadline_that_ran_out(
+    error: &ModelError,
+    first_event_deadline: std::time::Duration,
+) -> Option<std::time::Duration> {
+    match error {
+        ModelError::Timeout { deadline, .. } => Some(deadline.unwrap_or(first_event_deadline)),
+        _ => None,
     }
 }
 
-/// Sends `request` to `model` until it succeeds, fails for a cause that is
-/// not transient, or `referee` ends the loop. Emits `provider.retry` for each
-/// scheduled retry and `model.attempt_reset` when a failed attempt had
-/// streamed output. Requests and waits are raced against `ctx.stop`.
+/// Sends `request` to `member` until it answers, fails for a cause that is
+/// not transient, or `referee` moves on. Emits each request's record,
+/// `provider.retry` for each scheduled retry and `model.attempt_reset` when
+/// a failed attempt had streamed output. Requests and waits are raced
+/// against `ctx.stop`.
 pub(crate) async fn request_with_retries(
-    target: Target<'_>,
+    member: &Member,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,
-    policy: &RetryPolicy,
     referee: &dyn Referee,
 ) -> Result<Response, Failure> {
     let mut attempt = 1;
-    // Whether a glitch was already retried at once in this loop.
-    let mut glitch_retried = false;
     loop {
         if let Some(cause) = ctx.stop.pending() {
             return Err(Failure::Stopped(cause));
         }
-        if referee.skip() {
-            return Err(Failure::Skipped {
-                attempts: attempt - 1,
-            });
-        }
+        let first_event_deadline = match referee.before_send(attempt) {
+            Admission::Send {
+                first_event_deadline,
+            } => first_event_deadline,
+            Admission::MoveOn(reason) => {
+                return Err(Failure::MovedOn {
+                    reason,
+                    attempts: attempt - 1,
+                    error: None,
+                })
+            }
+        };
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
         };
-        let record = RecordStart::now(target, request, ctx, attempt);
-        let (result, first) = tokio::select! {
-            sent = watch_first_event(target.model.complete(request, &observer)) => sent,
-            cause = ctx.stop.fired() => {
-                record.finish(None, None);
+        let place = Place {
+            step: ctx.step,
+            attempt,
+        };
+        let sent = send_once(
+            member,
+            request,
+            &observer,
+            place,
+            Accept::NonEmpty,
+            Deadlines {
+                first_event: Some(first_event_deadline),
+                whole: None,
+            },
+            ctx.stop.fired(),
+        )
+        .await;
+        let sent = match sent {
+            Attempted::Sent(sent) => sent,
+            Attempted::Cut(cause, record) => {
+                ctx.emitter.model_request(record);
                 return Err(Failure::Stopped(cause));
             }
         };
-        let result = result.and_then(not_empty);
-        record.finish(first, Some(&result));
-        let error = match result {
+        ctx.emitter.model_request(sent.record);
+        let timing = Timing {
+            first_event: sent.first_event,
+            deadline: first_event_deadline,
+        };
+        let error = match sent.result {
             Ok(response) => {
-                referee.succeeded();
+                referee.succeeded(timing);
                 return Ok(response);
             }
             Err(error) => error,
@@ -181,48 +152,42 @@ pub(crate) async fn request_with_retries(
                 model: request.spec.to_string(),
             });
         }
-        let ErrorClass::Transient(reason) = error.class() else {
-            return Err(Failure::Model {
-                error,
-                attempts: attempt,
-            });
-        };
-        // A glitch (the server had answered 200) is retried at once, the
-        // first time; every other failure, and a second glitch, backs off,
-        // the exponent counting only the failures that backed off.
-        let wait = if error.after_ok() && !glitch_retried {
-            glitch_retried = true;
-            Wait::For(Duration::ZERO)
-        } else {
-            let n = attempt - u32::from(glitch_retried);
-            policy.wait_after(n, error.retry_after(), fastrand::f64())
+        let reason = match error.class() {
+            ErrorClass::Transient(reason) => reason,
+            ErrorClass::Quota => {
+                return Err(Failure::MovedOn {
+                    reason: error.reason().into(),
+                    attempts: attempt,
+                    error: Some(error),
+                })
+            }
+            ErrorClass::ContextOverflow => return Err(Failure::ContextOverflow(error)),
+            ErrorClass::Fatal => return Err(Failure::Fatal(error)),
         };
         let failed = Failed {
             attempt,
-            reason: &reason,
-            wait_too_long: wait == Wait::TooLong,
+            reason,
+            error: &error,
+            timing,
         };
-        match referee.after_failure(&failed) {
-            Verdict::Retry => {}
-            Verdict::GiveUp => {
-                return Err(Failure::Model {
-                    error,
+        let wait = match referee.after_failure(&failed) {
+            Verdict::Retry(wait) => wait,
+            Verdict::MoveOn(reason) => {
+                return Err(Failure::MovedOn {
+                    reason,
                     attempts: attempt,
+                    error: Some(error),
                 })
             }
-            Verdict::Skip => return Err(Failure::Skipped { attempts: attempt }),
-        }
-        let wait = match wait {
-            Wait::For(wait) => wait,
-            Wait::TooLong => policy.max_backoff,
         };
         ctx.emitter.emit(Event::ProviderRetry {
             step: ctx.step,
             model: request.spec.to_string(),
             attempt,
             next_attempt: attempt + 1,
-            wait_seconds: (wait.as_secs_f64() * 1000.0).round() / 1000.0,
-            reason,
+            wait_seconds: seconds(wait),
+            reason: reason.to_string(),
+            deadline_seconds: deadline_that_ran_out(&error, first_event_deadline).map(seconds),
         });
         if let Err(cause) = ctx.stop.sleep(wait).await {
             return Err(Failure::Stopped(cause));
@@ -231,126 +196,31 @@ pub(crate) async fn request_with_retries(
     }
 }
 
-/// The model a retry loop asks, with what its per-request records need.
-#[derive(Clone, Copy)]
-pub(crate) struct Target<'a> {
-    pub model: &'a dyn Model,
-    pub pricing: Option<Pricing>,
-    /// `scheme://host:port` of the model's endpoint (`None` for scripts).
-    pub endpoint: Option<&'a str>,
-}
-
-impl<'a> Target<'a> {
-    /// A model with no price and no endpoint (tests).
-    #[cfg(test)]
-    pub(crate) fn bare(model: &'a dyn Model) -> Self {
-        Target {
-            model,
-            pricing: None,
-            endpoint: None,
-        }
-    }
-}
-
-/// A request as it was sent, for its `RequestRecord`.
-struct RecordStart<'a> {
-    target: Target<'a>,
-    spec: &'a str,
-    ctx: RequestCtx<'a>,
-    attempt: u32,
-    started: Instant,
-    started_at: SystemTime,
-}
-
-impl<'a> RecordStart<'a> {
-    fn now(target: Target<'a>, request: &Request<'a>, ctx: RequestCtx<'a>, attempt: u32) -> Self {
-        RecordStart {
-            target,
-            spec: request.spec,
-            ctx,
-            attempt,
-            started: Instant::now(),
-            started_at: SystemTime::now(),
-        }
-    }
-
-    /// Emits the record of this request. A request cut short by a cancel or
-    /// limit (`result` is `None`) has outcome `interrupted`.
-    fn finish(self, first: Option<Instant>, result: Option<&Result<Response, ModelError>>) {
-        let ms = |d: Duration| d.as_millis().min(u64::MAX as u128) as u64;
-        let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match result {
-            Some(Ok(response)) => {
-                let cost = response.cost_override.unwrap_or_else(|| {
-                    self.target
-                        .pricing
-                        .map(|p| p.cost(&response.usage))
-                        .unwrap_or(0.0)
-                });
-                let usage = &response.usage;
-                (
-                    "ok".to_string(),
-                    None,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    cost,
-                )
-            }
-            None => ("interrupted".to_string(), None, 0, 0, 0.0),
-            Some(Err(error)) => {
-                let status = match error {
-                    ModelError::Status { status, .. } | ModelError::Quota { status, .. } => {
-                        Some(*status)
-                    }
-                    _ => None,
-                };
-                (error.reason(), status, 0, 0, 0.0)
-            }
-        };
-        self.ctx.emitter.model_request(RequestRecord {
-            step: self.ctx.step,
-            model: self.spec.to_string(),
-            provider: self.spec.split('/').next().unwrap_or_default().to_string(),
-            endpoint: self.target.endpoint.map(str::to_string),
-            attempt: self.attempt,
-            started_at: humantime::format_rfc3339_millis(self.started_at).to_string(),
-            first_event_ms: first.map(|t| ms(t.saturating_duration_since(self.started))),
-            duration_ms: ms(self.started.elapsed()),
-            outcome,
-            http_status,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            response_model: result
-                .and_then(|r| r.as_ref().ok())
-                .and_then(|r| r.model.clone()),
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
+    use std::time::Duration;
 
     use super::*;
-    use crate::events::{EventRecord, Sink};
+    use crate::events::{EventRecord, RequestRecord, Sink};
+    use crate::health::Health;
+    use crate::model::gate::Gate;
+    use crate::model::price::Pricing;
     use crate::model::script::ScriptModel;
+    use crate::model::spec::ModelSpec;
+    use crate::model::{FinishReason, Model};
+    use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 
-    /// Retries every failure up to `attempts` requests.
-    struct Patient {
-        attempts: u32,
+    fn member(spec: &str, model: impl Model + 'static) -> Member {
+        Member::new(ModelSpec::parse(spec).unwrap(), Box::new(model), None, None)
     }
-    impl Referee for Patient {
-        fn skip(&self) -> bool {
-            false
-        }
-        fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
-            if failed.attempt >= self.attempts {
-                Verdict::GiveUp
-            } else {
-                Verdict::Retry
-            }
-        }
-        fn succeeded(&self) {}
+
+    /// The gate of a lone model: it retries every failure up to
+    /// `retry.attempts` requests.
+    fn lone(retry: RetryPolicy) -> Gate {
+        let fallback = FallbackPolicy::new(6, Cooldown::Never, retry.attempts);
+        let key = member("script/x", ScriptModel::parse("- text: ok\n").unwrap()).health_key;
+        Gate::new(vec![key], retry, fallback, Health::off())
     }
 
     struct Waits(Arc<Mutex<Vec<f64>>>);
@@ -359,6 +229,18 @@ mod tests {
             if let Event::ProviderRetry { wait_seconds, .. } = record.event {
                 self.0.lock().unwrap().push(wait_seconds);
             }
+        }
+    }
+
+    fn request(spec: &str) -> Request<'_> {
+        Request {
+            system: "",
+            messages: &[],
+            tools: &[],
+            output_schema: None,
+            max_output_tokens: None,
+            reasoning_effort: None,
+            spec,
         }
     }
 
@@ -372,29 +254,14 @@ mod tests {
             emitter: &emitter,
             stop: &stop,
         };
-        let request = Request {
-            system: "",
-            messages: &[],
-            tools: &[],
-            output_schema: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            spec: "script/x",
-        };
-        let policy = RetryPolicy {
+        let gate = lone(RetryPolicy {
             backoff: Duration::from_millis(1),
             jitter: 0.0,
             ..RetryPolicy::default()
-        };
-        let model = ScriptModel::parse(script).unwrap();
-        let result = request_with_retries(
-            Target::bare(&model),
-            &request,
-            ctx,
-            &policy,
-            &Patient { attempts: 6 },
-        )
-        .await;
+        });
+        let model = member("script/x", ScriptModel::parse(script).unwrap());
+        let result =
+            request_with_retries(&model, &request("script/x"), ctx, &gate.turn(0, 0)).await;
         assert!(result.is_ok(), "{result:?}");
         let waits = waits.lock().unwrap().clone();
         waits
@@ -433,81 +300,6 @@ mod tests {
     async fn overload_and_connection_failures_always_back_off() {
         let script = "- error: {kind: network}\n- error: {kind: timeout}\n- error: {status: 429}\n- text: ok\n";
         assert_eq!(waits_for(script).await, vec![0.001, 0.002, 0.004]);
-    }
-
-    fn policy() -> RetryPolicy {
-        RetryPolicy {
-            backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-            jitter: 0.5,
-            ..RetryPolicy::default()
-        }
-    }
-
-    #[test]
-    fn backoff_doubles_from_the_first_wait() {
-        let p = policy();
-        assert_eq!(
-            p.wait_after(1, None, 0.0),
-            Wait::For(Duration::from_secs(1))
-        );
-        assert_eq!(
-            p.wait_after(2, None, 0.0),
-            Wait::For(Duration::from_secs(2))
-        );
-        assert_eq!(
-            p.wait_after(5, None, 0.0),
-            Wait::For(Duration::from_secs(16))
-        );
-    }
-
-    #[test]
-    fn jitter_adds_up_to_its_fraction() {
-        let p = policy();
-        assert_eq!(
-            p.wait_after(2, None, 0.999_999_999),
-            Wait::For(Duration::from_secs(2).mul_f64(1.0 + 0.5 * 0.999_999_999))
-        );
-    }
-
-    #[test]
-    fn capped_at_max_backoff() {
-        let p = policy();
-        assert_eq!(
-            p.wait_after(10, None, 0.9),
-            Wait::For(Duration::from_secs(60))
-        );
-    }
-
-    #[test]
-    fn retry_after_is_the_wait_exactly() {
-        let p = policy();
-        assert_eq!(
-            p.wait_after(1, Some(Duration::from_secs(7)), 0.9),
-            Wait::For(Duration::from_secs(7))
-        );
-        assert_eq!(
-            p.wait_after(5, Some(Duration::from_secs(3)), 0.9),
-            Wait::For(Duration::from_secs(3)),
-            "not the larger backoff, no jitter"
-        );
-        assert_eq!(
-            p.wait_after(1, Some(Duration::from_secs(60)), 0.0),
-            Wait::For(Duration::from_secs(60)),
-            "max_backoff itself is waited"
-        );
-    }
-
-    #[test]
-    fn the_default_backoff_is_half_a_second() {
-        assert_eq!(RetryPolicy::default().backoff, Duration::from_millis(500));
-    }
-
-    #[test]
-    fn a_retry_after_beyond_the_cap_is_reported_too_long() {
-        let p = policy();
-        let long = Some(Duration::from_secs(3600));
-        assert_eq!(p.wait_after(1, long, 0.0), Wait::TooLong);
     }
 
     struct Records(Arc<Mutex<Vec<(String, RequestRecord)>>>);
@@ -565,32 +357,19 @@ mod tests {
             emitter: &emitter,
             stop: &stop,
         };
-        let model = Flaky(Default::default(), 2);
-        let target = Target {
-            model: &model,
-            pricing: Some(Pricing {
-                input: 2.0,
-                output: 10.0,
-                cached_input: 0.5,
-            }),
-            endpoint: Some("http://127.0.0.1:9"),
-        };
-        let request = Request {
-            system: "",
-            messages: &[],
-            tools: &[],
-            output_schema: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            spec: "gw/m",
-        };
-        let policy = RetryPolicy {
+        let mut flaky = member("gw/m", Flaky(Default::default(), 2))
+            .with_endpoint(Some("http://127.0.0.1:9".into()));
+        flaky.pricing = Some(Pricing {
+            input: 2.0,
+            output: 10.0,
+            cached_input: 0.5,
+        });
+        let gate = lone(RetryPolicy {
             backoff: Duration::ZERO,
             jitter: 0.0,
             ..RetryPolicy::default()
-        };
-        let response =
-            request_with_retries(target, &request, ctx, &policy, &Patient { attempts: 6 }).await;
+        });
+        let response = request_with_retries(&flaky, &request("gw/m"), ctx, &gate.turn(0, 0)).await;
         assert!(response.is_ok());
         let seen = seen.lock().unwrap();
         let rows: Vec<(u32, &str, Option<u16>, bool)> = seen

@@ -201,7 +201,10 @@ fn scripted_error(error: &ScriptError) -> Option<ModelError> {
             message,
         },
         Some("network") => ModelError::Network { message },
-        Some("timeout") => ModelError::Timeout { message },
+        Some("timeout") => ModelError::Timeout {
+            message,
+            deadline: None,
+        },
         Some("context_overflow") => ModelError::ContextOverflow { message },
         Some("stream_incomplete") => ModelError::StreamIncomplete,
         _ => classify_status(error.status.unwrap_or(500), None, &message, retry_after),

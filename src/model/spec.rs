@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use super::openai::Dialect;
 use super::price::Pricing;
 use crate::health::HealthKey;
 /// Re-exported from the leaf `wire_api`, where the config reads them too.
@@ -29,34 +30,69 @@ impl Default for WireOptions {
     }
 }
 
-/// A parsed `<provider>/<model>` spec, split at the first `/`.
+/// A parsed `<provider>/<model>` spec, split at the first `/` (so
+/// `openrouter/anthropic/claude-sonnet-4.5` is provider `openrouter`). It
+/// keeps its text whole: the spec is what requests, events and records name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ModelSpec {
-    pub provider: String,
-    pub model: String,
+    text: String,
+    /// Where the first `/` is.
+    slash: usize,
+}
+
+/// Why a spec does not parse. A model named without its provider is told
+/// the whole spec (`did you mean openai/gpt-5?`, SPEC 21).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid model spec '{0}': expected <provider>/<model>{hint}", hint = whole_spec_hint(.0))]
+pub(crate) struct BadSpec(pub String);
+
+/// ` (did you mean openai/gpt-5?)` for a model named without its provider.
+fn whole_spec_hint(text: &str) -> String {
+    if text.contains('/') {
+        return String::new();
+    }
+    crate::suggest::full_spec(text)
+        .map(|spec| format!(" (did you mean {spec}?)"))
+        .unwrap_or_default()
 }
 
 impl ModelSpec {
     /// Parses a spec; both parts must be non-empty.
-    pub(crate) fn parse(text: &str) -> Result<ModelSpec, SpecError> {
-        match text.split_once('/') {
-            Some((provider, model)) if !provider.is_empty() && !model.is_empty() => Ok(ModelSpec {
-                provider: provider.to_string(),
-                model: model.to_string(),
+    pub(crate) fn parse(text: &str) -> Result<ModelSpec, BadSpec> {
+        match text.find('/') {
+            Some(slash) if slash > 0 && slash + 1 < text.len() => Ok(ModelSpec {
+                text: text.to_string(),
+                slash,
             }),
-            _ => Err(SpecError(text.to_string())),
+            _ => Err(BadSpec(text.to_string())),
         }
+    }
+
+    /// The part before the first `/`.
+    pub(crate) fn provider(&self) -> &str {
+        &self.text[..self.slash]
+    }
+
+    /// The part after the first `/`.
+    pub(crate) fn model(&self) -> &str {
+        &self.text[self.slash + 1..]
+    }
+
+    /// The whole spec.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.text
     }
 }
 
-/// A model spec that is not `<provider>/<model>`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid model spec '{0}': expected <provider>/<model>")]
-pub(crate) struct SpecError(String);
-
 impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.provider, self.model)
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq<str> for ModelSpec {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
     }
 }
 
@@ -85,11 +121,11 @@ impl ResolvedModel {
     /// model the script file's absolute path.
     pub(crate) fn health_key(&self) -> HealthKey {
         let endpoint = if self.api == WireApi::Script {
-            let path = Path::new(&self.spec.model);
+            let path = Path::new(self.spec.model());
             path.canonicalize()
                 .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
                 .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| self.spec.model.clone())
+                .unwrap_or_else(|_| self.spec.model().to_string())
         } else {
             self.endpoint.clone()
         };
@@ -125,6 +161,9 @@ pub(crate) struct BuiltinProvider {
     pub endpoint: &'static str,
     pub endpoint_env: Option<&'static str>,
     pub key_env: Option<&'static str>,
+    /// For Chat Completions providers: which server it is (parameter names
+    /// differ). Named providers are `Dialect::Compatible`.
+    pub dialect: Dialect,
 }
 
 /// SPEC section 2's table.
@@ -135,6 +174,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "https://api.openai.com/v1",
         endpoint_env: Some("OPENAI_BASE_URL"),
         key_env: Some("OPENAI_API_KEY"),
+        dialect: Dialect::OpenAi,
     },
     BuiltinProvider {
         name: "responses",
@@ -142,6 +182,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "https://api.openai.com/v1",
         endpoint_env: Some("OPENAI_BASE_URL"),
         key_env: Some("OPENAI_API_KEY"),
+        dialect: Dialect::Compatible,
     },
     BuiltinProvider {
         name: "anthropic",
@@ -149,6 +190,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "https://api.anthropic.com",
         endpoint_env: Some("ANTHROPIC_BASE_URL"),
         key_env: Some("ANTHROPIC_API_KEY"),
+        dialect: Dialect::Compatible,
     },
     BuiltinProvider {
         name: "ollama",
@@ -156,6 +198,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "http://127.0.0.1:11434",
         endpoint_env: Some("OLLAMA_HOST"),
         key_env: None,
+        dialect: Dialect::Compatible,
     },
     BuiltinProvider {
         name: "openrouter",
@@ -163,6 +206,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "https://openrouter.ai/api/v1",
         endpoint_env: None,
         key_env: Some("OPENROUTER_API_KEY"),
+        dialect: Dialect::OpenRouter,
     },
     BuiltinProvider {
         name: "script",
@@ -170,6 +214,7 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "",
         endpoint_env: None,
         key_env: None,
+        dialect: Dialect::Compatible,
     },
 ];
 
@@ -185,8 +230,8 @@ mod tests {
     #[test]
     fn splits_at_first_slash() {
         let spec = ModelSpec::parse("openrouter/anthropic/claude-sonnet-4.5").unwrap();
-        assert_eq!(spec.provider, "openrouter");
-        assert_eq!(spec.model, "anthropic/claude-sonnet-4.5");
+        assert_eq!(spec.provider(), "openrouter");
+        assert_eq!(spec.model(), "anthropic/claude-sonnet-4.5");
         assert_eq!(spec.to_string(), "openrouter/anthropic/claude-sonnet-4.5");
     }
 

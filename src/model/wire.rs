@@ -220,7 +220,7 @@ pub(crate) async fn complete<A: Assembly>(
 ) -> Result<Response, ModelError> {
     let (response, sent) = transport.post(path, body).await?;
     let mut assembly = A::default();
-    match super::http::read_reply(response, sent, transport.timeouts).await? {
+    match super::http::read_reply(response, sent, transport.timeouts()).await? {
         Reply::Json(body) => {
             let body: Value =
                 serde_json::from_slice(&body).map_err(|_| ModelError::StreamIncomplete)?;

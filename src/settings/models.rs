@@ -101,7 +101,7 @@ pub(crate) fn resolve(
     env: Env,
     what: &str,
 ) -> Result<ResolvedModel, SetupError> {
-    let (key_env, resolved) = if let Some(b) = builtin(&spec.provider) {
+    let (key_env, resolved) = if let Some(b) = builtin(spec.provider()) {
         let endpoint = b
             .endpoint_env
             .and_then(env)
@@ -117,15 +117,15 @@ pub(crate) fn resolve(
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: b.key_env.and_then(env),
             headers: BTreeMap::new(),
-            pricing: builtin_price(&spec.provider, &spec.model).or_else(|| script_pricing(&spec)),
+            pricing: builtin_price(spec.provider(), spec.model()).or_else(|| script_pricing(&spec)),
             context_window: None,
             max_output_tokens: None,
             wire: WireOptions::default(),
             spec,
         };
         (b.key_env.map(str::to_string), resolved)
-    } else if let Some(p) = providers.get(&spec.provider) {
-        let model = p.models.get(&spec.model).cloned().unwrap_or_default();
+    } else if let Some(p) = providers.get(spec.provider()) {
+        let model = p.models.get(spec.model()).cloned().unwrap_or_default();
         let pricing = match (model.input_price, model.output_price) {
             (None, None) => None,
             (input, output) => {
@@ -154,7 +154,8 @@ pub(crate) fn resolve(
         if p.api == WireApi::Ollama && p.tool_choice.is_some() {
             return Err(SetupError(format!(
                 "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
-                resolved.spec, resolved.spec.provider
+                resolved.spec,
+                resolved.spec.provider()
             )));
         }
         (p.api_key_env.clone(), resolved)
@@ -163,13 +164,8 @@ pub(crate) fn resolve(
             .iter()
             .map(|b| b.name)
             .chain(providers.keys().map(String::as_str));
-        let hint = crate::suggest::closest(&spec.provider, known)
-            .map(|s| format!(" (did you mean '{s}'?)"))
-            .unwrap_or_default();
-        return Err(SetupError(format!(
-            "{what} '{spec}': unknown provider '{}'{hint}",
-            spec.provider
-        )));
+        let unknown = crate::suggest::unknown_provider(spec.provider(), known);
+        return Err(SetupError(format!("{what} '{spec}': {unknown}")));
     };
     if let Some(var) = key_env {
         if resolved.api_key.as_deref().is_none_or(str::is_empty) {
@@ -186,10 +182,10 @@ pub(crate) fn resolve(
 /// reply that states none), not unpriced. An unreadable script is left to
 /// the registry, which reports it.
 fn script_pricing(spec: &ModelSpec) -> Option<Pricing> {
-    if builtin(&spec.provider).is_none_or(|b| b.api != WireApi::Script) {
+    if builtin(spec.provider()).is_none_or(|b| b.api != WireApi::Script) {
         return None;
     }
-    let script = ScriptModel::load(std::path::Path::new(&spec.model)).ok()?;
+    let script = ScriptModel::load(std::path::Path::new(spec.model())).ok()?;
     script.states_costs().then_some(Pricing {
         input: 0.0,
         output: 0.0,

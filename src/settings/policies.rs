@@ -45,8 +45,5 @@ pub(super) fn fallback(config: &Config, retry: &RetryPolicy) -> Result<FallbackP
             "config fallback.switch_after: must be at least 1".into(),
         ));
     }
-    Ok(FallbackPolicy {
-        switch_after: switch_after.min(retry.attempts),
-        cooldown,
-    })
+    Ok(FallbackPolicy::new(switch_after, cooldown, retry.attempts))
 }

@@ -71,8 +71,13 @@ fn a_switch_is_a_warning_command_and_the_summary_is_appended() {
         md.starts_with("# earlier step\n### tinyagent: submitted\n"),
         "{md}"
     );
-    assert!(md.contains("| status | `submitted` (exit 0) |"), "{md}");
+    assert!(
+        md.contains("| task | task |\n| status | `submitted` (exit 0) |"),
+        "{md}"
+    );
     assert!(md.contains("| steps | 1 |"), "{md}");
+    assert!(md.contains("\n| duration | "), "{md}");
+    assert!(md.contains("\n**Answer**\n\ndone\n"), "{md}");
     assert!(md.contains("| tokens | 100 input, 10 output |"), "{md}");
     assert!(
         md.contains(&format!("| `{b}` | 1 | 100 | 10 | $0.2500 |")),
@@ -231,4 +236,80 @@ fn outside_github_actions_nothing_is_annotated() {
     assert_eq!(out.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&out.stderr).contains("::"));
     assert!(!summary.exists());
+}
+
+#[test]
+fn the_summary_gives_the_tasks_first_line_and_the_answers_first_twenty_lines() {
+    let env = TestEnv::new();
+    let answer: String = (1..=25).map(|i| format!("line {i}\\n")).collect();
+    let b = env.script(
+        "b.yaml",
+        &format!("- tool_calls:\n  - {{name: submit, arguments: {{output: \"{answer}\"}}}}\n"),
+    );
+    let summary = env.file("summary.md");
+    let cfg = env.write("config.yaml", FAST_RETRY);
+    let out = env
+        .cmd()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["-c", cfg.to_str().unwrap(), "-m", &b, "-q"])
+        .arg("Fix the flaky test\n\nIt fails one run in ten.")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains("| task | Fix the flaky test |\n"), "{md}");
+    assert!(!md.contains("one run in ten"), "{md}");
+    assert!(md.contains("line 20\n") && !md.contains("line 21"), "{md}");
+    assert!(md.contains("The first 20 of 25 lines"), "{md}");
+}
+
+#[test]
+fn check_writes_an_error_per_failed_model_and_a_summary_table() {
+    let env = TestEnv::new();
+    let good = env.script("good.yaml", SUBMIT);
+    let bad = env.script("bad.yaml", "- error: {status: 401, message: bad key}\n");
+    let summary = env.write("summary.md", "# before\n");
+    let out = env
+        .cmd()
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["--check", "-m", &good, "--fallback-model", &bad])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("::error"))
+        .collect();
+    assert_eq!(
+        errors,
+        [format!(
+            "::error title=tinyagent check::FAIL  {bad}  http_401: bad key"
+        )],
+        "{stderr}"
+    );
+    // stdout keeps the verdict lines.
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("ok  {good}  ")));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(
+        md.starts_with("# before\n### tinyagent --check: 1 of 2 models answered\n"),
+        "{md}"
+    );
+    assert!(md.contains(&format!("| `{good}` | ok | ")), "{md}");
+    assert!(
+        md.contains(&format!("| `{bad}` | **FAIL** http_401: bad key | | | ")),
+        "{md}"
+    );
+    // Outside GitHub Actions, nothing of it.
+    let plain = env.file("plain.md");
+    let out = env
+        .cmd()
+        .env("GITHUB_STEP_SUMMARY", &plain)
+        .args(["--check", "-m", &good, "--fallback-model", &bad])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("::error"));
+    assert!(!plain.exists());
 }

@@ -290,7 +290,7 @@ fn a_chain_is_stored_as_json_and_fallbacks_are_queryable() {
         serde_json::json!([b])
     );
     assert_eq!(active, b);
-    // The README's "fallbacks per model" and "cost per model" queries.
+    // The log guide's "fallbacks per model" and "cost per model" queries.
     let (from, n): (String, i64) = conn
         .query_row(
             "SELECT json_extract(data, '$.from'), count(*) FROM events WHERE type = 'model.fallback' GROUP BY 1",

@@ -3,16 +3,21 @@
 
 mod support;
 
+mod action;
 mod check;
 mod compaction;
 mod core;
+mod deadlines;
+mod docs;
 mod errors;
 mod fallback;
+mod forgiving;
 mod generate;
 mod github;
 mod health;
 mod health_redis;
 mod hooks;
+mod install;
 mod instructions;
 mod interactive;
 mod layers;

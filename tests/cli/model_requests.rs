@@ -1,7 +1,8 @@
 //! `model_requests` in the log database (SPEC section 8): one row per
 //! request sent to a model, every attempt, with its outcome, status, time to
 //! first event, tokens and cost; the migration from schema version 1; the
-//! README's example queries run on a database the binary made.
+//! log guide's example queries (docs/events-and-logs.md) run on a database
+//! the binary made.
 
 use rusqlite::Connection;
 
@@ -237,15 +238,18 @@ fn a_chain_records_each_models_attempts_and_subagents_their_own() {
     assert_eq!(kid[0].10, 0.01);
 }
 
-/// The SQL blocks of the README's "Log database" section after the
+/// The SQL blocks of docs/events-and-logs.md's "Log database" section after the
 /// `model_requests` paragraph.
 fn readme_queries() -> Vec<String> {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/events-and-logs.md"
+    ))
+    .unwrap();
     let section = readme
         .split("\n`model_requests` has one row")
         .nth(1)
-        .expect("README explains model_requests");
+        .expect("the log guide explains model_requests");
     let section = section.split("\n## ").next().unwrap();
     let block = section
         .split("```sql\n")
@@ -264,7 +268,7 @@ fn readme_queries() -> Vec<String> {
 }
 
 #[test]
-fn the_readme_queries_run_on_a_database_the_binary_made() {
+fn the_log_guides_queries_run_on_a_database_the_binary_made() {
     let env = TestEnv::new();
     let a = env.script("a.yaml", "- error: {status: 503}\n");
     let b = env.script(

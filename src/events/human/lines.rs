@@ -220,10 +220,13 @@ pub(crate) fn resume_hint(
         _ => return None,
     };
     let path = shell_word(&checkpoint.display().to_string());
-    let higher = if flag.is_empty() {
-        ""
-    } else {
-        " (with a higher limit: limits count the whole run)"
+    // Steps and cost are the whole run's; a time limit starts again.
+    let higher = match status {
+        Status::StepLimit | Status::CostLimit => {
+            " (with a higher limit: limits count the whole run)"
+        }
+        Status::TimeLimit => " (a time limit counts from the resume)",
+        _ => "",
     };
     Some(match store {
         None => format!("to resume: tinyagent --resume {path}{flag}{higher}"),
@@ -339,6 +342,11 @@ mod tests {
         assert!(resume_hint(Status::StepLimit, Path::new("t.json"), None)
             .unwrap()
             .starts_with("to resume: tinyagent --resume t.json --step-limit N"));
+        assert_eq!(
+            resume_hint(Status::TimeLimit, Path::new("t.json"), None).unwrap(),
+            "to resume: tinyagent --resume t.json --time-limit DURATION \
+             (a time limit counts from the resume)"
+        );
         assert!(resume_hint(Status::Submitted, p, None).is_none());
         assert!(resume_hint(Status::Error, p, Some(Continue::Here)).is_none());
         let stored = Path::new("/s/runs/r1.json");

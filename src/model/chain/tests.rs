@@ -10,9 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::events::{Emitter, EventRecord, Sink};
-use crate::health::MemoryStore;
+use crate::health::{Health, HealthKey, MemoryStore};
+use crate::model::gate::SharedRecord;
 use crate::model::script::ScriptModel;
 use crate::model::StreamObserver;
+use crate::policy::Cooldown;
 use crate::stop::Stop;
 
 const ANSWER: &str = "- text: done\n";
@@ -106,10 +108,11 @@ fn policy(switch_after: u32, cooldown: Cooldown) -> FallbackPolicy {
 }
 
 /// Another run on the same store and clock.
-fn other_run(s: &Shared, clock: &Arc<AtomicI64>, cooldown: Cooldown) -> Health {
+fn other_run(s: &Shared, clock: &Arc<AtomicI64>, cooldown: Cooldown) -> SharedRecord {
     let clock = clock.clone();
-    Health::new(Box::new(s.clone()), policy(3, cooldown), "test", |_| {})
-        .with_clock(move || clock.load(Ordering::SeqCst))
+    let health = Health::new(Box::new(s.clone()), "test", |_| {})
+        .with_clock(move || clock.load(Ordering::SeqCst));
+    SharedRecord::new(health, policy(3, cooldown))
 }
 
 impl Setup {
@@ -150,8 +153,8 @@ impl Setup {
                     calls: count,
                     on_call,
                 };
-                Member::new(format!("script/{name}"), Box::new(model), None, None)
-                    .with_health_key(key(&name))
+                let spec = ModelSpec::parse(&format!("script/{name}")).unwrap();
+                Member::new(spec, Box::new(model), None, None).with_health_key(key(&name))
             })
             .collect();
         let retry = RetryPolicy {
@@ -163,12 +166,7 @@ impl Setup {
         };
         let clock = self.clock.clone();
         let health = if self.health {
-            Health::new(
-                Box::new(self.store.clone()),
-                policy(self.switch_after, self.cooldown),
-                "test",
-                |_| {},
-            )
+            Health::new(Box::new(self.store.clone()), "test", |_| {})
         } else {
             Health::off()
         }
@@ -200,6 +198,7 @@ impl Run {
             output_schema: None,
             max_output_tokens: None,
             reasoning_effort: None,
+            estimated_input_tokens: 0,
         };
         let ctx = RequestCtx {
             step,
@@ -502,9 +501,13 @@ async fn an_exhausted_chain_names_each_model_and_its_reason() {
     else {
         panic!("{error:?}")
     };
+    let tried: Vec<(String, String)> = tried
+        .iter()
+        .map(|(spec, reason)| (spec.to_string(), reason.to_string()))
+        .collect();
     assert_eq!(
         tried,
-        &vec![
+        vec![
             ("script/a".to_string(), "quota".to_string()),
             ("script/b".to_string(), "http_503".to_string()),
             ("script/c".to_string(), "network".to_string()),

@@ -1,12 +1,14 @@
 //! Strike and cooldown records over an in-memory store and a fake clock.
-//! What the chain does with these facts is tested in `model/chain/tests.rs`.
+//! What the gate and the chain do with these facts is tested in
+//! `model/chain/tests.rs`.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::super::{MemoryStore, Record};
 use super::*;
+use crate::health::{HealthStore, MemoryStore, Record, StoreError};
+use crate::policy::Cooldown;
 
 type Shared = Arc<Mutex<MemoryStore>>;
 
@@ -25,15 +27,16 @@ fn policy(switch_after: u32, cooldown: Cooldown) -> FallbackPolicy {
 }
 
 /// A run on the shared store and a fake clock.
-fn run(store: &Shared, clock: &Arc<AtomicI64>, switch_after: u32, cooldown: Cooldown) -> Health {
+fn run(
+    store: &Shared,
+    clock: &Arc<AtomicI64>,
+    switch_after: u32,
+    cooldown: Cooldown,
+) -> SharedRecord {
     let clock = clock.clone();
-    Health::new(
-        Box::new(store.clone()),
-        policy(switch_after, cooldown),
-        "test",
-        |_| {},
-    )
-    .with_clock(move || clock.load(Ordering::SeqCst))
+    let health = Health::new(Box::new(store.clone()), "test", |_| {})
+        .with_clock(move || clock.load(Ordering::SeqCst));
+    SharedRecord::new(health, policy(switch_after, cooldown))
 }
 
 fn setup() -> (Shared, Arc<AtomicI64>) {
@@ -42,7 +45,7 @@ fn setup() -> (Shared, Arc<AtomicI64>) {
 
 const FIVE_MIN: Cooldown = Cooldown::For(Duration::from_secs(300));
 
-fn cooling(h: &Health, k: &HealthKey) -> bool {
+fn cooling(h: &SharedRecord, k: &HealthKey) -> bool {
     h.elsewhere(k).cooling
 }
 
@@ -50,7 +53,7 @@ fn cooling(h: &Health, k: &HealthKey) -> bool {
 fn strikes_of_several_runs_add_up_to_a_cooling_record() {
     let (store, clock) = setup();
     let a = key("a");
-    let runs: Vec<Health> = (0..3).map(|_| run(&store, &clock, 3, FIVE_MIN)).collect();
+    let runs: Vec<SharedRecord> = (0..3).map(|_| run(&store, &clock, 3, FIVE_MIN)).collect();
     for r in &runs {
         assert!(!cooling(r, &a));
         assert_eq!(r.strike(&a, "http_503"), Strike::Counted);
@@ -95,18 +98,6 @@ fn strikes_older_than_the_window_do_not_count() {
     let c = run(&store, &clock, 5, FIVE_MIN);
     assert_eq!(c.strike(&k, "http_503"), Strike::RenewedElsewhere);
     assert!(cooling(&a, &k));
-}
-
-#[test]
-fn window_is_the_cooldown_but_at_least_a_minute() {
-    assert_eq!(window_ms(&policy(1, FIVE_MIN)), 300_000);
-    let short = policy(1, Cooldown::For(Duration::from_secs(1)));
-    assert_eq!(window_ms(&short), 60_000);
-    assert_eq!(
-        cooling_ms(&policy(1, Cooldown::Never)),
-        3_600_000,
-        "never records one hour"
-    );
 }
 
 #[test]
@@ -222,7 +213,7 @@ impl HealthStore for Broken {
 fn after_a_cooldown_one_run_of_many_probes_and_the_others_skip_until_its_outcome() {
     let (store, clock) = setup();
     let a = key("a");
-    let runs: Vec<Health> = (0..3).map(|_| run(&store, &clock, 1, FIVE_MIN)).collect();
+    let runs: Vec<SharedRecord> = (0..3).map(|_| run(&store, &clock, 1, FIVE_MIN)).collect();
     // A fourth run found the model dead and left it.
     run(&store, &clock, 1, FIVE_MIN).left(&a, "http_503");
     clock.fetch_add(301_000, Ordering::SeqCst);
@@ -267,11 +258,11 @@ fn a_lease_whose_run_died_expires_on_its_own() {
 fn a_broken_store_warns_once_and_is_then_ignored() {
     let warnings = Arc::new(Mutex::new(Vec::new()));
     let seen = warnings.clone();
-    let h = Health::new(
-        Box::new(Broken),
+    let h = SharedRecord::new(
+        Health::new(Box::new(Broken), "/x/health.db", move |w| {
+            seen.lock().unwrap().push(w)
+        }),
         policy(1, FIVE_MIN),
-        "/x/health.db",
-        move |w| seen.lock().unwrap().push(w),
     );
     let k = key("a");
     assert_eq!(h.elsewhere(&k), Elsewhere::default());

@@ -1,0 +1,176 @@
+//! One request to one member, and its bookkeeping: the result, the time to
+//! the first event, the `RequestRecord` (SPEC 8 `model_requests`, the trace's
+//! chat span) and the reply's cost. The retry loop and `--check` both send
+//! through `send_once`; nothing else asks a model.
+
+use std::future::Future;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::chain::Member;
+use super::http::watch_request;
+use super::{FinishReason, ModelError, Request, Response, StreamObserver};
+use crate::events::RequestRecord;
+
+/// Where a request sits in the run: its step (0 for `--check`) and its
+/// attempt on the member in that step, from 1.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    pub step: u32,
+    pub attempt: u32,
+}
+
+/// Which finished replies count as answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Accept {
+    /// Any reply (`--check` judges a probe's reply itself).
+    AnyReply,
+    /// A reply with text or tool calls: one that finished with neither is
+    /// failure `empty_response` (SPEC 4 "Empty reply"). A cut-off reply
+    /// (`length`) is left to the truncation rule.
+    NonEmpty,
+}
+
+/// A request that came to an end (an answer or an error).
+#[derive(Debug)]
+pub(crate) struct Sent {
+    pub result: Result<Response, ModelError>,
+    /// Time from sending to the first stream event (headers included).
+    pub first_event: Option<Duration>,
+    pub record: RequestRecord,
+}
+
+/// What sending came to.
+#[derive(Debug)]
+pub(crate) enum Attempted<C> {
+    Sent(Box<Sent>),
+    /// `cut` fired first: the request was dropped; its record has outcome
+    /// `interrupted`.
+    Cut(C, RequestRecord),
+}
+
+/// How long a request may take: its first-event deadline (the transport's
+/// own when `None`), and a bound on the whole request (`--check`: a model
+/// that never answers fails `timeout`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Deadlines {
+    pub first_event: Option<Duration>,
+    pub whole: Option<Duration>,
+}
+
+/// Sends `request` to `member` once, racing `cut` (the run's stop signal;
+/// `--check` gives one that never fires), under `deadlines`.
+pub(crate) async fn send_once<C>(
+    member: &Member,
+    request: &Request<'_>,
+    observer: &dyn StreamObserver,
+    place: Place,
+    accept: Accept,
+    deadlines: Deadlines,
+    cut: impl Future<Output = C>,
+) -> Attempted<C> {
+    let started = Instant::now();
+    let started_at = SystemTime::now();
+    let limit = deadlines.whole;
+    let bounded = async {
+        let sending = watch_request(
+            deadlines.first_event,
+            member.model.complete(request, observer),
+        );
+        match limit {
+            None => sending.await,
+            Some(limit) => tokio::time::timeout(limit, sending)
+                .await
+                .unwrap_or_else(|_| (Err(no_answer_within(limit)), None)),
+        }
+    };
+    let (result, first) = tokio::select! {
+        sent = bounded => sent,
+        cause = cut => {
+            let record = record(member, place, started, started_at, None, None);
+            return Attempted::Cut(cause, record);
+        }
+    };
+    let result = match accept {
+        Accept::AnyReply => result,
+        Accept::NonEmpty => result.and_then(not_empty),
+    };
+    let first_event = first.map(|t| t.saturating_duration_since(started));
+    let record = record(
+        member,
+        place,
+        started,
+        started_at,
+        first_event,
+        Some(&result),
+    );
+    Attempted::Sent(Box::new(Sent {
+        result,
+        first_event,
+        record,
+    }))
+}
+
+fn no_answer_within(limit: Duration) -> ModelError {
+    ModelError::Timeout {
+        message: format!("no answer within {}", humantime::format_duration(limit)),
+        deadline: Some(limit),
+    }
+}
+
+/// A reply that finished properly but holds no text and no tool calls is
+/// no answer (SPEC 4 "Empty reply").
+fn not_empty(response: Response) -> Result<Response, ModelError> {
+    let empty = response.text.trim().is_empty()
+        && response.tool_calls.is_empty()
+        && response.finish != FinishReason::Length;
+    if empty {
+        Err(ModelError::EmptyResponse)
+    } else {
+        Ok(response)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+/// The record of one request. A request cut short (`result` is `None`)
+/// has outcome `interrupted`.
+fn record(
+    member: &Member,
+    place: Place,
+    started: Instant,
+    started_at: SystemTime,
+    first_event: Option<Duration>,
+    result: Option<&Result<Response, ModelError>>,
+) -> RequestRecord {
+    let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match result {
+        Some(Ok(response)) => (
+            "ok".to_string(),
+            None,
+            response.usage.input_tokens,
+            response.usage.output_tokens,
+            member.cost(response),
+        ),
+        None => ("interrupted".to_string(), None, 0, 0, 0.0),
+        Some(Err(error)) => (error.reason().to_string(), error.http_status(), 0, 0, 0.0),
+    };
+    RequestRecord {
+        step: place.step,
+        model: member.spec.to_string(),
+        provider: member.spec.provider().to_string(),
+        endpoint: member.endpoint.clone(),
+        attempt: place.attempt,
+        started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        first_event_ms: first_event.map(millis),
+        duration_ms: millis(started.elapsed()),
+        outcome,
+        http_status,
+        input_tokens,
+        output_tokens,
+        cost_usd,
+        response_model: result
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.model.clone()),
+    }
+}

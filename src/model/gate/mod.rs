@@ -1,0 +1,336 @@
+//! The gate: the one place that answers "may this member be asked now,
+//! and if not, wait how long or move on why?" (SPEC sections 4, 5 and 13).
+//! Read this file to learn why a run retried, waited, switched or probed:
+//!
+//! - before each request (`MemberTurn::before_send`): a member another run
+//!   recorded as cooling down, or that another run of the fleet is probing,
+//!   is skipped (`cooldown`) while a later member may be asked; a request
+//!   that is sent gets its first-event deadline (`deadline.rs`: grown with
+//!   the request's size, doubled per retry, remembered for a slow server);
+//! - after each transient failure (`MemberTurn::after_failure`): the wait
+//!   (a glitch at once, a Retry-After exactly, else backoff), or moving on:
+//!   after `switch_after` failures, on a Retry-After too long to wait, on a
+//!   failed probe of another run's record, or when the record now says
+//!   cooling;
+//! - at a step boundary (`Gate::eligible`, `due_probes`, `next_after`):
+//!   which members cooled down enough to be probed, and where a switch goes.
+//!
+//! The gate keeps each member's state: when this run left it (its own
+//! cooldown, SPEC 5) and, through `shared::SharedRecord`, what the shared
+//! record says (other runs' cooldowns, the probe lease, strikes of all
+//! runs). `chain.rs` walks the chain and records switches as the gate says;
+//! `retry.rs` sends and sleeps as it says; the stores keep facts.
+
+mod deadline;
+mod shared;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::reason::{FailureReason, SwitchReason};
+use super::ModelError;
+use crate::health::{Health, HealthKey, Millis};
+use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
+pub(crate) use shared::SharedRecord;
+use shared::Strike;
+
+/// Whether a request may be sent now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Send it, giving its first stream event this long (response headers
+    /// included).
+    Send { first_event_deadline: Duration },
+    /// Do not send it: the run moves on to the next member.
+    MoveOn(SwitchReason),
+}
+
+/// When a sent request's first event came, against the deadline it had.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timing {
+    pub first_event: Option<Duration>,
+    pub deadline: Duration,
+}
+
+/// A failed attempt with a transient cause, as the retry loop reports it.
+#[derive(Debug)]
+pub(crate) struct Failed<'a> {
+    /// The attempt that failed, counted from 1.
+    pub attempt: u32,
+    pub reason: FailureReason,
+    pub error: &'a ModelError,
+    pub timing: Timing,
+}
+
+/// What to do after a transient failure.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Verdict {
+    /// Wait this long, then ask the same member again.
+    Retry(Duration),
+    /// Stop asking this member in this step: the run moves on (or, at the
+    /// chain's end, the step fails).
+    MoveOn(SwitchReason),
+}
+
+/// What the retry loop asks of the rules it runs under; `MemberTurn` is
+/// the one implementation.
+pub(crate) trait Referee: Sync {
+    /// Before each request: `attempt` (from 1) is the one about to be sent.
+    fn before_send(&self, attempt: u32) -> Admission;
+    /// After each failure with a transient cause.
+    fn after_failure(&self, failed: &Failed<'_>) -> Verdict;
+    /// After a successful request.
+    fn succeeded(&self, timing: Timing);
+}
+
+/// Every member's state, and the run's retry and fallback policy.
+pub(crate) struct Gate {
+    /// Where the shared record keeps each member (chain order).
+    keys: Vec<HealthKey>,
+    /// When this run last left each member (on the record's clock); `None`
+    /// if it never did or the member answered since.
+    left_at: Vec<Option<Millis>>,
+    record: SharedRecord,
+    /// Each member's first-event deadline learned from a slow first event
+    /// (`Duration::ZERO`: none yet).
+    learned_deadlines: Mutex<Vec<Duration>>,
+    retry: RetryPolicy,
+    fallback: FallbackPolicy,
+}
+
+impl Gate {
+    /// The gate of a chain whose members the shared record keeps under
+    /// `keys` (primary first).
+    pub(crate) fn new(
+        keys: Vec<HealthKey>,
+        retry: RetryPolicy,
+        fallback: FallbackPolicy,
+        health: Health,
+    ) -> Gate {
+        let fallback =
+            FallbackPolicy::new(fallback.switch_after, fallback.cooldown, retry.attempts);
+        Gate {
+            left_at: vec![None; keys.len()],
+            learned_deadlines: Mutex::new(vec![Duration::ZERO; keys.len()]),
+            keys,
+            record: SharedRecord::new(health, fallback.clone()),
+            retry,
+            fallback,
+        }
+    }
+
+    /// The same gate on another health record (the run's, once it has an
+    /// emitter for the record's one warning).
+    pub(crate) fn with_health(self, health: Health) -> Gate {
+        Gate {
+            record: SharedRecord::new(health, self.fallback.clone()),
+            ..self
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The rules of a normal turn of member `index` for a request of
+    /// `estimated_input_tokens`: `switch_after` requests when a later member
+    /// exists, else the whole `retry.attempts`.
+    pub(crate) fn turn(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
+        let has_next = index + 1 < self.len();
+        MemberTurn {
+            gate: self,
+            index,
+            estimated_input_tokens,
+            max_attempts: if has_next {
+                self.fallback.switch_after
+            } else {
+                self.retry.attempts.max(1)
+            },
+            may_move_on: has_next,
+            glitch_retried: AtomicBool::new(false),
+        }
+    }
+
+    /// The rules of a probe after a cooldown: one request, never skipped.
+    pub(crate) fn probe(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
+        MemberTurn {
+            max_attempts: 1,
+            may_move_on: false,
+            ..self.turn(index, estimated_input_tokens)
+        }
+    }
+
+    /// Whether member `index` may be asked at `now`: this run's own
+    /// cooldown has passed (or it never left the member, or a success of any
+    /// run since cleared it), and no other run's record says it is cooling.
+    fn eligible(&self, index: usize, now: Millis) -> bool {
+        let record = self.record.elsewhere(&self.keys[index]);
+        let Some(left) = self.left_at[index] else {
+            return !record.cooling;
+        };
+        let since = Duration::from_millis(now.saturating_sub(left).max(0) as u64);
+        let cooled = self.fallback.cooldown.has_passed(since);
+        let cleared = record.last_success_at.is_some_and(|success| success > left);
+        (cooled || cleared) && !record.cooling
+    }
+
+    /// Whether another run holds member `index`: it recorded the member as
+    /// cooling down, or the cooldown ended and another run of the fleet is
+    /// probing it (holds the probe lease). When the record awaits its probe
+    /// and the lease is free, this run takes it: its request is the probe.
+    fn held_elsewhere(&self, index: usize) -> bool {
+        let key = &self.keys[index];
+        let record = self.record.elsewhere(key);
+        record.cooling || (record.awaiting_probe && !self.record.take_probe_lease(key))
+    }
+
+    /// Whether a member after `index` may be asked now.
+    fn a_later_member_may_be_asked(&self, index: usize) -> bool {
+        let now = self.record.now();
+        (index + 1..self.len()).any(|j| self.eligible(j, now))
+    }
+
+    /// The member a switch away from `from` goes to: the first later one
+    /// that may be asked, else the last (a run never ends without asking
+    /// it). `None` when `from` is the last.
+    pub(crate) fn next_after(&self, from: usize) -> Option<usize> {
+        let last = self.len() - 1;
+        if from >= last {
+            return None;
+        }
+        let now = self.record.now();
+        (from + 1..=last)
+            .find(|&i| self.eligible(i, now))
+            .or(Some(last))
+    }
+
+    /// The members before `active` that cooled down enough to be probed at
+    /// this step boundary, in chain order.
+    pub(crate) fn due_probes(&self, active: usize) -> Vec<usize> {
+        let now = self.record.now();
+        (0..active).filter(|&i| self.eligible(i, now)).collect()
+    }
+
+    /// The run moved away from member `index` for `reason`. A `cooldown`
+    /// skip leaves the member to the shared record alone; any other reason
+    /// starts its cooldown, here and in the record.
+    pub(crate) fn left(&mut self, index: usize, reason: &SwitchReason) {
+        if *reason == SwitchReason::Cooldown {
+            self.left_at[index] = None;
+        } else {
+            self.left_at[index] = Some(self.record.now());
+            self.record.left(&self.keys[index], &reason.to_string());
+        }
+    }
+
+    /// Member `index` answered: this run's cooldown of it is over.
+    pub(crate) fn answered(&mut self, index: usize) {
+        self.left_at[index] = None;
+    }
+
+    /// The first-event deadline member `index` starts its requests with
+    /// since it was slow once (`Duration::ZERO`: never was).
+    fn learned_deadline(&self, index: usize) -> Duration {
+        self.learned_deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())[index]
+    }
+
+    /// Member `index`'s first event came late under `deadline`: later
+    /// requests start with it.
+    fn learn_deadline(&self, index: usize, deadline: Duration) {
+        let mut learned = self
+            .learned_deadlines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        learned[index] = learned[index].max(deadline);
+    }
+}
+
+/// The rules one member's retry loop runs under in one step: a normal turn
+/// or a probe.
+pub(crate) struct MemberTurn<'g> {
+    gate: &'g Gate,
+    index: usize,
+    /// The size of the request, which its first-event deadline grows with.
+    estimated_input_tokens: u64,
+    /// Requests before giving up on the member.
+    max_attempts: u32,
+    /// A later member exists and this is not a probe: the loop may end
+    /// early (long Retry-After, renewed record, skip) for the chain to move on.
+    may_move_on: bool,
+    /// Whether a glitch was already retried at once in this loop.
+    glitch_retried: AtomicBool,
+}
+
+impl MemberTurn<'_> {
+    fn key(&self) -> &HealthKey {
+        &self.gate.keys[self.index]
+    }
+
+    /// Whether another run's record makes this member one to skip: it is
+    /// held elsewhere and a later member may be asked (the last member is
+    /// always asked; a run without a chain never skips).
+    fn skip_for_cooldown(&self) -> bool {
+        // Asked first, on every turn: it takes the probe lease when this
+        // request would be the probe of another run's ended cooldown.
+        let held = self.gate.held_elsewhere(self.index);
+        self.may_move_on && held && self.gate.a_later_member_may_be_asked(self.index)
+    }
+
+    /// The wait before the next attempt: a glitch (the server had answered
+    /// 200) is retried at once the first time; every other failure, and a
+    /// second glitch, backs off, the exponent counting only the failures
+    /// that backed off.
+    fn wait(&self, failed: &Failed<'_>) -> Wait {
+        if failed.error.after_ok() && !self.glitch_retried.swap(true, Ordering::Relaxed) {
+            return Wait::For(Duration::ZERO);
+        }
+        let n = failed.attempt - u32::from(self.glitch_retried.load(Ordering::Relaxed));
+        self.gate
+            .retry
+            .wait_after(n, failed.error.retry_after(), fastrand::f64())
+    }
+}
+
+impl Referee for MemberTurn<'_> {
+    fn before_send(&self, attempt: u32) -> Admission {
+        if self.skip_for_cooldown() {
+            return Admission::MoveOn(SwitchReason::Cooldown);
+        }
+        Admission::Send {
+            first_event_deadline: self.first_event_deadline(attempt),
+        }
+    }
+
+    fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
+        self.learn(failed.timing);
+        let strike = self
+            .gate
+            .record
+            .strike(self.key(), &failed.reason.to_string());
+        let wait = self.wait(failed);
+        if failed.attempt >= self.max_attempts {
+            // Switch after N (or, without a chain, the retry budget is spent).
+            return Verdict::MoveOn(failed.reason.into());
+        }
+        if self.may_move_on && (wait == Wait::TooLong || strike == Strike::RenewedElsewhere) {
+            // Not waited out with a chain: a Retry-After beyond
+            // `max_backoff`, or this failure was the probe of another run's
+            // record. Without a chain the loop waits `max_backoff` instead.
+            return Verdict::MoveOn(failed.reason.into());
+        }
+        if self.skip_for_cooldown() {
+            return Verdict::MoveOn(SwitchReason::Cooldown);
+        }
+        match wait {
+            Wait::For(wait) => Verdict::Retry(wait),
+            Wait::TooLong => Verdict::Retry(self.gate.retry.max_backoff),
+        }
+    }
+
+    fn succeeded(&self, timing: Timing) {
+        self.learn(timing);
+        self.gate.record.success(self.key());
+    }
+}

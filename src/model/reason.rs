@@ -1,0 +1,197 @@
+//! Why a request failed and why a run moved on, as typed values whose
+//! `Display` is the wire string of SPEC section 4 (`http_503`, `network`,
+//! `cooldown`, ...) used by `provider.retry`, `model.fallback`, the stderr
+//! line, the trajectory's `model_switches` and the log database.
+
+use std::fmt;
+
+/// The failure reason of one request (SPEC 4 "Failure reasons").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// An HTTP error status.
+    Http(u16),
+    /// Connection refused, reset, or dropped before or during a reply.
+    Network,
+    /// No first event in time, or silence past the idle limit.
+    Timeout,
+    /// The stream ended without its finish marker (or broke a bound).
+    StreamIncomplete,
+    /// A finished reply with nothing in it.
+    EmptyResponse,
+    /// The account's quota, credit or billing is exhausted.
+    Quota,
+    /// The prompt does not fit the context window.
+    ContextOverflow,
+    /// The vendor marked the reply as a refusal.
+    Refusal,
+    /// A request that could not be built or sent.
+    Error,
+    /// A request cut short by a cancel or a limit (per-request records only).
+    Interrupted,
+}
+
+impl FailureReason {
+    /// Parses a wire string (the inverse of `Display`).
+    pub(crate) fn parse(text: &str) -> Option<FailureReason> {
+        Some(match text {
+            "network" => FailureReason::Network,
+            "timeout" => FailureReason::Timeout,
+            "stream_incomplete" => FailureReason::StreamIncomplete,
+            "empty_response" => FailureReason::EmptyResponse,
+            "quota" => FailureReason::Quota,
+            "context_overflow" => FailureReason::ContextOverflow,
+            "refusal" => FailureReason::Refusal,
+            "error" => FailureReason::Error,
+            "interrupted" => FailureReason::Interrupted,
+            other => {
+                let status = other.strip_prefix("http_")?;
+                if status.len() != 3 {
+                    return None;
+                }
+                FailureReason::Http(status.parse().ok()?)
+            }
+        })
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = match self {
+            FailureReason::Http(status) => return write!(f, "http_{status}"),
+            FailureReason::Network => "network",
+            FailureReason::Timeout => "timeout",
+            FailureReason::StreamIncomplete => "stream_incomplete",
+            FailureReason::EmptyResponse => "empty_response",
+            FailureReason::Quota => "quota",
+            FailureReason::ContextOverflow => "context_overflow",
+            FailureReason::Refusal => "refusal",
+            FailureReason::Error => "error",
+            FailureReason::Interrupted => "interrupted",
+        };
+        f.write_str(text)
+    }
+}
+
+/// Test fixtures name reasons by their wire strings.
+#[cfg(test)]
+impl From<&str> for FailureReason {
+    fn from(text: &str) -> Self {
+        FailureReason::parse(text).unwrap_or_else(|| panic!("not a failure reason: {text}"))
+    }
+}
+
+impl PartialEq<&str> for FailureReason {
+    fn eq(&self, other: &&str) -> bool {
+        FailureReason::parse(other) == Some(*self)
+    }
+}
+
+/// Why a run moved from one chain member to the next (SPEC 4 and 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwitchReason {
+    /// The member failed: after `switch_after` transient failures, at once
+    /// on quota, or on a Retry-After too long to wait.
+    Failed(FailureReason),
+    /// Another run's health record says the member is cooling down (SPEC 13).
+    Cooldown,
+    /// The provider's published limit is used up for longer than
+    /// `max_backoff` (SPEC 17).
+    RateLimit,
+    /// A budget the member falls under is spent (SPEC 19).
+    Budget,
+    /// A reason this version does not know, read from a checkpoint written
+    /// by another one: kept as it was.
+    Other(String),
+}
+
+impl SwitchReason {
+    /// Parses a wire string; an unknown one is kept as `Other`.
+    pub(crate) fn parse(text: &str) -> SwitchReason {
+        match text {
+            "cooldown" => SwitchReason::Cooldown,
+            "rate_limit" => SwitchReason::RateLimit,
+            "budget" => SwitchReason::Budget,
+            other => FailureReason::parse(other)
+                .map(SwitchReason::Failed)
+                .unwrap_or_else(|| SwitchReason::Other(other.to_string())),
+        }
+    }
+}
+
+impl From<FailureReason> for SwitchReason {
+    fn from(reason: FailureReason) -> Self {
+        SwitchReason::Failed(reason)
+    }
+}
+
+impl fmt::Display for SwitchReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SwitchReason::Failed(reason) => reason.fmt(f),
+            SwitchReason::Cooldown => f.write_str("cooldown"),
+            SwitchReason::RateLimit => f.write_str("rate_limit"),
+            SwitchReason::Budget => f.write_str("budget"),
+            SwitchReason::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl PartialEq<&str> for SwitchReason {
+    fn eq(&self, other: &&str) -> bool {
+        SwitchReason::parse(other) == *self
+    }
+}
+
+impl serde::Serialize for SwitchReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SwitchReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(SwitchReason::parse(&text))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_strings_round_trip() {
+        for text in [
+            "http_429",
+            "http_503",
+            "network",
+            "timeout",
+            "stream_incomplete",
+            "empty_response",
+            "quota",
+            "cooldown",
+            "rate_limit",
+            "budget",
+        ] {
+            assert_eq!(SwitchReason::parse(text).to_string(), text);
+        }
+        assert_eq!(
+            SwitchReason::parse("http_503"),
+            SwitchReason::Failed(FailureReason::Http(503))
+        );
+        assert_eq!(
+            SwitchReason::parse("something_new"),
+            SwitchReason::Other("something_new".into())
+        );
+        assert_eq!(FailureReason::parse("http_5030"), None);
+        assert_eq!(FailureReason::parse("http_"), None);
+    }
+
+    #[test]
+    fn serialised_as_the_wire_string() {
+        let json = serde_json::to_string(&SwitchReason::Cooldown).unwrap();
+        assert_eq!(json, "\"cooldown\"");
+        let back: SwitchReason = serde_json::from_str("\"http_502\"").unwrap();
+        assert_eq!(back, SwitchReason::Failed(FailureReason::Http(502)));
+    }
+}

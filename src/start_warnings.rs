@@ -1,0 +1,38 @@
+//! Warnings due before a run's first request about what its models cost:
+//! unpriced models under a cost limit, and fallbacks dearer than the
+//! primary (SPEC sections 2 and 5).
+
+use crate::events::Emitter;
+use crate::model::spec::ResolvedModel;
+
+/// Warnings due before the first request: unpriced models under a cost
+/// limit, and fallbacks dearer than the primary.
+pub(crate) fn prices(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter: &Emitter) {
+    if cost_limit.is_some_and(|c| c > 0.0) {
+        for m in models.iter().filter(|m| m.pricing.is_none()) {
+            emitter.warn(format!(
+                "model {} has no known price: its responses count as $0 toward the cost limit",
+                m.spec
+            ));
+        }
+    }
+    for warning in dearer_fallbacks(models) {
+        emitter.warn(warning);
+    }
+}
+
+/// A warning for each fallback whose known price is above the primary's.
+pub(crate) fn dearer_fallbacks(models: &[&ResolvedModel]) -> Vec<String> {
+    let Some(primary) = models[0].pricing else {
+        return Vec::new();
+    };
+    models[1..]
+        .iter()
+        .filter_map(|m| Some((m, m.pricing?)))
+        .filter(|(_, p)| p.input > primary.input || p.output > primary.output)
+        .map(|(m, p)| format!(
+            "fallback model {} costs more than the primary {} (${}/${} vs ${}/${} per million input/output tokens)",
+            m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
+        ))
+        .collect()
+}
