@@ -81,7 +81,7 @@ pub struct Cli {
 
     /// Who approves shell commands and file changes before they run (config `approval`). Default: ask in an interactive session, auto otherwise
     #[arg(long, value_name = "MODE", value_enum)]
-    pub approval: Option<crate::approval::Mode>,
+    pub approval: Option<crate::approval_config::Mode>,
 
     /// Do not keep this run in the run store (config `save_runs`)
     #[arg(long)]

@@ -1,32 +1,20 @@
 //! The YAML config file types (SPEC section 3), strict: an unknown key
 //! anywhere is an error naming the key and the file. Loading and layering
-//! live here too; defaults and precedence live in `settings.rs`.
+//! live here too; defaults and precedence live in `settings/`. Durations
+//! are read as `Duration` here (`duration::deserialize`). It imports only
+//! leaf modules (vocabulary that imports nothing of ours).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
 use crate::budget::Period;
-use crate::model::spec::{ToolChoice, WireApi};
-
-/// A duration as written in the config: a string with a unit, or a bare
-/// number (only `0` is valid; the check is in `settings.rs`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DurationText(pub String);
-
-impl<'de> Deserialize<'de> for DurationText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::String(s) => Ok(DurationText(s)),
-            Value::Number(n) => Ok(DurationText(n.to_string())),
-            other => Err(serde::de::Error::custom(format!(
-                "expected a duration such as 30s, found {other:?}"
-            ))),
-        }
-    }
-}
+use crate::duration;
+use crate::policy::Cooldown;
+use crate::wire_api::{ToolChoice, WireApi};
 
 /// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
 /// max_output_tokens: N}` that also sets that member's reply budget (SPEC 4
@@ -88,12 +76,13 @@ impl<'de> Deserialize<'de> for FallbackEntry {
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Config {
+pub(crate) struct Config {
     pub model: Option<String>,
     pub fallback_models: Option<Vec<FallbackEntry>>,
     pub step_limit: Option<u32>,
     pub cost_limit: Option<f64>,
-    pub time_limit: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub time_limit: Option<Duration>,
     pub max_output_tokens: Option<u32>,
     pub reasoning_effort: Option<String>,
     #[serde(default)]
@@ -121,13 +110,14 @@ pub struct Config {
     #[serde(default)]
     pub tools: ToolsConfig,
     /// How long to wait for a model when every one is down (SPEC 18).
-    pub outage_wait: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub outage_wait: Option<Duration>,
     /// `budgets:` spend caps shared by every run on the health record (SPEC 19).
     pub budgets: Option<Vec<BudgetConfig>>,
     /// `approval: ask | edits | auto` (SPEC 20).
-    pub approval: Option<crate::approval::Mode>,
+    pub approval: Option<crate::approval_config::Mode>,
     /// Command prefixes that run without asking (SPEC 20).
-    pub approval_allow: Option<Vec<crate::approval::AllowPrefix>>,
+    pub approval_allow: Option<Vec<crate::approval_config::AllowPrefix>>,
 }
 
 /// One entry of `budgets:`: `{usd: AMOUNT, per: PERIOD}` with `model` or
@@ -150,11 +140,16 @@ struct RawBudget {
     provider: Option<String>,
 }
 
+/// A budget entry with both `model` and `provider`.
+#[derive(Debug, thiserror::Error)]
+#[error("give `model` or `provider`, not both (one budget each)")]
+pub struct BothScopes;
+
 impl TryFrom<RawBudget> for BudgetConfig {
-    type Error = String;
-    fn try_from(raw: RawBudget) -> Result<Self, String> {
+    type Error = BothScopes;
+    fn try_from(raw: RawBudget) -> Result<Self, BothScopes> {
         if raw.model.is_some() && raw.provider.is_some() {
-            return Err("give `model` or `provider`, not both (one budget each)".into());
+            return Err(BothScopes);
         }
         Ok(BudgetConfig {
             usd: raw.usd.0,
@@ -210,7 +205,7 @@ impl<'de> Deserialize<'de> for Pacing {
 /// `tools:` tool names or globs (`mcp__docs__*`) to offer, or not.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolsConfig {
+pub(crate) struct ToolsConfig {
     /// Only these (when given); `submit` is always offered.
     pub allow: Option<Vec<String>>,
     #[serde(default)]
@@ -221,7 +216,7 @@ pub struct ToolsConfig {
 /// this file instead.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
-pub enum InstructionsConfig {
+pub(crate) enum InstructionsConfig {
     Enabled(bool),
     File(PathBuf),
 }
@@ -229,7 +224,7 @@ pub enum InstructionsConfig {
 /// A named provider.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub(crate) struct ProviderConfig {
     pub api: WireApi,
     pub endpoint: String,
     pub api_key_env: Option<String>,
@@ -247,7 +242,7 @@ pub struct ProviderConfig {
 /// Per-model metadata of a named provider.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ModelConfig {
+pub(crate) struct ModelConfig {
     pub input_price: Option<f64>,
     pub output_price: Option<f64>,
     pub cached_input_price: Option<f64>,
@@ -258,29 +253,36 @@ pub struct ModelConfig {
 /// `retry:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RetryConfig {
+pub(crate) struct RetryConfig {
     pub attempts: Option<u32>,
-    pub backoff: Option<DurationText>,
-    pub max_backoff: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub backoff: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub max_backoff: Option<Duration>,
     pub jitter: Option<f64>,
-    pub stream_first_event_timeout: Option<DurationText>,
-    pub stream_idle_timeout: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub stream_first_event_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub stream_idle_timeout: Option<Duration>,
     pub rate_limit_attempts: Option<u32>,
-    pub rate_limit_budget: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub rate_limit_budget: Option<Duration>,
 }
 
 /// `fallback:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FallbackConfig {
+pub(crate) struct FallbackConfig {
     pub switch_after: Option<u32>,
-    pub cooldown: Option<DurationText>,
+    /// A duration, or `never`.
+    #[serde(default, deserialize_with = "cooldown")]
+    pub cooldown: Option<Cooldown>,
 }
 
 /// `subagents:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SubagentsConfig {
+pub(crate) struct SubagentsConfig {
     pub model: Option<String>,
     pub step_limit: Option<u32>,
     pub fallback_models: Option<Vec<FallbackEntry>>,
@@ -290,7 +292,7 @@ pub struct SubagentsConfig {
 /// history before a request.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CompactionConfig {
+pub(crate) struct CompactionConfig {
     /// Share of the context window (0 < x <= 1) past which the history is
     /// compacted before a request (default 0.8).
     pub threshold: Option<f64>,
@@ -302,7 +304,7 @@ pub struct CompactionConfig {
 /// One MCP server started over stdio.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
+pub(crate) struct McpServerConfig {
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -311,13 +313,14 @@ pub struct McpServerConfig {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
     /// How long one tool call may wait for its answer (default 10m).
-    pub tool_timeout: Option<DurationText>,
+    #[serde(default, deserialize_with = "duration::deserialize")]
+    pub tool_timeout: Option<Duration>,
 }
 
 /// `hooks:`
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HooksConfig {
+pub(crate) struct HooksConfig {
     #[serde(default)]
     pub stop: Vec<HookCommand>,
     #[serde(default)]
@@ -329,16 +332,95 @@ pub struct HooksConfig {
 /// One hook command.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HookCommand {
+pub(crate) struct HookCommand {
     pub command: String,
+}
+
+/// Config `api:`: an unknown value is an error naming the accepted ones
+/// (the config loader adds the key path and the file).
+impl<'de> Deserialize<'de> for WireApi {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        WireApi::from_config(&name).ok_or_else(|| {
+            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let hint = crate::suggest::closest(&name, apis)
+                .map(|s| format!("did you mean '{s}'? "))
+                .unwrap_or_default();
+            serde::de::Error::custom(format!(
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
+            ))
+        })
+    }
+}
+
+/// `fallback.cooldown`: a duration, or `never`.
+fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Error> {
+    use serde::de::Visitor;
+    struct CooldownVisitor;
+    impl Visitor<'_> for CooldownVisitor {
+        type Value = Cooldown;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a duration such as 5m, or never")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Cooldown, E> {
+            if text == "never" {
+                return Ok(Cooldown::Never);
+            }
+            duration::DurationVisitor.visit_str(text).map(Cooldown::For)
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Cooldown, E> {
+            self.visit_str(&n.to_string())
+        }
+    }
+    d.deserialize_any(CooldownVisitor).map(Some)
 }
 
 /// A config problem, naming the file.
 #[derive(Debug, thiserror::Error)]
-#[error("config {}: {message}", path.display())]
-pub struct ConfigError {
+#[error("config {}: {problem}", path.display())]
+pub(crate) struct ConfigError {
     pub path: PathBuf,
-    pub message: String,
+    pub problem: ConfigProblem,
+}
+
+/// What is wrong with one config file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigProblem {
+    #[error("cannot read: {0}")]
+    Unreadable(std::io::Error),
+    #[error(transparent)]
+    Shape(#[from] ShapeError),
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("expected a mapping of keys at the top level")]
+    NotAMapping,
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// A file the YAML parser is not given: too large, or nested too deep.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ShapeError {
+    #[error("the file is larger than {} MiB", MAX_CONFIG_BYTES >> 20)]
+    TooLarge,
+    #[error("nesting deeper than {MAX_FLOW_DEPTH} levels")]
+    TooDeep,
+}
+
+/// A value that does not fit `Config`: the key path (none at the top) and
+/// serde's message, with a "did you mean" for a misspelt key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KeyError {
+    #[error("{0}")]
+    Top(String),
+    #[error("{path}: {message}")]
+    At { path: String, message: String },
 }
 
 /// Reads one config file as YAML and checks it against `Config` on its own,
@@ -351,22 +433,22 @@ pub(crate) fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, C
         Err(e) => {
             return Err(ConfigError {
                 path: path.to_path_buf(),
-                message: format!("cannot read: {e}"),
+                problem: ConfigProblem::Unreadable(e),
             })
         }
     };
-    let err = |message: String| ConfigError {
+    let err = |problem: ConfigProblem| ConfigError {
         path: path.to_path_buf(),
-        message,
+        problem,
     };
-    check_shape(&text).map_err(err)?;
-    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.to_string()))?;
+    check_shape(&text).map_err(|e| err(e.into()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.into()))?;
     let value = match value {
         Value::Null => Value::Mapping(Default::default()),
         v @ Value::Mapping(_) => v,
-        _ => return Err(err("expected a mapping of keys at the top level".into())),
+        _ => return Err(err(ConfigProblem::NotAMapping)),
     };
-    check(&value).map_err(err)?;
+    check(&value).map_err(|e| err(e.into()))?;
     Ok(Some(value))
 }
 
@@ -379,12 +461,9 @@ const MAX_FLOW_DEPTH: usize = 64;
 /// time over: a huge file, or `[`/`{` nested deeper than `MAX_FLOW_DEPTH`
 /// (libyaml rescans every open level at each token). Brackets inside
 /// quotes and comments do not count.
-fn check_shape(text: &str) -> Result<(), String> {
+fn check_shape(text: &str) -> Result<(), ShapeError> {
     if text.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
-            "the file is larger than {} MiB",
-            MAX_CONFIG_BYTES >> 20
-        ));
+        return Err(ShapeError::TooLarge);
     }
     let (mut depth, mut quote, mut comment, mut escaped) = (0usize, None, false, false);
     let mut prev = b'\n';
@@ -415,7 +494,7 @@ fn check_shape(text: &str) -> Result<(), String> {
                 b'[' | b'{' => {
                     depth += 1;
                     if depth > MAX_FLOW_DEPTH {
-                        return Err(format!("nesting deeper than {MAX_FLOW_DEPTH} levels"));
+                        return Err(ShapeError::TooDeep);
                     }
                 }
                 b']' | b'}' => depth = depth.saturating_sub(1),
@@ -428,7 +507,7 @@ fn check_shape(text: &str) -> Result<(), String> {
 }
 
 /// Deserializes a layered value into `Config`, with the key path in errors.
-pub(crate) fn check(value: &Value) -> Result<Config, String> {
+pub(crate) fn check(value: &Value) -> Result<Config, KeyError> {
     serde_path_to_error::deserialize(value.clone()).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -443,9 +522,12 @@ pub(crate) fn check(value: &Value) -> Result<Config, String> {
             _ => inner,
         };
         if path == "." || path.is_empty() {
-            inner
+            KeyError::Top(inner)
         } else {
-            format!("{path}: {inner}")
+            KeyError::At {
+                path,
+                message: inner,
+            }
         }
     })
 }
@@ -495,12 +577,7 @@ pub(crate) fn user_config_path(env: &dyn Fn(&str) -> Option<String>) -> Option<P
     if let Some(p) = env("TINYAGENT_CONFIG").filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    if let Some(x) = env("XDG_CONFIG_HOME").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(x).join("tinyagent/config.yaml"));
-    }
-    env("HOME")
-        .filter(|p| !p.is_empty())
-        .map(|h| PathBuf::from(h).join(".config/tinyagent/config.yaml"))
+    crate::paths::config_dir(env).map(|d| d.join("config.yaml"))
 }
 
 impl From<ConfigError> for crate::setup::SetupError {
@@ -514,7 +591,7 @@ mod tests {
     #[test]
     fn deep_nesting_and_huge_files_are_refused_before_parsing() {
         let deep = format!("model: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
-        let err = super::check_shape(&deep).unwrap_err();
+        let err = super::check_shape(&deep).unwrap_err().to_string();
         assert!(err.contains("nesting deeper than 64"), "{err}");
         assert!(super::check_shape(&"#".repeat(5 << 20)).is_err());
         // Brackets in quotes and comments do not count; nor does a quote
@@ -536,22 +613,24 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named_with_their_path() {
-        let err = check(&yaml("retry: {attempts: 2, tries: 3}")).unwrap_err();
+        let err = check(&yaml("retry: {attempts: 2, tries: 3}"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("retry"), "{err}");
         assert!(err.contains("unknown field `tries`"), "{err}");
-        let err = check(&yaml("modle: x")).unwrap_err();
+        let err = check(&yaml("modle: x")).unwrap_err().to_string();
         assert_eq!(err, "modle: unknown field `modle` (did you mean `model`?)");
-        let err = check(&yaml("retry: {atempts: 2}")).unwrap_err();
+        let err = check(&yaml("retry: {atempts: 2}")).unwrap_err().to_string();
         assert!(
             err.ends_with("unknown field `atempts` (did you mean `attempts`?)"),
             "{err}"
         );
-        let err = check(&yaml("approval: edtis")).unwrap_err();
+        let err = check(&yaml("approval: edtis")).unwrap_err().to_string();
         assert_eq!(
             err,
             "approval: unknown variant `edtis`, expected one of `ask`, `edits`, `auto` (did you mean `edits`?)"
         );
-        let err = check(&yaml("zzzzz: 1")).unwrap_err();
+        let err = check(&yaml("zzzzz: 1")).unwrap_err().to_string();
         assert_eq!(err, "zzzzz: unknown field `zzzzz`");
     }
 
@@ -560,7 +639,8 @@ mod tests {
         let err = check(&yaml(
             "providers: {local: {api: chat, endpoint: 'http://x'}}",
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.starts_with("providers.local.api: unknown API 'chat'"),
             "{err}"
@@ -582,7 +662,7 @@ mod tests {
         let c = check(&base).unwrap();
         assert_eq!(c.model.as_deref(), Some("a/b"));
         assert_eq!(c.retry.attempts, Some(3));
-        assert_eq!(c.retry.backoff, Some(DurationText("1s".into())));
+        assert_eq!(c.retry.backoff, Some(std::time::Duration::from_secs(1)));
         assert_eq!(
             c.fallback_models.unwrap(),
             [FallbackEntry::from("z/w".to_string())]

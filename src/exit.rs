@@ -2,9 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How a run ended (or `Running` while it goes on).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How a run ended (or `Running` while it goes on). Its wire name is the
+/// variant's in snake case, for serde and `as_str` alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Status {
     Running,
     Submitted,
@@ -20,19 +22,9 @@ pub enum Status {
 }
 
 impl Status {
+    /// The wire name: `completed`, `step_limit`...
     pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Submitted => "submitted",
-            Status::Completed => "completed",
-            Status::Error => "error",
-            Status::OutputTruncated => "output_truncated",
-            Status::StepLimit => "step_limit",
-            Status::CostLimit => "cost_limit",
-            Status::TimeLimit => "time_limit",
-            Status::BudgetLimit => "budget_limit",
-            Status::Interrupted => "interrupted",
-        }
+        self.into()
     }
 
     /// The process exit code for a run that ended with this status.
@@ -79,6 +71,27 @@ mod tests {
         assert_eq!(Status::BudgetLimit.exit_code(), 3);
         assert_eq!(Status::BudgetLimit.as_str(), "budget_limit");
         assert_eq!(Status::Interrupted.exit_code(), 130);
+    }
+
+    #[test]
+    fn serde_and_as_str_give_the_same_names() {
+        for status in [
+            Status::Running,
+            Status::Submitted,
+            Status::Completed,
+            Status::Error,
+            Status::OutputTruncated,
+            Status::StepLimit,
+            Status::CostLimit,
+            Status::TimeLimit,
+            Status::Interrupted,
+        ] {
+            let json = serde_json::to_value(status).unwrap();
+            assert_eq!(json, status.as_str());
+            let back: Status = serde_json::from_value(json).unwrap();
+            assert_eq!(back, status);
+        }
+        assert_eq!(Status::OutputTruncated.as_str(), "output_truncated");
     }
 
     #[test]

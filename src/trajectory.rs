@@ -389,30 +389,48 @@ fn sync_parent(path: &Path) {
 /// short of what would exhaust memory.
 const MAX_CHECKPOINT_BYTES: u64 = 512 << 20;
 
+/// A checkpoint that cannot be loaded; the message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{} (or its journal) is larger than {} MiB: not a tinyagent checkpoint", .0.display(), MAX_CHECKPOINT_BYTES >> 20)]
+    TooLarge(std::path::PathBuf),
+    #[error("cannot read {}: {error}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is not a tinyagent trajectory: {error}", path.display())]
+    NotATrajectory {
+        path: std::path::PathBuf,
+        error: serde_json::Error,
+    },
+}
+
 /// A tool call the journal records as started: `(step, call_id)`.
 pub type StartedCall = (u32, String);
 
 /// Reads FILE and replays `FILE.journal` over it. A torn last journal line
 /// (a crash mid-write) is ignored.
-pub fn load(path: &Path) -> Result<Trajectory, String> {
+pub fn load(path: &Path) -> Result<Trajectory, LoadError> {
     load_checkpoint(path).map(|(doc, _)| doc)
 }
 
 /// Like `load`, also returning the tool calls the journal records as
 /// started, in order (whether or not they finished).
-pub fn load_checkpoint(path: &Path) -> Result<(Trajectory, Vec<StartedCall>), String> {
+pub fn load_checkpoint(path: &Path) -> Result<(Trajectory, Vec<StartedCall>), LoadError> {
     let too_big = |p: &Path| fs::metadata(p).is_ok_and(|m| m.len() > MAX_CHECKPOINT_BYTES);
     if too_big(path) || too_big(&journal_path(path)) {
-        return Err(format!(
-            "{} (or its journal) is larger than {} MiB: not a tinyagent checkpoint",
-            path.display(),
-            MAX_CHECKPOINT_BYTES >> 20
-        ));
+        return Err(LoadError::TooLarge(path.to_path_buf()));
     }
-    let text =
-        fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut doc: Trajectory = serde_json::from_str(&text)
-        .map_err(|e| format!("{} is not a tinyagent trajectory: {e}", path.display()))?;
+    let text = fs::read_to_string(path).map_err(|e| LoadError::Unreadable {
+        path: path.to_path_buf(),
+        error: e,
+    })?;
+    let mut doc: Trajectory =
+        serde_json::from_str(&text).map_err(|e| LoadError::NotATrajectory {
+            path: path.to_path_buf(),
+            error: e,
+        })?;
     let mut started = Vec::new();
     if let Ok(journal) = fs::read_to_string(journal_path(path)) {
         for line in journal.lines() {

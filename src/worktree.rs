@@ -50,20 +50,44 @@ pub(crate) fn split_task_and_name<'a>(
     }
 }
 
+/// Why a worktree could not be made: each a one-line reason (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorktreeError {
+    #[error("'{0}' is not a usable worktree name (letters, digits, '.', '_' and '-')")]
+    BadName(String),
+    #[error("{} is not inside a git repository", .0.display())]
+    NotARepository(PathBuf),
+    #[error("the worktree {} already exists; choose another name", .0.display())]
+    PathTaken(PathBuf),
+    #[error("the branch {0} already exists; choose another name")]
+    BranchTaken(String),
+    #[error("the repository has no commit yet to start a worktree from")]
+    NoCommit,
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+/// A git command that failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GitError {
+    #[error("cannot run git: {0}")]
+    Spawn(std::io::Error),
+    /// Its first error line, without `fatal: `.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Creates the branch and worktree `name` for the repository around `cwd`,
 /// from its current HEAD. Every failure is a one-line reason (exit 2).
-pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
+pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, WorktreeError> {
     if !valid_name(name) {
-        return Err(format!(
-            "'{name}' is not a usable worktree name (letters, digits, '.', '_' and '-')"
-        ));
+        return Err(WorktreeError::BadName(name.to_string()));
     }
-    let toplevel = git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| {
-        if e.contains("not a git repository") {
-            format!("{} is not inside a git repository", cwd.display())
-        } else {
-            e
+    let toplevel = git(cwd, &["rev-parse", "--show-toplevel"]).map_err(|e| match e {
+        GitError::Failed(line) if line.contains("not a git repository") => {
+            WorktreeError::NotARepository(cwd.to_path_buf())
         }
+        other => WorktreeError::Git(other),
     })?;
     let toplevel = PathBuf::from(toplevel);
     let common = PathBuf::from(git(
@@ -87,10 +111,7 @@ pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
     let path = parent.join(format!("{repo_name}-worktrees")).join(name);
     let branch = format!("{BRANCH_PREFIX}{name}");
     if path.exists() {
-        return Err(format!(
-            "the worktree {} already exists; choose another name",
-            path.display()
-        ));
+        return Err(WorktreeError::PathTaken(path));
     }
     if git(
         cwd,
@@ -103,12 +124,10 @@ pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
     )
     .is_ok()
     {
-        return Err(format!(
-            "the branch {branch} already exists; choose another name"
-        ));
+        return Err(WorktreeError::BranchTaken(branch));
     }
     if git(cwd, &["rev-parse", "--verify", "--quiet", "HEAD"]).is_err() {
-        return Err("the repository has no commit yet to start a worktree from".into());
+        return Err(WorktreeError::NoCommit);
     }
     let path_text = path.to_string_lossy().into_owned();
     git(
@@ -133,14 +152,14 @@ pub(crate) fn create(cwd: &Path, name: &str) -> Result<Worktree, String> {
 }
 
 /// Runs git in `dir`; its trimmed stdout, or its first error line.
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(GitError::Spawn)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
@@ -149,7 +168,9 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("git failed");
-        Err(line.trim().trim_start_matches("fatal: ").to_string())
+        Err(GitError::Failed(
+            line.trim().trim_start_matches("fatal: ").to_string(),
+        ))
     }
 }
 

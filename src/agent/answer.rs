@@ -22,8 +22,8 @@ pub(super) enum FinalAnswer {
     Text(String),
 }
 
-/// What becomes of a final answer.
-pub(super) enum Verdict {
+/// What becomes of a final answer: the ruling on it.
+pub(super) enum Ruling {
     /// The run ends with this output.
     Accept(Value),
     /// The model is told this and the run goes on.
@@ -38,7 +38,7 @@ impl Agent {
         &mut self,
         answer: FinalAnswer,
         counters: &mut Counters,
-    ) -> Verdict {
+    ) -> Ruling {
         counters.answered_this_step = true;
         let status = match answer {
             FinalAnswer::Submitted(_) => "submitted",
@@ -55,11 +55,11 @@ impl Agent {
             Err(problem) => {
                 counters.invalid_answers += 1;
                 if counters.invalid_answers >= MAX_INVALID_ANSWERS {
-                    return Verdict::Fail(format!(
+                    return Ruling::Fail(format!(
                         "the final answer did not match the output schema {MAX_INVALID_ANSWERS} times in a row; the last time: {problem}"
                     ));
                 }
-                return Verdict::Reject(format!(
+                return Ruling::Reject(format!(
                     "Your final answer was not accepted: {problem}\nFix it and give the final answer again (call submit with an output that matches the schema)."
                 ));
             }
@@ -67,13 +67,13 @@ impl Agent {
         counters.invalid_answers = 0;
 
         if self.jobs.hooks.stop.is_empty() {
-            return Verdict::Accept(value);
+            return Ruling::Accept(value);
         }
         if counters.stop_hook_failures >= MAX_STOP_HOOK_FAILURES {
             self.emitter.warn(format!(
                 "the stop hooks failed {MAX_STOP_HOOK_FAILURES} times; the answer stands without running them again"
             ));
-            return Verdict::Accept(value);
+            return Ruling::Accept(value);
         }
         let payload = json!({"status": status, "output": value});
         let refusal = hooks::run_all(
@@ -84,10 +84,10 @@ impl Agent {
         )
         .await;
         match refusal {
-            None => Verdict::Accept(value),
+            None => Ruling::Accept(value),
             Some(refusal) => {
                 counters.stop_hook_failures += 1;
-                Verdict::Reject(format!(
+                Ruling::Reject(format!(
                     "You are not done yet: the {}\nFix the cause, then give the final answer again.",
                     refusal.describe("stop")
                 ))

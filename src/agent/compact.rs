@@ -23,7 +23,6 @@ use serde_json::Value;
 
 use super::usage::{request_chars, TokenMeter};
 use super::{Agent, StepEnd};
-use crate::config::CompactionConfig;
 use crate::conversation::{Message, Role, ToolSpec};
 use crate::events::Event;
 use crate::exit::Status;
@@ -62,34 +61,6 @@ pub(crate) struct CompactionPolicy {
     pub threshold: f64,
     /// The window assumed for a model whose own window is unknown.
     pub default_context_window: Option<u64>,
-}
-
-impl Default for CompactionPolicy {
-    fn default() -> Self {
-        CompactionPolicy {
-            threshold: 0.8,
-            default_context_window: None,
-        }
-    }
-}
-
-impl CompactionPolicy {
-    pub(crate) fn from_config(config: &CompactionConfig) -> Result<CompactionPolicy, String> {
-        let defaults = CompactionPolicy::default();
-        let threshold = config.threshold.unwrap_or(defaults.threshold);
-        if !(threshold > 0.0 && threshold <= 1.0) {
-            return Err(format!(
-                "config compaction.threshold: must be above 0 and at most 1, got {threshold}"
-            ));
-        }
-        if config.default_context_window == Some(0) {
-            return Err("config compaction.default_context_window: must be at least 1".into());
-        }
-        Ok(CompactionPolicy {
-            threshold,
-            default_context_window: config.default_context_window,
-        })
-    }
 }
 
 /// Estimated tokens of a request with no server count to go by:
@@ -592,22 +563,5 @@ mod tests {
     fn estimates_are_chars_over_four() {
         let m = vec![Message::new(Role::User, "x".repeat(392), 0)];
         assert_eq!(estimate_tokens("", &m, &[]), 100);
-    }
-
-    #[test]
-    fn policy_checks_its_numbers() {
-        let ok = CompactionPolicy::from_config(&CompactionConfig {
-            threshold: Some(0.5),
-            default_context_window: Some(1000),
-        })
-        .unwrap();
-        assert_eq!(ok.threshold, 0.5);
-        for bad in [0.0, 1.5, -1.0] {
-            let config = CompactionConfig {
-                threshold: Some(bad),
-                default_context_window: None,
-            };
-            assert!(CompactionPolicy::from_config(&config).is_err());
-        }
     }
 }

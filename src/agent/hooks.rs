@@ -11,7 +11,6 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::config::HooksConfig;
 use crate::stop::Stop;
 use crate::tools::process::GuardedChild;
 use crate::tools::shorten;
@@ -27,18 +26,6 @@ pub(crate) struct Hooks {
     pub stop: Vec<String>,
     pub pre_tool: Vec<String>,
     pub post_tool: Vec<String>,
-}
-
-impl Hooks {
-    pub(crate) fn from_config(config: &HooksConfig) -> Hooks {
-        let commands =
-            |list: &[crate::config::HookCommand]| list.iter().map(|h| h.command.clone()).collect();
-        Hooks {
-            stop: commands(&config.stop),
-            pre_tool: commands(&config.pre_tool),
-            post_tool: commands(&config.post_tool),
-        }
-    }
 }
 
 /// A hook that said no: which command, and what it printed.
@@ -64,18 +51,38 @@ pub(crate) async fn run_all(
     stop: &Stop,
 ) -> Option<HookRefusal> {
     for command in commands {
-        if let Err(message) = run_one(command, payload, cwd, stop).await {
+        if let Err(failure) = run_one(command, payload, cwd, stop).await {
             return Some(HookRefusal {
                 command: command.clone(),
-                message,
+                message: failure.to_string(),
             });
         }
     }
     None
 }
 
+/// Why a hook said no, with its output.
+#[derive(Debug, thiserror::Error)]
+enum HookFailure {
+    #[error("could not start: {0}")]
+    Start(std::io::Error),
+    #[error("timed out after {}s", HOOK_TIMEOUT.as_secs())]
+    TimedOut,
+    #[error("was stopped: the run was interrupted")]
+    Stopped,
+    #[error("failed (exit {code}):\n{output}")]
+    Exit { code: i32, output: String },
+    #[error("was killed by a signal:\n{0}")]
+    Killed(String),
+}
+
 /// Runs one hook; `Err` holds why it failed and its output.
-async fn run_one(command: &str, payload: &Value, cwd: &Path, stop: &Stop) -> Result<(), String> {
+async fn run_one(
+    command: &str,
+    payload: &Value,
+    cwd: &Path,
+    stop: &Stop,
+) -> Result<(), HookFailure> {
     let mut cmd = Command::new("bash");
     cmd.arg("-c")
         .arg(format!("exec 2>&1\n{command}"))
@@ -83,7 +90,7 @@ async fn run_one(command: &str, payload: &Value, cwd: &Path, stop: &Stop) -> Res
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut guarded = GuardedChild::spawn(cmd).map_err(|e| format!("could not start: {e}"))?;
+    let mut guarded = GuardedChild::spawn(cmd).map_err(HookFailure::Start)?;
     let mut stdin = guarded.child.stdin.take();
     let mut stdout = guarded.child.stdout.take();
     let input = serde_json::to_vec(payload).unwrap_or_default();
@@ -109,8 +116,8 @@ async fn run_one(command: &str, payload: &Value, cwd: &Path, stop: &Stop) -> Res
     };
     let outcome = tokio::select! {
         done = run => Ok(done),
-        _ = tokio::time::sleep(HOOK_TIMEOUT) => Err(format!("timed out after {}s", HOOK_TIMEOUT.as_secs())),
-        _ = stop.fired() => Err("was stopped: the run was interrupted".to_string()),
+        _ = tokio::time::sleep(HOOK_TIMEOUT) => Err(HookFailure::TimedOut),
+        _ = stop.fired() => Err(HookFailure::Stopped),
     };
     let (buf, status) = match outcome {
         Ok(done) => done,
@@ -125,8 +132,8 @@ async fn run_one(command: &str, payload: &Value, cwd: &Path, stop: &Stop) -> Res
     );
     match status.ok().and_then(|s| s.code()) {
         Some(0) => Ok(()),
-        Some(code) => Err(format!("failed (exit {code}):\n{text}")),
-        None => Err(format!("was killed by a signal:\n{text}")),
+        Some(code) => Err(HookFailure::Exit { code, output: text }),
+        None => Err(HookFailure::Killed(text)),
     }
 }
 

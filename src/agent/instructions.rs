@@ -7,7 +7,6 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::config::InstructionsConfig;
 use crate::setup::SetupError;
 
 /// The file name looked for in each directory.
@@ -57,27 +56,6 @@ pub(crate) enum Source {
     /// One file, instead of the files found, with where it was named
     /// (`--instructions` or `config instructions`) for errors.
     File(PathBuf, &'static str),
-}
-
-impl Source {
-    /// `--instructions FILE` wins; then config `instructions:` (a relative
-    /// config path is taken from the working directory); the default is on.
-    pub(crate) fn resolve(
-        flag: Option<&Path>,
-        config: Option<&InstructionsConfig>,
-        cwd: &Path,
-    ) -> Source {
-        if let Some(file) = flag {
-            return Source::File(file.to_path_buf(), "--instructions");
-        }
-        match config {
-            None | Some(InstructionsConfig::Enabled(true)) => Source::Found,
-            Some(InstructionsConfig::Enabled(false)) => Source::Off,
-            Some(InstructionsConfig::File(path)) => {
-                Source::File(cwd.join(path), "config instructions")
-            }
-        }
-    }
 }
 
 /// Loads the instructions of a run in `cwd`. Only an explicitly named file
@@ -332,23 +310,6 @@ mod tests {
     #[test]
     fn sources() {
         let cwd = Path::new("/w");
-        assert_eq!(Source::resolve(None, None, cwd), Source::Found);
-        assert_eq!(
-            Source::resolve(None, Some(&InstructionsConfig::Enabled(false)), cwd),
-            Source::Off
-        );
-        assert_eq!(
-            Source::resolve(None, Some(&InstructionsConfig::File("x.md".into())), cwd),
-            Source::File("/w/x.md".into(), "config instructions")
-        );
-        assert_eq!(
-            Source::resolve(
-                Some(Path::new("f.md")),
-                Some(&InstructionsConfig::Enabled(false)),
-                cwd
-            ),
-            Source::File("f.md".into(), "--instructions")
-        );
         let e = load(&Source::File("/no/such.md".into(), "--instructions"), cwd).unwrap_err();
         assert!(
             e.0.starts_with("--instructions /no/such.md: cannot read"),

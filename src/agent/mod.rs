@@ -31,7 +31,7 @@ use crate::tools::plan::SharedPlan;
 use crate::tools::{submit_spec, ToolCtx, ToolRegistry};
 use crate::trajectory::{Checkpoint, JournalOp, Trajectory};
 
-use answer::{FinalAnswer, Verdict};
+use answer::{FinalAnswer, Ruling};
 pub(crate) use prompt::system_prompt;
 pub(crate) use setup::job_options;
 
@@ -54,8 +54,7 @@ pub(crate) struct RequestOptions {
 }
 
 /// What unattended jobs and long tasks add to a run: the output schema,
-/// compaction, hooks and subagents. The default is none of them.
-#[derive(Default)]
+/// compaction, hooks and subagents.
 pub(crate) struct JobOptions {
     /// `--output-schema`: a final answer must be JSON valid against it.
     pub output_schema: Option<schema::OutputSchema>,
@@ -94,25 +93,76 @@ pub(crate) struct Outcome {
     pub steps: u32,
 }
 
-/// Everything one run needs, wired by `lib.rs`.
+/// One run's loop and everything it needs: built by `Agent::new` (the run
+/// in `lib.rs`, a subagent in `subagent.rs`), its state private to the loop.
 pub(crate) struct Agent {
+    chain: ChainModel,
+    tools: ToolRegistry,
+    emitter: Emitter,
+    stop: Stop,
+    limits: Limits,
+    options: RequestOptions,
+    tool_ctx: ToolCtx,
+    plan: SharedPlan,
+    /// The run as recorded so far; its `messages` are the conversation.
+    doc: Trajectory,
+    checkpoint: Option<Checkpoint>,
+    /// Switches recorded before this process (resume).
+    prior_switches: usize,
+    jobs: JobOptions,
+    /// What servers said about token counts: bases for size estimates,
+    /// windows named in overflow errors, models warned about.
+    meter: usage::TokenMeter,
+}
+
+/// What a run's loop is built from besides its document.
+pub(crate) struct Parts {
     pub chain: ChainModel,
     pub tools: ToolRegistry,
     pub emitter: Emitter,
     pub stop: Stop,
     pub limits: Limits,
     pub options: RequestOptions,
-    pub tool_ctx: ToolCtx,
+    /// The working directory tools run in.
+    pub cwd: std::path::PathBuf,
+    /// The plan the `plan` tool writes (the document's, shared).
     pub plan: SharedPlan,
-    /// The run as recorded so far; its `messages` are the conversation.
-    pub doc: Trajectory,
-    pub checkpoint: Option<Checkpoint>,
-    /// Switches recorded before this process (resume).
-    pub prior_switches: usize,
     pub jobs: JobOptions,
-    /// What servers said about token counts: bases for size estimates,
-    /// windows named in overflow errors, models warned about.
-    pub meter: usage::TokenMeter,
+}
+
+impl Agent {
+    /// An agent that continues `doc` (new or resumed), writing `checkpoint`
+    /// when there is one.
+    pub(crate) fn new(parts: Parts, doc: Trajectory, checkpoint: Option<Checkpoint>) -> Agent {
+        Agent {
+            chain: parts.chain,
+            tools: parts.tools,
+            emitter: parts.emitter,
+            tool_ctx: ToolCtx {
+                cwd: parts.cwd,
+                stop: parts.stop.clone(),
+            },
+            stop: parts.stop,
+            limits: parts.limits,
+            options: parts.options,
+            plan: parts.plan,
+            prior_switches: doc.model_switches.len(),
+            doc,
+            checkpoint,
+            jobs: parts.jobs,
+            meter: usage::TokenMeter::default(),
+        }
+    }
+
+    /// Whether a final answer must be JSON (`--output-schema`).
+    pub(crate) fn answers_json(&self) -> bool {
+        self.jobs.output_schema.is_some()
+    }
+
+    /// The run's document as it stands.
+    pub(crate) fn doc(&self) -> &Trajectory {
+        &self.doc
+    }
 }
 
 enum StepEnd {
@@ -348,12 +398,12 @@ impl Agent {
                 .check_answer(FinalAnswer::Text(text.to_string()), counters)
                 .await
             {
-                Verdict::Accept(output) => StepEnd::Finish(Status::Completed, output, None),
-                Verdict::Reject(message) => {
+                Ruling::Accept(output) => StepEnd::Finish(Status::Completed, output, None),
+                Ruling::Reject(message) => {
                     self.push_message(Message::new(Role::User, message, step));
                     StepEnd::Continue
                 }
-                Verdict::Fail(error) => StepEnd::Finish(Status::Error, Value::Null, Some(error)),
+                Ruling::Fail(error) => StepEnd::Finish(Status::Error, Value::Null, Some(error)),
             };
         }
         self.run_tools(step, calls, counters).await

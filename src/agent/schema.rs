@@ -24,24 +24,68 @@ impl std::fmt::Debug for OutputSchema {
     }
 }
 
+/// An `--output-schema` file that cannot be used; the message names it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SchemaFileError {
+    #[error("--output-schema {}: cannot read: {error}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("--output-schema {}: not valid JSON: {error}", path.display())]
+    NotJson {
+        path: std::path::PathBuf,
+        error: serde_json::Error,
+    },
+    #[error("--output-schema {}: {problem}", path.display())]
+    Invalid {
+        path: std::path::PathBuf,
+        problem: SchemaProblem,
+    },
+}
+
+/// A schema document that is not a usable JSON Schema.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SchemaProblem {
+    #[error("not a JSON Schema: expected an object")]
+    NotAnObject,
+    /// The validator's complaint, on one line.
+    #[error("not a valid JSON Schema: {0}")]
+    Invalid(String),
+}
+
+/// Why a final answer is refused under the output schema.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum AnswerProblem {
+    #[error("the answer is not JSON; reply with only a JSON value that matches the output schema")]
+    NotJson,
+    /// The validation errors, one line each.
+    #[error("{}", describe(.0))]
+    Mismatch(Vec<String>),
+}
+
 impl OutputSchema {
     /// Reads and compiles the schema at `path`; the error is one line naming
     /// the file.
-    pub(crate) fn load(path: &Path) -> Result<OutputSchema, String> {
+    pub(crate) fn load(path: &Path) -> Result<OutputSchema, SchemaFileError> {
+        let at = || path.to_path_buf();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--output-schema {}: cannot read: {e}", path.display()))?;
+            .map_err(|error| SchemaFileError::Unreadable { path: at(), error })?;
         let value: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("--output-schema {}: not valid JSON: {e}", path.display()))?;
-        Self::compile(value).map_err(|e| format!("--output-schema {}: {e}", path.display()))
+            .map_err(|error| SchemaFileError::NotJson { path: at(), error })?;
+        Self::compile(value).map_err(|problem| SchemaFileError::Invalid {
+            path: at(),
+            problem,
+        })
     }
 
     /// Compiles a schema document (checked against its meta-schema).
-    pub(crate) fn compile(value: Value) -> Result<OutputSchema, String> {
+    pub(crate) fn compile(value: Value) -> Result<OutputSchema, SchemaProblem> {
         if !(value.is_object() || value.is_boolean()) {
-            return Err("not a JSON Schema: expected an object".into());
+            return Err(SchemaProblem::NotAnObject);
         }
         let validator = jsonschema::validator_for(&value)
-            .map_err(|e| format!("not a valid JSON Schema: {}", one_line(&e.to_string())))?;
+            .map_err(|e| SchemaProblem::Invalid(one_line(&e.to_string())))?;
         Ok(OutputSchema { value, validator })
     }
 
@@ -63,7 +107,7 @@ impl OutputSchema {
 
     /// Checks a `submit` output. A string that holds JSON valid against the
     /// schema is accepted as that JSON (models often send JSON as text).
-    pub(crate) fn check_submitted(&self, output: &Value) -> Result<Value, String> {
+    pub(crate) fn check_submitted(&self, output: &Value) -> Result<Value, AnswerProblem> {
         let errors = self.errors(output);
         if errors.is_empty() {
             return Ok(output.clone());
@@ -73,20 +117,20 @@ impl OutputSchema {
                 return Ok(parsed);
             }
         }
-        Err(describe(&errors))
+        Err(AnswerProblem::Mismatch(errors))
     }
 
     /// Checks the text of a final reply: it must be JSON (a Markdown code
     /// fence around it is tolerated) valid against the schema.
-    pub(crate) fn check_text(&self, text: &str) -> Result<Value, String> {
+    pub(crate) fn check_text(&self, text: &str) -> Result<Value, AnswerProblem> {
         let Some(value) = parse_json_text(text) else {
-            return Err("the answer is not JSON; reply with only a JSON value that matches the output schema".into());
+            return Err(AnswerProblem::NotJson);
         };
         let errors = self.errors(&value);
         if errors.is_empty() {
             Ok(value)
         } else {
-            Err(describe(&errors))
+            Err(AnswerProblem::Mismatch(errors))
         }
     }
 }
@@ -160,11 +204,15 @@ mod tests {
             s.check_submitted(&json!("{\"n\": 2}")).unwrap(),
             json!({"n": 2})
         );
-        let err = s.check_submitted(&json!({"n": "x"})).unwrap_err();
+        let err = s
+            .check_submitted(&json!({"n": "x"}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/n"), "{err}");
         assert!(s
             .check_submitted(&json!({}))
             .unwrap_err()
+            .to_string()
             .contains("required"));
     }
 
@@ -176,7 +224,11 @@ mod tests {
             s.check_text("```json\n{\"n\": 4}\n```").unwrap(),
             json!({"n": 4})
         );
-        assert!(s.check_text("n is 3").unwrap_err().contains("not JSON"));
+        assert!(s
+            .check_text("n is 3")
+            .unwrap_err()
+            .to_string()
+            .contains("not JSON"));
         assert!(s.check_text("{\"n\": 1, \"m\": 2}").is_err());
     }
 }

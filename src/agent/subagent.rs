@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::{Agent, JobOptions, Limits, RequestOptions};
+use super::{Agent, JobOptions, Limits, Parts, RequestOptions};
 use crate::conversation::{Message, Role};
 use crate::events::Event;
 use crate::exit::Status;
@@ -59,7 +59,7 @@ impl Agent {
         let task = match str_arg(args, "task") {
             Ok(task) if !task.trim().is_empty() => task.to_string(),
             Ok(_) => return ToolOutput::err("the task is empty"),
-            Err(e) => return ToolOutput::err(e),
+            Err(e) => return ToolOutput::err(e.to_string()),
         };
         let Some(sub) = self.jobs.subagent.as_mut() else {
             return ToolOutput::err("unknown tool 'delegate': no subagents are configured");
@@ -87,7 +87,9 @@ impl Agent {
             .limits
             .cost_usd
             .map(|limit| (limit - self.doc.totals.cost_usd).max(0.0));
-        let mut child = Agent {
+        // The child's record lives in memory only: no checkpoint.
+        let doc = Trajectory::new(&run_id, &task, &model, fallback_models, &cwd);
+        let parts = Parts {
             chain,
             tools,
             emitter,
@@ -97,12 +99,8 @@ impl Agent {
                 cost_usd: remaining_cost,
             },
             options: RequestOptions::default(),
-            tool_ctx: self.tool_ctx.clone(),
+            cwd: self.tool_ctx.cwd.clone(),
             plan: Arc::new(Mutex::new(Vec::new())),
-            doc: child_doc(&run_id, &task, &model, fallback_models, cwd),
-            checkpoint: None,
-            prior_switches: 0,
-            meter: Default::default(),
             jobs: JobOptions {
                 output_schema: None,
                 compaction: self.jobs.compaction,
@@ -115,6 +113,7 @@ impl Agent {
                 approvals: self.jobs.approvals.clone(),
             },
         };
+        let mut child = Agent::new(parts, doc, None);
         let outcome = Box::pin(child.run_mut(vec![Message::new(Role::User, task, 0)])).await;
 
         let child_totals = child.doc.totals;
@@ -144,15 +143,4 @@ impl Agent {
             )),
         }
     }
-}
-
-/// The child's in-memory run record (never written to a file).
-fn child_doc(
-    run_id: &str,
-    task: &str,
-    model: &str,
-    fallback_models: Vec<String>,
-    cwd: String,
-) -> Trajectory {
-    Trajectory::new(run_id, task, model, fallback_models, &cwd)
 }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::answer::{FinalAnswer, Verdict};
+use super::answer::{FinalAnswer, Ruling};
 use super::{hooks, stop_status, Agent, Counters, StepEnd};
 use crate::approval::{Review, Where};
 use crate::conversation::{Message, ToolCall};
@@ -53,12 +53,12 @@ impl Agent {
                     .check_answer(FinalAnswer::Submitted(output), counters)
                     .await
                 {
-                    Verdict::Accept(output) => {
+                    Ruling::Accept(output) => {
                         ending = Some((Status::Submitted, output, None));
                         ToolOutput::ok("submitted")
                     }
-                    Verdict::Reject(message) => ToolOutput::err(message),
-                    Verdict::Fail(error) => {
+                    Ruling::Reject(message) => ToolOutput::err(message),
+                    Ruling::Fail(error) => {
                         let result = ToolOutput::err(error.clone());
                         ending = Some((Status::Error, Value::Null, Some(error)));
                         result

@@ -3,75 +3,7 @@
 //! words). A command holding a shell control character never matches
 //! either: `cargo test; rm -rf ~` is not `cargo test`.
 
-use serde::{Deserialize, Deserializer};
-
-/// What makes a command more than one program with its arguments: `;`,
-/// `&`, `|`, a backquote, `$(`, `>`, `<` (SPEC 20), and a line break,
-/// which separates commands as `;` does.
-const CONTROL_CHARS: &[char] = &[';', '&', '|', '`', '>', '<', '\n', '\r'];
-
-/// Whether `command` holds a shell control character or `$(`.
-pub(crate) fn holds_shell_control(command: &str) -> bool {
-    command.contains(CONTROL_CHARS) || command.contains("$(")
-}
-
-/// The control character or `$(` that `text` holds first, for messages.
-fn first_control(text: &str) -> Option<&'static str> {
-    const NAMES: &[(&str, &str)] = &[
-        (";", "`;`"),
-        ("&", "`&`"),
-        ("|", "`|`"),
-        ("`", "a backquote"),
-        ("$(", "`$(`"),
-        (">", "`>`"),
-        ("<", "`<`"),
-        ("\n", "a line break"),
-        ("\r", "a carriage return"),
-    ];
-    NAMES
-        .iter()
-        .filter_map(|(pat, name)| text.find(pat).map(|at| (at, *name)))
-        .min_by_key(|(at, _)| *at)
-        .map(|(_, name)| name)
-}
-
-/// One `approval_allow` entry: a command prefix, checked when the config
-/// is read (so a bad one is reported with its file).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowPrefix(String);
-
-impl AllowPrefix {
-    /// Checks one entry: not empty, and no shell control character (a
-    /// command holding one is always asked, so such a prefix could never
-    /// match).
-    pub(crate) fn parse(text: &str) -> Result<AllowPrefix, String> {
-        let trimmed = text.trim();
-        if trimmed.is_empty() {
-            return Err("approval_allow: an empty prefix would allow every command".into());
-        }
-        if let Some(name) = first_control(trimmed) {
-            return Err(format!(
-                "approval_allow: '{trimmed}' holds {name}; a command holding ;, &, |, a backquote, $(, > or < is always asked, so this prefix would never match"
-            ));
-        }
-        Ok(AllowPrefix(trimmed.to_string()))
-    }
-
-    /// Whether `command` starts with this prefix followed by a space (or
-    /// any blank) or its end.
-    fn starts(&self, command: &str) -> bool {
-        command
-            .strip_prefix(self.0.as_str())
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t']))
-    }
-}
-
-impl<'de> Deserialize<'de> for AllowPrefix {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        AllowPrefix::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+use crate::approval_config::{holds_shell_control, AllowPrefix, CONTROL_CHARS};
 
 /// Config `approval_allow`: commands that run without asking.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,24 +111,6 @@ mod tests {
         }
         // `$` alone is a variable, not a command substitution.
         assert!(allow.allows("cargo test $HOME"));
-    }
-
-    #[test]
-    fn entries_are_checked_when_read() {
-        assert_eq!(
-            AllowPrefix::parse("  cargo test "),
-            Ok(AllowPrefix("cargo test".into()))
-        );
-        let e = AllowPrefix::parse(" ").unwrap_err();
-        assert!(e.contains("empty prefix"), "{e}");
-        let e = AllowPrefix::parse("make && make test").unwrap_err();
-        assert!(e.contains("'make && make test' holds `&`"), "{e}");
-        let e = AllowPrefix::parse("echo `x`").unwrap_err();
-        assert!(e.contains("holds a backquote"), "{e}");
-        let e = AllowPrefix::parse("echo $(x)").unwrap_err();
-        assert!(e.contains("holds `$(`"), "{e}");
-        let e: Result<Vec<AllowPrefix>, _> = serde_yaml::from_str("[ok, 'a;b']");
-        assert!(e.unwrap_err().to_string().contains("holds `;`"));
     }
 
     #[test]

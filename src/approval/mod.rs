@@ -16,10 +16,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::Deserialize;
 
+pub(crate) use crate::approval_config::{AllowPrefix, Mode};
 use allow::AllowList;
-pub(crate) use allow::AllowPrefix;
 use answer::Answer;
 pub(crate) use policy::Always;
 use policy::{Kind, Policy};
@@ -30,28 +29,6 @@ use crate::conversation::ToolCall;
 use crate::events::Emitter;
 use crate::setup::SetupError;
 use crate::stop::Stop;
-
-/// `--approval` and config `approval`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// You approve every bash command and every file change
-    Ask,
-    /// File changes run unasked; you approve bash commands
-    Edits,
-    /// Nothing is asked: every call the model makes runs
-    Auto,
-}
-
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Mode::Ask => "ask",
-            Mode::Edits => "edits",
-            Mode::Auto => "auto",
-        }
-    }
-}
 
 /// What a gate says about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]

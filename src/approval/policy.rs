@@ -115,8 +115,8 @@ impl Policy {
 
 #[cfg(test)]
 mod tests {
-    use super::super::allow::AllowPrefix;
     use super::*;
+    use crate::approval_config::AllowPrefix;
     use serde_json::json;
 
     fn policy(mode: Mode, allow: &[&str]) -> Policy {

@@ -56,11 +56,12 @@ impl OutageNotice {
     }
 }
 
-/// One event of a run. The serde tag is the wire `type`.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type")]
+/// One event of a run. Each variant's `strum` name is its wire `type`
+/// (`type_name`), which the envelope puts first; serde writes the fields.
+#[derive(Debug, Clone, Serialize, strum::IntoStaticStr)]
+#[serde(untagged)]
 pub enum Event {
-    #[serde(rename = "run.started")]
+    #[strum(serialize = "run.started")]
     RunStarted {
         task: String,
         model: String,
@@ -76,9 +77,9 @@ pub enum Event {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         instructions: Vec<String>,
     },
-    #[serde(rename = "step.started")]
+    #[strum(serialize = "step.started")]
     StepStarted { step: u32, model: String },
-    #[serde(rename = "provider.retry")]
+    #[strum(serialize = "provider.retry")]
     ProviderRetry {
         step: u32,
         model: String,
@@ -90,18 +91,18 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_seconds: Option<f64>,
     },
-    #[serde(rename = "model.attempt_reset")]
+    #[strum(serialize = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },
     /// A wait before a request to stay under the provider's published
     /// rate limit (SPEC 17); `limit` is `requests` or `tokens`.
-    #[serde(rename = "provider.paced")]
+    #[strum(serialize = "provider.paced")]
     ProviderPaced {
         step: u32,
         model: String,
         wait_seconds: f64,
         limit: String,
     },
-    #[serde(rename = "model.fallback")]
+    #[strum(serialize = "model.fallback")]
     ModelFallback {
         step: u32,
         from: String,
@@ -109,9 +110,9 @@ pub enum Event {
         reason: String,
         attempts: u32,
     },
-    #[serde(rename = "model.restore")]
+    #[strum(serialize = "model.restore")]
     ModelRestore { step: u32, from: String, to: String },
-    #[serde(rename = "model.response")]
+    #[strum(serialize = "model.response")]
     ModelResponse {
         step: u32,
         model: String,
@@ -123,21 +124,21 @@ pub enum Event {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         usage_estimated: bool,
     },
-    #[serde(rename = "assistant.message")]
+    #[strum(serialize = "assistant.message")]
     AssistantMessage {
         step: u32,
         model: String,
         text: String,
         tool_calls: Vec<ToolCallView>,
     },
-    #[serde(rename = "tool.started")]
+    #[strum(serialize = "tool.started")]
     ToolStarted {
         step: u32,
         call_id: String,
         tool: String,
         arguments: Value,
     },
-    #[serde(rename = "tool.finished")]
+    #[strum(serialize = "tool.finished")]
     ToolFinished {
         step: u32,
         call_id: String,
@@ -146,7 +147,7 @@ pub enum Event {
         output: String,
         duration_ms: u64,
     },
-    #[serde(rename = "context.compacted")]
+    #[strum(serialize = "context.compacted")]
     ContextCompacted {
         step: u32,
         model: String,
@@ -154,7 +155,7 @@ pub enum Event {
         tokens_after: u64,
     },
     /// Every model is down and the run waits for one (SPEC 18).
-    #[serde(rename = "outage.waiting")]
+    #[strum(serialize = "outage.waiting")]
     OutageWaiting {
         step: u32,
         models: Vec<DownModel>,
@@ -168,7 +169,7 @@ pub enum Event {
         next_try: Duration,
     },
     /// A model answered again and the run goes on (SPEC 18).
-    #[serde(rename = "outage.over")]
+    #[strum(serialize = "outage.over")]
     OutageOver {
         step: u32,
         model: String,
@@ -176,10 +177,10 @@ pub enum Event {
         /// The requests this run sent during the wait, the answered one included.
         probes: u32,
     },
-    #[serde(rename = "warning")]
+    #[strum(serialize = "warning")]
     Warning { message: String },
     /// A subagent's start, in its parent's stream and numbering.
-    #[serde(rename = "subagent.started")]
+    #[strum(serialize = "subagent.started")]
     SubagentStarted {
         step: u32,
         child_run_id: String,
@@ -187,7 +188,7 @@ pub enum Event {
         model: String,
     },
     /// A subagent's end, in its parent's stream and numbering.
-    #[serde(rename = "subagent.finished")]
+    #[strum(serialize = "subagent.finished")]
     SubagentFinished {
         step: u32,
         child_run_id: String,
@@ -197,7 +198,7 @@ pub enum Event {
         output: Value,
     },
     /// `--check`: the verdict on one model (SPEC section 15).
-    #[serde(rename = "check.result")]
+    #[strum(serialize = "check.result")]
     CheckResult {
         model: String,
         ok: bool,
@@ -216,7 +217,7 @@ pub enum Event {
     },
     /// `--check`: one budget (SPEC 19) and its current period, after the
     /// models' verdicts (an addition to SPEC's events).
-    #[serde(rename = "check.budget")]
+    #[strum(serialize = "check.budget")]
     CheckBudget {
         /// The cap in USD.
         usd: f64,
@@ -239,9 +240,9 @@ pub enum Event {
         line: String,
     },
     /// `--check`: every verdict is in; `ok` when all models answered.
-    #[serde(rename = "check.finished")]
+    #[strum(serialize = "check.finished")]
     CheckFinished { ok: bool, failed: u32 },
-    #[serde(rename = "run.finished")]
+    #[strum(serialize = "run.finished")]
     RunFinished {
         status: String,
         exit_code: i32,
@@ -260,29 +261,7 @@ pub enum Event {
 impl Event {
     /// The wire `type` of this event.
     pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Event::RunStarted { .. } => "run.started",
-            Event::StepStarted { .. } => "step.started",
-            Event::ProviderRetry { .. } => "provider.retry",
-            Event::AttemptReset { .. } => "model.attempt_reset",
-            Event::ProviderPaced { .. } => "provider.paced",
-            Event::ModelFallback { .. } => "model.fallback",
-            Event::ModelRestore { .. } => "model.restore",
-            Event::ModelResponse { .. } => "model.response",
-            Event::AssistantMessage { .. } => "assistant.message",
-            Event::ToolStarted { .. } => "tool.started",
-            Event::ToolFinished { .. } => "tool.finished",
-            Event::ContextCompacted { .. } => "context.compacted",
-            Event::OutageWaiting { .. } => "outage.waiting",
-            Event::OutageOver { .. } => "outage.over",
-            Event::Warning { .. } => "warning",
-            Event::SubagentStarted { .. } => "subagent.started",
-            Event::SubagentFinished { .. } => "subagent.finished",
-            Event::CheckResult { .. } => "check.result",
-            Event::CheckBudget { .. } => "check.budget",
-            Event::CheckFinished { .. } => "check.finished",
-            Event::RunFinished { .. } => "run.finished",
-        }
+        self.into()
     }
 
     /// The step an event belongs to, when it has one.
@@ -533,11 +512,7 @@ fn envelope(event: &Event, seq: u64, ts: &str, run_id: &str, parent_run_id: Opti
         map.insert("parent_run_id".into(), Value::from(parent));
     }
     if let Value::Object(fields) = body {
-        for (k, v) in fields {
-            if k != "type" {
-                map.insert(k, v);
-            }
-        }
+        map.extend(fields);
     }
     Value::Object(map)
 }

@@ -120,52 +120,77 @@ fn migrations() -> Migrations<'static> {
 /// WAL mode with a busy timeout. A database from a newer tinyagent is
 /// refused before anything in it is changed. Errors are one line, for
 /// exit 2.
-pub(crate) fn open(path: &Path) -> Result<Connection, String> {
-    let fail = |e: rusqlite::Error| format!("log database {}: {e}", path.display());
-    let mut conn = Connection::open(path).map_err(fail)?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
-    refuse_newer(&conn).map_err(|e| format!("log database {}: {e}", path.display()))?;
+pub(crate) fn open(path: &Path) -> Result<Connection, LogDbError> {
+    let fail = |problem: SchemaError| LogDbError::Open {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let mut conn = Connection::open(path).map_err(|e| fail(e.into()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| fail(e.into()))?;
+    refuse_newer(&conn).map_err(fail)?;
     let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)))
-        .map_err(fail)?;
+        .map_err(|e| fail(e.into()))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(format!(
-            "log database {}: cannot switch to WAL mode (journal mode is {mode})",
-            path.display()
-        ));
+        return Err(fail(SchemaError::NoWal(mode)));
     }
     conn.execute_batch("PRAGMA synchronous = NORMAL")
-        .map_err(fail)?;
-    migrate(&mut conn).map_err(|e| format!("log database {}: {e}", path.display()))?;
+        .map_err(|e| fail(e.into()))?;
+    migrate(&mut conn).map_err(fail)?;
     Ok(conn)
 }
 
+/// A log database that cannot be used (exit 2 for `--log-db`).
+#[derive(Debug, thiserror::Error)]
+pub enum LogDbError {
+    #[error("log database {}: {problem}", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        problem: SchemaError,
+    },
+    #[error("log database: cannot start its writer: {0}")]
+    Writer(std::io::Error),
+}
+
+/// What is wrong with a log database's file or schema.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot switch to WAL mode (journal mode is {0})")]
+    NoWal(String),
+    #[error("schema version {0} is newer than this tinyagent understands ({SCHEMA_VERSION}); use a newer tinyagent or another --log-db file")]
+    Newer(u32),
+    #[error("schema version is newer than this tinyagent understands ({SCHEMA_VERSION})")]
+    TooFarAhead,
+    /// The migration library's own message.
+    #[error("{0}")]
+    Migration(String),
+}
+
 /// Fails when the file's schema is newer than this build's.
-fn refuse_newer(conn: &Connection) -> Result<(), String> {
-    let version: u32 = retry_busy(|| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))
-        .map_err(|e| e.to_string())?;
+fn refuse_newer(conn: &Connection) -> Result<(), SchemaError> {
+    let version: u32 = retry_busy(|| conn.query_row("PRAGMA user_version", [], |r| r.get(0)))?;
     if version > SCHEMA_VERSION {
-        return Err(format!(
-            "schema version {version} is newer than this tinyagent understands ({SCHEMA_VERSION}); \
-             use a newer tinyagent or another --log-db file"
-        ));
+        return Err(SchemaError::Newer(version));
     }
     Ok(())
 }
 
 /// Upgrades the schema to `SCHEMA_VERSION` in one immediate transaction,
 /// so runs that start together on a new file wait for each other.
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), String> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
     refuse_newer(conn)?;
     conn.set_transaction_behavior(TransactionBehavior::Immediate);
     let migrations = migrations();
     let result = retry_busy_migration(|| migrations.to_latest(conn));
     conn.set_transaction_behavior(TransactionBehavior::Deferred);
     result.map_err(|e| match e {
-        rusqlite_migration::Error::RusqliteError { err, .. } => err.to_string(),
+        rusqlite_migration::Error::RusqliteError { err, .. } => SchemaError::Sqlite(err),
         rusqlite_migration::Error::MigrationDefinition(
             rusqlite_migration::MigrationDefinitionError::DatabaseTooFarAhead,
-        ) => format!("schema version is newer than this tinyagent understands ({SCHEMA_VERSION})"),
-        other => other.to_string(),
+        ) => SchemaError::TooFarAhead,
+        other => SchemaError::Migration(other.to_string()),
     })
 }
 
@@ -229,14 +254,14 @@ pub struct SqliteSink {
 impl SqliteSink {
     /// Opens the database now (so a bad path fails before any request) and
     /// starts the writer thread.
-    pub fn open(path: &Path) -> Result<SqliteSink, String> {
+    pub fn open(path: &Path) -> Result<SqliteSink, LogDbError> {
         let conn = open(path)?;
         let (queue, records) = mpsc::channel();
         let path = path.to_path_buf();
         let writer = std::thread::Builder::new()
             .name("log-db".into())
             .spawn(move || write_loop(conn, records, path))
-            .map_err(|e| format!("log database: cannot start its writer: {e}"))?;
+            .map_err(LogDbError::Writer)?;
         Ok(SqliteSink {
             queue: Some(queue),
             writer: Some(writer),
@@ -515,7 +540,7 @@ mod tests {
             .unwrap();
         drop(conn);
         let before = std::fs::read(&path).unwrap();
-        let e = open(&path).unwrap_err();
+        let e = open(&path).unwrap_err().to_string();
         assert!(e.contains("schema version 7"), "{e}");
         assert!(e.contains("newer"), "{e}");
         assert_eq!(std::fs::read(&path).unwrap(), before);

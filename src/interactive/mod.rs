@@ -64,16 +64,30 @@ pub(crate) struct Ended {
     pub store_cwd: Option<PathBuf>,
 }
 
+impl Ended {
+    /// A run that ended with `code` before it started.
+    pub(crate) fn not_started(code: i32) -> Ended {
+        Ended {
+            code,
+            doc: None,
+            store_cwd: None,
+        }
+    }
+}
+
+/// `-i` without a terminal to read follow-ups from (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("-i/--interactive needs a terminal on stdin (follow-ups are read from it)")]
+pub(crate) struct NoTerminal;
+
 /// Whether these flags start an interactive session: `-i` (which needs a
 /// terminal on stdin), or no TASK with a terminal on stdin and stderr and
 /// no `--json`, `--resume` or `--continue`.
-pub(crate) fn wanted(cli: &Cli) -> Result<bool, String> {
+pub(crate) fn wanted(cli: &Cli) -> Result<bool, NoTerminal> {
     let stdin_tty = std::io::stdin().is_terminal();
     if cli.interactive {
         if !stdin_tty {
-            return Err(
-                "-i/--interactive needs a terminal on stdin (follow-ups are read from it)".into(),
-            );
+            return Err(NoTerminal);
         }
         return Ok(true);
     }
@@ -109,7 +123,7 @@ pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
         Ok(config) => config,
         Err(e) => return usage(e),
     };
-    let save = runs::enabled(cli.no_save, &config);
+    let save = settings::save_runs(&cli, &config);
     let link = Link::default();
     if !resuming {
         let checked = Settings::from_parts(&cli, config, "-".into(), &process_env, None)

@@ -23,13 +23,12 @@ pub(crate) fn fuzz_bounded<R>(
 }
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use server::McpServer;
 
-use crate::config::McpServerConfig;
 use crate::events::Emitter;
 use crate::setup::Env;
 use crate::stop::Stop;
@@ -38,6 +37,19 @@ use tool::McpTool;
 
 /// How long a server has to start, initialize and list its tools.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One server as settings resolved it (config `mcp_servers`).
+#[derive(Debug, Clone)]
+pub(crate) struct ServerSettings {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Variables for the server: name -> the name of a variable of ours to copy.
+    pub env: BTreeMap<String, String>,
+    /// Its working directory (`~` and a relative path are resolved at start).
+    pub cwd: Option<PathBuf>,
+    /// How long one tool call may wait for its answer.
+    pub tool_timeout: Duration,
+}
 
 /// The run's MCP servers that started.
 #[derive(Default)]
@@ -51,7 +63,7 @@ impl McpServers {
     /// An interrupt or the time limit abandons the start (the servers are
     /// killed) and the run then ends as the loop sees `stop`.
     pub(crate) async fn start(
-        configs: &BTreeMap<String, McpServerConfig>,
+        configs: &BTreeMap<String, ServerSettings>,
         run_cwd: &Path,
         env: Env<'_>,
         emitter: &Emitter,
@@ -85,7 +97,7 @@ impl McpServers {
             for tool in &server.tools {
                 match McpTool::new(server.clone(), tool) {
                     Ok(t) => tools.push(Box::new(t)),
-                    Err(why) => emitter.warn(why),
+                    Err(why) => emitter.warn(why.to_string()),
                 }
             }
         }

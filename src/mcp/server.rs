@@ -20,7 +20,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio::task::JoinHandle;
 
 use super::bounded::{BoundedLines, MAX_MESSAGE};
-use crate::config::McpServerConfig;
+use super::ServerSettings;
 use crate::events::Emitter;
 use crate::setup::Env;
 use crate::tools::process::ProcessGroup;
@@ -30,8 +30,6 @@ const STDERR_TAIL: usize = 2000;
 
 /// How long a server gets to exit after its stdin closes at the end of a run.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
-/// How long one tool call waits for its answer unless `tool_timeout` says.
-pub(super) const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A running MCP server and the tools it offered at start.
 pub(crate) struct McpServer {
@@ -97,39 +95,84 @@ pub(crate) enum CallError {
     Failed(String, String),
 }
 
+/// Why a server did not start (said in a warning; its tools are unavailable).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error("its cwd {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("env {0}")]
+    Env(MissingVar),
+    #[error("cannot start `{command}`: {error}")]
+    Spawn {
+        command: String,
+        error: std::io::Error,
+    },
+    #[error("its stdin or stdout could not be opened")]
+    NoPipes,
+    /// rmcp's error and the server's last stderr line.
+    #[error("failed to initialize: {error}{tail}")]
+    Init { error: String, tail: String },
+    #[error("did not finish initializing within {}s", .0.as_secs_f64())]
+    InitTimeout(Duration),
+    #[error("tools/list failed: {error}{tail}")]
+    List { error: String, tail: String },
+    #[error("did not list its tools within {}s", .0.as_secs_f64())]
+    ListTimeout(Duration),
+}
+
+/// A server variable whose source variable of ours is not set.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}: the variable {from} is not set")]
+pub(crate) struct MissingVar {
+    var: String,
+    from: String,
+}
+
+/// Starts a server's process in its working directory with its variables,
+/// in a process group of its own.
+fn spawn(
+    config: &ServerSettings,
+    run_cwd: &Path,
+    env: Env<'_>,
+) -> Result<(Child, ProcessGroup), StartError> {
+    let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
+    if !cwd.is_dir() {
+        return Err(StartError::NotADirectory(cwd));
+    }
+    let mut command = Command::new(&config.command);
+    command.args(&config.args).current_dir(cwd);
+    for (var, value) in server_env(&config.env, env).map_err(StartError::Env)? {
+        command.env(var, value);
+    }
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut group = ProcessGroup::prepare(&mut command);
+    let child = command.spawn().map_err(|error| StartError::Spawn {
+        command: config.command.clone(),
+        error,
+    })?;
+    group.started(child.id());
+    Ok((child, group))
+}
+
 impl McpServer {
     /// Spawns, initializes and lists the tools of one server; any failure
-    /// (including `timeout` passing) is an error message for a warning.
+    /// (including `timeout` passing) is an error for a warning.
     pub(crate) async fn start(
         name: &str,
-        config: &McpServerConfig,
+        config: &ServerSettings,
         run_cwd: &Path,
         env: Env<'_>,
         emitter: &Emitter,
         timeout: Duration,
-    ) -> Result<McpServer, String> {
-        let cwd = server_cwd(config.cwd.as_deref(), run_cwd, env);
-        if !cwd.is_dir() {
-            return Err(format!("its cwd {} is not a directory", cwd.display()));
-        }
-        let mut command = Command::new(&config.command);
-        command.args(&config.args).current_dir(cwd);
-        for (var, value) in server_env(&config.env, env).map_err(|e| format!("env {e}"))? {
-            command.env(var, value);
-        }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut group = ProcessGroup::prepare(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-        group.started(child.id());
+    ) -> Result<McpServer, StartError> {
+        let (mut child, group) = spawn(config, run_cwd, env)?;
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             group.kill();
-            return Err("its stdin or stdout could not be opened".into());
+            return Err(StartError::NoPipes);
         };
         let stderr = child.stderr.take();
         // Our bound ends the stream first; rmcp's own (which drops a long
@@ -140,16 +183,12 @@ impl McpServer {
             stdin,
         )
         .with_max_line_length(MAX_MESSAGE + 1);
-        let tool_timeout = config
-            .tool_timeout
-            .as_ref()
-            .and_then(|t| crate::duration::parse(&t.0).ok())
-            .unwrap_or(DEFAULT_TOOL_TIMEOUT);
+        let tool_timeout = config.tool_timeout;
         let stderr_tail = Arc::new(Mutex::new(String::new()));
         if let Some(stderr) = stderr {
             tokio::spawn(keep_tail(stderr, stderr_tail.clone()));
         }
-        let kill = |why: String| {
+        let kill = |why: StartError| {
             group.kill();
             why
         };
@@ -163,32 +202,22 @@ impl McpServer {
             Ok(Err(e)) => {
                 // Give the stderr reader a moment to catch the server's last words.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                return Err(kill(format!(
-                    "failed to initialize: {e}{}",
-                    tail_note(&stderr_tail)
-                )));
+                return Err(kill(StartError::Init {
+                    error: e.to_string(),
+                    tail: tail_note(&stderr_tail),
+                }));
             }
-            Err(_) => {
-                return Err(kill(format!(
-                    "did not finish initializing within {}s",
-                    timeout.as_secs_f64()
-                )))
-            }
+            Err(_) => return Err(kill(StartError::InitTimeout(timeout))),
         };
         let tools = match tokio::time::timeout(timeout, running.peer().list_all_tools()).await {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
-                return Err(kill(format!(
-                    "tools/list failed: {e}{}",
-                    tail_note(&stderr_tail)
-                )))
+                return Err(kill(StartError::List {
+                    error: e.to_string(),
+                    tail: tail_note(&stderr_tail),
+                }))
             }
-            Err(_) => {
-                return Err(kill(format!(
-                    "did not list its tools within {}s",
-                    timeout.as_secs_f64()
-                )))
-            }
+            Err(_) => return Err(kill(StartError::ListTimeout(timeout))),
         };
 
         let state = Arc::new(State {
@@ -303,10 +332,10 @@ fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
     let Some(cwd) = cwd else {
         return run_cwd.to_path_buf();
     };
-    if let (Ok(rest), Some(home)) = (cwd.strip_prefix("~"), env("HOME")) {
-        return PathBuf::from(home).join(rest);
+    match cwd.to_str() {
+        Some(text) => run_cwd.join(crate::paths::expand_tilde(text, env)),
+        None => run_cwd.join(cwd),
     }
-    run_cwd.join(cwd)
 }
 
 /// The variables set for a server: each `NAME: SOURCE` entry sets NAME to
@@ -315,11 +344,14 @@ fn server_cwd(cwd: Option<&Path>, run_cwd: &Path, env: Env) -> PathBuf {
 pub(super) fn server_env(
     map: &BTreeMap<String, String>,
     env: Env,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, MissingVar> {
     map.iter()
         .map(|(var, source)| match env(source) {
             Some(value) => Ok((var.clone(), value)),
-            None => Err(format!("{var}: the variable {source} is not set")),
+            None => Err(MissingVar {
+                var: var.clone(),
+                from: source.clone(),
+            }),
         })
         .collect()
 }
@@ -364,19 +396,19 @@ mod tests {
             [("TOKEN_ENV".to_string(), "s3cret".to_string())]
         );
         let map = BTreeMap::from([("TOKEN_ENV".to_string(), "MISSING".to_string())]);
-        let err = server_env(&map, &ours).unwrap_err();
+        let err = server_env(&map, &ours).unwrap_err().to_string();
         assert!(
             err.contains("TOKEN_ENV") && err.contains("MISSING"),
             "{err}"
         );
     }
 
-    fn test_server(args: &[&str]) -> McpServerConfig {
+    fn test_server(args: &[&str]) -> ServerSettings {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/cli/support/mcp_server.py"
         );
-        McpServerConfig {
+        ServerSettings {
             command: "python3".into(),
             args: std::iter::once(script)
                 .chain(args.iter().copied())
@@ -384,11 +416,11 @@ mod tests {
                 .collect(),
             env: BTreeMap::new(),
             cwd: None,
-            tool_timeout: None,
+            tool_timeout: Duration::from_secs(600),
         }
     }
 
-    fn start(config: &McpServerConfig, timeout: Duration) -> Result<(), String> {
+    fn start(config: &ServerSettings, timeout: Duration) -> Result<(), String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -396,8 +428,9 @@ mod tests {
         let emitter = Emitter::new("r", vec![]);
         let env = |k: &str| std::env::var(k).ok();
         rt.block_on(async {
-            let server =
-                McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout).await?;
+            let server = McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
             assert!(server.tools.iter().any(|t| t.name == "echo"));
             server.shutdown().await;
             assert!(!server.is_alive());

@@ -26,7 +26,10 @@ pub(super) struct McpTool {
 impl McpTool {
     /// Wraps `tool` of `server`; an error (for a warning) when its name
     /// cannot be offered to a model.
-    pub(super) fn new(server: Arc<McpServer>, tool: &rmcp::model::Tool) -> Result<McpTool, String> {
+    pub(super) fn new(
+        server: Arc<McpServer>,
+        tool: &rmcp::model::Tool,
+    ) -> Result<McpTool, NameTooLong> {
         Ok(McpTool {
             remote_name: tool.name.to_string(),
             spec: spec_of(&server.name, tool)?,
@@ -35,15 +38,25 @@ impl McpTool {
     }
 }
 
+/// A tool whose offered name would be too long for a model.
+#[derive(Debug, thiserror::Error)]
+#[error("MCP tool '{tool}' of server '{server}' skipped: its name {name} is longer than {MAX_NAME} characters")]
+pub(crate) struct NameTooLong {
+    tool: String,
+    server: String,
+    name: String,
+}
+
 /// The spec offered to the model for `tool` of `server`; an error (for a
 /// warning) when its name cannot be offered.
-pub(crate) fn spec_of(server: &str, tool: &rmcp::model::Tool) -> Result<ToolSpec, String> {
+pub(crate) fn spec_of(server: &str, tool: &rmcp::model::Tool) -> Result<ToolSpec, NameTooLong> {
     let name = tool_name(server, &tool.name);
     if name.len() > MAX_NAME {
-        return Err(format!(
-            "MCP tool '{}' of server '{server}' skipped: its name {name} is longer than {MAX_NAME} characters",
-            tool.name
-        ));
+        return Err(NameTooLong {
+            tool: tool.name.to_string(),
+            server: server.to_string(),
+            name,
+        });
     }
     let description = tool
         .description

@@ -6,8 +6,8 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::chain::Member;
 use super::http::{watch, Watched};
+use super::member::Member;
 use super::ratelimit::RateLimits;
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;

@@ -17,11 +17,11 @@ use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 
+use super::bounds::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::error::classify_status;
 use super::ratelimit::RateLimits;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
-use super::wire::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;

@@ -4,17 +4,19 @@
 //!
 //! Layers (outermost first): `chain::ChainModel` (not itself a `Model`: it
 //! owns the members and decides which one a step goes to) →
-//! `retry::request_with_retries_gated` (one retry loop per member and step) →
+//! `retry::request_with_retries` (one retry loop per member and step) →
 //! a wire adapter (`script::ScriptModel`, the HTTP adapters), built from a
 //! `spec::ResolvedModel` by `registry::build_member`. The agent loop only
 //! sees `ChainModel::complete`.
 
 pub(crate) mod anthropic;
 pub(crate) mod attempt;
+pub(crate) mod bounds;
 pub(crate) mod chain;
 pub(crate) mod error;
 pub(crate) mod gate;
 pub mod http;
+pub(crate) mod member;
 pub(crate) mod ndjson;
 pub mod ollama;
 pub mod openai;

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use futures::stream::{BoxStream, StreamExt};
 
+use super::bounds::{too_large, MAX_EVENT};
 use super::http::{dropped_error, note_first_event};
-use super::wire::{too_large, MAX_EVENT};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::anthropic::AnthropicModel;
-use super::chain::Member;
 use super::http::{Auth, HttpTransport};
+use super::member::Member;
 use super::ollama::OllamaChat;
 use super::openai::{ChatCompletions, Dialect};
 use super::responses::ResponsesModel;
@@ -40,9 +40,10 @@ pub(crate) fn build_member(
 ) -> Result<Member, RegistryError> {
     let spec = &resolved.spec;
     let model: Box<dyn Model> = match resolved.api {
-        WireApi::Script => {
-            Box::new(ScriptModel::load(Path::new(spec.model())).map_err(RegistryError::Script)?)
-        }
+        WireApi::Script => Box::new(
+            ScriptModel::load(Path::new(spec.model()))
+                .map_err(|e| RegistryError::Script(e.to_string()))?,
+        ),
         WireApi::OpenAi => {
             let dialect = builtin(spec.provider()).map_or(Dialect::Compatible, |b| b.dialect);
             Box::new(

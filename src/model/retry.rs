@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
-use super::chain::Member;
 use super::gate::{Admission, Failed, Halt, Referee, Timing, Verdict};
+use super::member::Member;
 use super::reason::SwitchReason;
 use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
 use crate::events::{Emitter, Event};

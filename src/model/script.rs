@@ -86,12 +86,50 @@ pub(crate) struct ScriptModel {
     next: AtomicUsize,
 }
 
+/// A script file that cannot be used; the message names the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScriptFileError {
+    #[error("cannot read script {}: {error}", path.display())]
+    Unreadable {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    #[error("invalid script {}: {problem}", path.display())]
+    Invalid {
+        path: std::path::PathBuf,
+        problem: ScriptProblem,
+    },
+}
+
+/// What is wrong with a script's text.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScriptProblem {
+    #[error(transparent)]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("reply {reply}: unknown error kind '{kind}'")]
+    UnknownKind { reply: usize, kind: String },
+    #[error("reply {reply}: error needs a status or a kind")]
+    ErrorWithoutCause { reply: usize },
+    #[error("reply {reply}: delay: {error}")]
+    Delay {
+        reply: usize,
+        error: crate::duration::DurationError,
+    },
+    #[error("the script has no replies")]
+    Empty,
+}
+
 impl ScriptModel {
     /// Reads and checks a script file; the error names the file.
-    pub(crate) fn load(path: &Path) -> Result<ScriptModel, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read script {}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("invalid script {}: {e}", path.display()))
+    pub(crate) fn load(path: &Path) -> Result<ScriptModel, ScriptFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScriptFileError::Unreadable {
+            path: path.to_path_buf(),
+            error: e,
+        })?;
+        Self::parse(&text).map_err(|problem| ScriptFileError::Invalid {
+            path: path.to_path_buf(),
+            problem,
+        })
     }
 
     /// Whether some reply states its own `cost:` (then the model is priced).
@@ -100,8 +138,8 @@ impl ScriptModel {
     }
 
     /// Reads a script from its YAML text.
-    pub(crate) fn parse(text: &str) -> Result<ScriptModel, String> {
-        let raw: Vec<ScriptReply> = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    pub(crate) fn parse(text: &str) -> Result<ScriptModel, ScriptProblem> {
+        let raw: Vec<ScriptReply> = serde_yaml::from_str(text)?;
         let mut replies = Vec::new();
         for (i, reply) in raw.into_iter().enumerate() {
             if let Some(kind) = reply.error.as_ref().and_then(|e| e.kind.as_deref()) {
@@ -114,17 +152,22 @@ impl ScriptModel {
                         | "stream_incomplete"
                         | "empty_response"
                 ) {
-                    return Err(format!("reply {}: unknown error kind '{kind}'", i + 1));
+                    return Err(ScriptProblem::UnknownKind {
+                        reply: i + 1,
+                        kind: kind.to_string(),
+                    });
                 }
             }
             if let Some(err) = &reply.error {
                 if err.status.is_none() && err.kind.is_none() {
-                    return Err(format!("reply {}: error needs a status or a kind", i + 1));
+                    return Err(ScriptProblem::ErrorWithoutCause { reply: i + 1 });
                 }
             }
             if let Some(delay) = &reply.delay {
-                crate::duration::parse(delay)
-                    .map_err(|e| format!("reply {}: delay: {e}", i + 1))?;
+                crate::duration::parse(delay).map_err(|error| ScriptProblem::Delay {
+                    reply: i + 1,
+                    error,
+                })?;
             }
             let count = reply.repeat.unwrap_or(1).max(1);
             for _ in 0..count {
@@ -132,7 +175,7 @@ impl ScriptModel {
             }
         }
         if replies.is_empty() {
-            return Err("the script has no replies".into());
+            return Err(ScriptProblem::Empty);
         }
         Ok(ScriptModel {
             replies,

@@ -6,65 +6,24 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-use super::openai::Dialect;
 use super::price::Pricing;
 use crate::health::{HealthKey, PaceKey};
+/// Re-exported from the leaf `wire_api`, where the config reads them too.
+pub(crate) use crate::wire_api::{ToolChoice, WireApi};
 
-/// The wire API a provider speaks.
+/// Which OpenAI-compatible server we talk to; they differ in the names of
+/// two parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WireApi {
-    /// OpenAI Chat Completions (`…/chat/completions`).
+pub enum Dialect {
+    /// OpenAI itself: `max_completion_tokens` (its `max_tokens` is deprecated
+    /// and refused by reasoning models) and `reasoning_effort`.
     OpenAi,
-    /// OpenAI Responses (`…/responses`).
-    Responses,
-    /// Anthropic Messages (`…/v1/messages`).
-    Anthropic,
-    /// Ollama (`…/api/chat`).
-    Ollama,
-    /// The offline scripted model.
-    Script,
-}
-
-impl WireApi {
-    /// Parses a config `api:` value (the scripted model is not one).
-    fn from_config(name: &str) -> Option<WireApi> {
-        match name {
-            "openai" => Some(WireApi::OpenAi),
-            "responses" => Some(WireApi::Responses),
-            "anthropic" => Some(WireApi::Anthropic),
-            "ollama" => Some(WireApi::Ollama),
-            _ => None,
-        }
-    }
-}
-
-/// Config `api:`: an unknown value is an error naming the accepted ones
-/// (the config loader adds the key path and the file).
-impl<'de> serde::Deserialize<'de> for WireApi {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama"];
-            let hint = crate::suggest::closest(&name, apis)
-                .map(|s| format!("did you mean '{s}'? "))
-                .unwrap_or_default();
-            serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
-            ))
-        })
-    }
-}
-
-/// A named provider's `tool_choice:` (SPEC 3): sent with every request that
-/// offers tools, in the wire API's own form. Some self-hosted servers ignore
-/// tools unless asked (llama-cpp-python's `chatml-function-calling`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ToolChoice {
-    /// The model decides whether to call a tool.
-    Auto,
-    /// The model must call a tool (the run ends through `submit`).
-    Required,
+    /// OpenRouter: `max_tokens` and its normalised `reasoning: {effort}`.
+    OpenRouter,
+    /// Any other OpenAI-compatible server (vLLM, llama.cpp, LiteLLM, LM
+    /// Studio, ...): `max_tokens`, which they all accept, and
+    /// `reasoning_effort`.
+    Compatible,
 }
 
 /// How requests to one provider are sent: streamed (the default), or as one

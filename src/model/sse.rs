@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use super::wire::MAX_EVENT;
+use super::bounds::MAX_EVENT;
 
 /// One dispatched event. Its data is borrowed from the decoder's buffer
 /// when it came in one `data` line (the usual case, and the one a huge

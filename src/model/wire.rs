@@ -9,30 +9,15 @@ mod arguments;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-pub(crate) use arguments::{parse_arguments, raw_text, Arguments, Kept};
-pub(crate) use arguments::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
-
+pub(crate) use super::bounds::{
+    too_large, MAX_MESSAGE_CHARS, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
+};
 use super::error::{classify_status, mentions_overflow};
 use super::http::{HttpTransport, Reply};
 use super::spec::{ToolChoice, WireApi, WireOptions};
 use super::{ModelError, Response, StreamObserver};
-
-/// At most this many tool calls in one reply; a higher index or count fails
-/// the attempt instead of allocating what a server asks for.
-pub(crate) const MAX_TOOL_CALLS: usize = 128;
-/// The longest tool name kept (OpenAI allows 64 characters; MCP names are
-/// longer but nowhere near this).
-pub(crate) const MAX_TOOL_NAME: usize = 1024;
-/// The largest text of a reply (and of its refusal, a thinking block, a
-/// signature). A tool call's arguments have their own, smaller bound
-/// (`MAX_CALL_ARGUMENTS`), past which the call is refused, not the reply.
-pub(crate) const MAX_TEXT: usize = 64 << 20;
-/// The largest SSE event, NDJSON line or one-JSON-body reply.
-pub(crate) const MAX_EVENT: usize = 64 << 20;
-/// Error bodies are read up to this size; the rest is dropped.
-pub(crate) const MAX_ERROR_BODY: usize = 64 << 10;
-/// The vendor's short message kept from an error.
-pub(crate) const MAX_MESSAGE_CHARS: usize = 300;
+pub(crate) use arguments::{parse_arguments, raw_text, Arguments, Kept};
+pub(crate) use arguments::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 
 /// Lays a provider's `stream` and `tool_choice` options (SPEC 3) over a
 /// request body built for streaming: `stream: false` asks for one JSON body
@@ -78,13 +63,6 @@ pub(crate) fn note_model(slot: &mut Option<String>, name: Option<&str>) {
 pub(crate) enum Progress {
     Continue,
     Finished,
-}
-
-/// A `Malformed` error naming the bound a reply broke.
-pub(crate) fn too_large(what: &str) -> ModelError {
-    ModelError::Malformed {
-        message: format!("{what} exceeds its limit"),
-    }
 }
 
 /// Appends a streamed piece to `buf`, failing once `buf` would pass `max`.

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
 use crate::resume::{self, Checkpointed};
 use crate::setup::{Env, SetupError};
 
@@ -93,19 +92,10 @@ struct Index {
     corrupt: Option<String>,
 }
 
-/// Whether this run is kept: neither `--no-save` nor `save_runs: false`.
-pub fn enabled(no_save: bool, config: &Config) -> bool {
-    !no_save && config.save_runs != Some(false)
-}
-
 /// tinyagent's state directory: `$XDG_STATE_HOME/tinyagent`, else
-/// `~/.local/state/tinyagent`.
+/// `~/.local/state/tinyagent` (`paths::state_dir`).
 pub fn state_dir(env: Env) -> Option<PathBuf> {
-    let state = match env("XDG_STATE_HOME").filter(|x| !x.is_empty()) {
-        Some(state) => PathBuf::from(state),
-        None => PathBuf::from(env("HOME").filter(|h| !h.is_empty())?).join(".local/state"),
-    };
-    Some(state.join("tinyagent"))
+    crate::paths::state_dir(env)
 }
 
 /// Milliseconds since the Unix epoch.

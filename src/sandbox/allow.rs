@@ -8,9 +8,14 @@ pub struct Allowlist {
     entries: Vec<String>,
 }
 
+/// An allowlist entry that is not a bare host name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not a host name: give a domain such as crates.io (no scheme, port or path)")]
+pub struct NotAHost(String);
+
 impl Allowlist {
     /// Checks each entry is a bare host name (no scheme, port or path).
-    pub fn parse(entries: &[String]) -> Result<Allowlist, String> {
+    pub fn parse(entries: &[String]) -> Result<Allowlist, NotAHost> {
         let mut clean = Vec::new();
         for entry in entries {
             let host = normalize(entry);
@@ -23,9 +28,7 @@ impl Allowlist {
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
                 && (bare.parse::<std::net::IpAddr>().is_ok() || !bare.contains(':'));
             if !ok {
-                return Err(format!(
-                    "'{entry}' is not a host name: give a domain such as crates.io (no scheme, port or path)"
-                ));
+                return Err(NotAHost(entry.clone()));
             }
             clean.push(host);
         }

@@ -29,6 +29,25 @@ pub struct Sandbox {
     proxy: Proxy,
 }
 
+/// Why the sandbox is unavailable.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("bubblewrap (bwrap) was not found on PATH; install it (Debian/Ubuntu: apt-get install bubblewrap)")]
+    NoBwrap,
+    #[error("cannot locate the tinyagent binary: {0}")]
+    NoExe(std::io::Error),
+    #[error("cannot start the sandbox's network proxy: {0}")]
+    Proxy(std::io::Error),
+    #[error("cannot run {}: {error}", bwrap.display())]
+    CannotRun {
+        bwrap: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The trial command failed: its exit status and first line.
+    #[error("bubblewrap cannot create a sandbox on this machine ({0})")]
+    Refused(String),
+}
+
 impl Sandbox {
     /// Finds bubblewrap on `path_var` (the `PATH` value), starts the proxy,
     /// and runs a trial command in a sandbox for `cwd`. The error says why
@@ -37,15 +56,11 @@ impl Sandbox {
         allow: Allowlist,
         cwd: &Path,
         path_var: Option<&str>,
-    ) -> Result<Sandbox, String> {
-        let bwrap = find_on_path("bwrap", path_var).ok_or(
-            "bubblewrap (bwrap) was not found on PATH; install it (Debian/Ubuntu: apt-get install bubblewrap)",
-        )?;
-        let exe = std::env::current_exe()
-            .map_err(|e| format!("cannot locate the tinyagent binary: {e}"))?;
+    ) -> Result<Sandbox, SandboxError> {
+        let bwrap = find_on_path("bwrap", path_var).ok_or(SandboxError::NoBwrap)?;
+        let exe = std::env::current_exe().map_err(SandboxError::NoExe)?;
         let no_proxy = no_proxy(&allow);
-        let proxy = Proxy::start(allow)
-            .map_err(|e| format!("cannot start the sandbox's network proxy: {e}"))?;
+        let proxy = Proxy::start(allow).map_err(SandboxError::Proxy)?;
         let sandbox = Sandbox {
             bwrap,
             exe,
@@ -59,18 +74,21 @@ impl Sandbox {
             .stderr(Stdio::piped())
             .output()
             .await
-            .map_err(|e| format!("cannot run {}: {e}", sandbox.bwrap.display()))?;
+            .map_err(|error| SandboxError::CannotRun {
+                bwrap: sandbox.bwrap.clone(),
+                error,
+            })?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(&out.stdout);
             let said = said
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no message");
-            return Err(format!(
-                "bubblewrap cannot create a sandbox on this machine ({}: {})",
+            return Err(SandboxError::Refused(format!(
+                "{}: {}",
                 out.status,
                 said.trim()
-            ));
+            )));
         }
         Ok(sandbox)
     }

@@ -1,33 +1,44 @@
 //! `Settings::resolve`: flags, config layers, environment and (with
-//! `--resume`) the checkpoint into one validated value. Defaults and
-//! precedence are decided here, once, and each model spec is resolved here
-//! once (`models.rs`); nothing downstream re-checks an option that has a
-//! default or sees the raw config.
+//! `--resume`) the checkpoint into one validated value. Each concern has its
+//! own small resolver (ripgrep's low args to high args, uv's
+//! `XSettings::resolve`): the models (`models.rs`), the limits
+//! (`limits.rs`), the retry and fallback policies (`policies.rs`), what the
+//! config adds to a job (`jobs.rs`), each default in `defaults.rs`.
+//! Nothing downstream sees the raw config or re-checks an option that has a
+//! default.
 
 mod budgets;
+mod defaults;
+mod jobs;
+mod limits;
 mod models;
+mod policies;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::agent::compact::CompactionPolicy;
+use crate::agent::hooks::Hooks;
+use crate::agent::instructions::Source;
 use crate::approval;
 use crate::budget::Budget;
 use crate::cli::Cli;
-use crate::config::{
-    self, CompactionConfig, Config, DurationText, FallbackEntry, HooksConfig, InstructionsConfig,
-    McpServerConfig, ToolsConfig,
-};
+use crate::config::{self, Config};
 use crate::duration;
 use crate::health;
-use crate::model::spec::{builtin, ModelSpec, ResolvedModel};
-use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
+use crate::mcp::ServerSettings;
+use crate::model::spec::ResolvedModel;
+use crate::policy::{FallbackPolicy, RetryPolicy};
 use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
 pub(crate) use crate::setup::{process_env, Env, SetupError};
 use crate::task_input;
+use crate::tools::filter::ToolFilter;
 use crate::worktree;
+
+pub(crate) use models::SubagentSettings;
 
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
@@ -49,10 +60,12 @@ pub(crate) struct Settings {
     pub reasoning_effort: Option<String>,
     pub retry: RetryPolicy,
     pub fallback: FallbackPolicy,
-    /// `compaction:`, checked by `agent::CompactionPolicy`.
-    pub compaction: CompactionConfig,
-    pub hooks: HooksConfig,
-    pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// `compaction:`: when the history is compacted.
+    pub compaction: CompactionPolicy,
+    /// `hooks:`: the commands of each kind.
+    pub hooks: Hooks,
+    /// `mcp_servers:`, each with its tool timeout.
+    pub mcp_servers: BTreeMap<String, ServerSettings>,
     /// Where the shared health record lives (`None`: off for this run).
     pub health_db: Option<health::Location>,
     /// Stay under providers' published rate limits (`pacing:`, SPEC 17).
@@ -65,33 +78,16 @@ pub(crate) struct Settings {
     pub sandbox: Option<Allowlist>,
     /// Keep the run in the run store: neither `--no-save` nor `save_runs: false`.
     pub save_runs: bool,
-    /// `instructions:`, read by `agent::instructions` with `--instructions`.
-    pub instructions: Option<InstructionsConfig>,
-    /// `tools: {allow, deny}`, checked by `tools::filter`.
-    pub tools: ToolsConfig,
+    /// Where the project instructions come from (`instructions:`, `--instructions`).
+    pub instructions: Source,
+    /// `tools: {allow, deny}`, compiled.
+    pub tools: ToolFilter,
     /// `--outage-wait`: how long to wait when every model is down (zero: off).
     pub outage_wait: Duration,
     /// `budgets:` spend caps shared on the health record (SPEC 19).
     pub budgets: Vec<Budget>,
     /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
     pub approval: approval::Choice,
-}
-
-/// The subagents' models and step limit (config `subagents`).
-#[derive(Debug, Clone)]
-pub(crate) struct SubagentSettings {
-    pub primary: ResolvedModel,
-    pub fallbacks: Vec<ResolvedModel>,
-    pub step_limit: u32,
-}
-
-/// A subagent's step limit when `subagents.step_limit` is not set.
-pub(crate) const DEFAULT_SUBAGENT_STEP_LIMIT: u32 = 30;
-
-fn dur(text: &Option<DurationText>, key: &str) -> Result<Option<Duration>, SetupError> {
-    text.as_ref()
-        .map(|t| duration::parse(&t.0).map_err(|e| SetupError(format!("config {key}: {e}"))))
-        .transpose()
 }
 
 impl Settings {
@@ -113,9 +109,9 @@ impl Settings {
         Self::from_parts(cli, config, task, env, resumed)
     }
 
-    /// Resolution once the config is loaded and the task known. A resumed
-    /// run keeps the checkpoint's primary model and, unless `-C` is given,
-    /// its working directory.
+    /// Resolution once the config is loaded and the task known, concern by
+    /// concern. A resumed run keeps the checkpoint's primary model and,
+    /// unless `-C` is given, its working directory.
     pub(crate) fn from_parts(
         cli: &Cli,
         config: Config,
@@ -126,216 +122,55 @@ impl Settings {
         if let Some(cp) = resumed {
             resume::check_model(cli.model.as_deref(), cp)?;
         }
-        let resumed_cwd = resumed
-            .and_then(|cp| cp.doc.cwd.as_ref())
-            .map(PathBuf::from)
-            .filter(|d| d.is_dir());
-        let cwd = match cli.cwd.clone().or(resumed_cwd) {
-            Some(dir) => dir,
-            None => std::env::current_dir()
-                .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
-        };
-        if !cwd.is_dir() {
-            let why = if cwd.exists() {
-                "not a directory"
-            } else {
-                "the directory does not exist"
-            };
-            return Err(SetupError(format!("--cwd {}: {why}", cwd.display())));
-        }
-        let cwd = cwd.canonicalize().unwrap_or(cwd);
-
-        for name in config.providers.keys() {
-            if builtin(name).is_some() {
-                return Err(SetupError(format!(
-                    "config providers.{name}: a named provider may not shadow the built-in provider '{name}'"
-                )));
-            }
-        }
-
-        let model_text = resumed
-            .map(|cp| cp.doc.model.clone())
-            .or_else(|| cli.model.clone())
-            .or_else(|| config.model.clone())
-            .ok_or_else(|| {
-                SetupError(
-                    "no model: give -m <provider>/<model> or set `model` in the config".into(),
-                )
-            })?;
-        let primary = ModelSpec::parse(&model_text).map_err(|e| SetupError(e.to_string()))?;
-        let primary = models::resolve(primary, &config.providers, env, "model")?;
-
-        let fallback_texts: Vec<FallbackEntry> = if cli.no_fallback {
-            Vec::new()
-        } else if !cli.fallback_model.is_empty() {
-            cli.fallback_model
-                .iter()
-                .cloned()
-                .map(FallbackEntry::from)
-                .collect()
-        } else {
-            config.fallback_models.clone().unwrap_or_default()
-        };
-        let fallbacks =
-            models::resolve_chain(&primary.spec, &fallback_texts, &config.providers, env)?;
-
-        let time_limit = match &cli.time_limit {
-            Some(t) => {
-                Some(duration::parse(t).map_err(|e| SetupError(format!("--time-limit: {e}")))?)
-            }
-            None => dur(&config.time_limit, "time_limit")?,
-        };
-        let cost_limit = cli.cost_limit.or(config.cost_limit);
-        if let Some(c) = cost_limit {
-            if c.is_nan() || c <= 0.0 {
-                return Err(SetupError(format!(
-                    "{}: the cost limit must be a positive number of USD, got {c} (leave it out for no limit)",
-                    if cli.cost_limit.is_some() { "--cost-limit" } else { "config cost_limit" }
-                )));
-            }
-        }
-        check_not_zero(
-            time_limit.map(|t| t.is_zero()),
-            cli.time_limit.is_some(),
-            "time-limit",
-        )?;
-        check_not_zero(
-            cli.step_limit.or(config.step_limit).map(|s| s == 0),
-            cli.step_limit.is_some(),
-            "step-limit",
-        )?;
-        let reasoning_effort = cli
-            .reasoning_effort
-            .clone()
-            .or(config.reasoning_effort.clone());
-        if let Some(r) = &reasoning_effort {
-            if !matches!(r.as_str(), "low" | "medium" | "high") {
-                return Err(SetupError(format!(
-                    "config reasoning_effort: '{r}' is not one of low, medium, high"
-                )));
-            }
-        }
-
-        let defaults = RetryPolicy::default();
-        let r = &config.retry;
-        let retry = RetryPolicy {
-            attempts: r.attempts.unwrap_or(defaults.attempts),
-            backoff: dur(&r.backoff, "retry.backoff")?.unwrap_or(defaults.backoff),
-            max_backoff: dur(&r.max_backoff, "retry.max_backoff")?.unwrap_or(defaults.max_backoff),
-            jitter: r.jitter.unwrap_or(defaults.jitter),
-            stream_first_event_timeout: dur(
-                &r.stream_first_event_timeout,
-                "retry.stream_first_event_timeout",
-            )?
-            .unwrap_or(defaults.stream_first_event_timeout),
-            stream_idle_timeout: dur(&r.stream_idle_timeout, "retry.stream_idle_timeout")?
-                .unwrap_or(defaults.stream_idle_timeout),
-            // Never fewer than `attempts`.
-            rate_limit_attempts: r
-                .rate_limit_attempts
-                .unwrap_or(defaults.rate_limit_attempts)
-                .max(r.attempts.unwrap_or(defaults.attempts)),
-            rate_limit_budget: dur(&r.rate_limit_budget, "retry.rate_limit_budget")?
-                .unwrap_or(defaults.rate_limit_budget),
-        };
-        if retry.attempts == 0 {
-            return Err(SetupError(
-                "config retry.attempts: must be at least 1".into(),
-            ));
-        }
-        if !(0.0..=10.0).contains(&retry.jitter) {
-            return Err(SetupError(
-                "config retry.jitter: must be between 0 and 10".into(),
-            ));
-        }
-        let cooldown = match config.fallback.cooldown.as_ref().map(|c| c.0.as_str()) {
-            None => Cooldown::For(Duration::from_secs(300)),
-            Some("never") => Cooldown::Never,
-            Some(text) => Cooldown::For(
-                duration::parse(text)
-                    .map_err(|e| SetupError(format!("config fallback.cooldown: {e}")))?,
-            ),
-        };
-        let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
-        if switch_after == 0 {
-            return Err(SetupError(
-                "config fallback.switch_after: must be at least 1".into(),
-            ));
-        }
-        let fallback = FallbackPolicy::new(switch_after, cooldown, retry.attempts);
-
+        let cwd = working_dir(cli.cwd.as_deref(), resumed)?;
+        let (primary, fallbacks) = models::run_chain(cli, &config, env, resumed)?;
+        let limits = limits::Limits::resolve(cli, &config)?;
+        let retry = policies::retry(&config)?;
+        let fallback = policies::fallback(&config, &retry)?;
+        let subagents = models::subagents(&config, env)?;
         let outage_wait = outage_wait(cli, &config)?;
-        let subagents = resolve_subagents(&config, env)?;
         let (_, worktree) =
             worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref());
         let worktree = worktree.map(|name| name.map(str::to_string));
-        let sandbox = match (cli.sandbox, cli.sandbox_allow_domain.is_empty()) {
-            (false, _) => None,
-            (true, false) => Some(
-                Allowlist::parse(&cli.sandbox_allow_domain)
-                    .map_err(|e| SetupError(format!("--sandbox-allow-domain {e}")))?,
-            ),
-            (true, true) => Some(
-                Allowlist::parse(
-                    config
-                        .sandbox_allowed_domains
-                        .as_deref()
-                        .unwrap_or_default(),
-                )
-                .map_err(|e| SetupError(format!("config sandbox_allowed_domains: {e}")))?,
-            ),
-        };
-
+        let sandbox = sandbox(cli, &config)?;
         let health_db = health::location(config.health_db.as_deref(), env);
+        let save_runs = save_runs(cli, &config);
         let budgets = budgets::resolve(config.budgets.as_deref(), &config.providers)?;
-        let save_runs = crate::runs::enabled(cli.no_save, &config);
-        for (name, server) in &config.mcp_servers {
-            if dur(
-                &server.tool_timeout,
-                &format!("mcp_servers.{name}.tool_timeout"),
-            )?
-            .is_some_and(|d| d.is_zero())
-            {
-                return Err(SetupError(format!(
-                    "config mcp_servers.{name}.tool_timeout: must be more than 0"
-                )));
-            }
-        }
-
+        let approval =
+            approval::Choice::resolve(cli.approval, config.approval, config.approval_allow);
+        let pacing = config.pacing != Some(config::Pacing::Off);
+        let mcp_servers = jobs::mcp_servers(config.mcp_servers)?;
+        let tools = jobs::tools(&config.tools, &mcp_servers)?;
         Ok(Settings {
             task,
-            cwd,
             json: cli.json,
             quiet: cli.quiet,
             output: cli.output.clone(),
             log_db: cli.log_db.clone(),
             primary,
             fallbacks,
-            step_limit: cli.step_limit.or(config.step_limit),
-            cost_limit,
-            time_limit,
-            max_output_tokens: cli.max_output_tokens.or(config.max_output_tokens),
-            reasoning_effort,
+            step_limit: limits.step_limit,
+            cost_limit: limits.cost_limit,
+            time_limit: limits.time_limit,
+            max_output_tokens: limits.max_output_tokens,
+            reasoning_effort: limits.reasoning_effort,
             retry,
             fallback,
-            compaction: config.compaction,
-            hooks: config.hooks,
-            mcp_servers: config.mcp_servers,
+            compaction: jobs::compaction(&config.compaction)?,
+            hooks: jobs::hooks(&config.hooks),
+            instructions: jobs::instructions(cli, config.instructions.as_ref(), &cwd),
+            cwd,
+            mcp_servers,
             health_db,
-            pacing: config.pacing != Some(crate::config::Pacing::Off),
+            pacing,
             subagents,
             worktree,
             sandbox,
             save_runs,
-            instructions: config.instructions,
-            tools: config.tools,
+            tools,
             outage_wait,
             budgets,
-            approval: approval::Choice::resolve(
-                cli.approval,
-                config.approval,
-                config.approval_allow,
-            ),
+            approval,
         })
     }
 }
@@ -347,45 +182,62 @@ impl Settings {
     }
 }
 
-/// `--outage-wait`, else config `outage_wait`, else 0 (off); a bad duration
-/// names the flag or the key.
+/// `--outage-wait`, else config `outage_wait` (checked as the config is
+/// read), else 0 (off); a bad flag value names the flag.
 fn outage_wait(cli: &Cli, config: &Config) -> Result<Duration, SetupError> {
     match &cli.outage_wait {
         Some(text) => duration::parse(text).map_err(|e| SetupError(format!("--outage-wait: {e}"))),
-        None => Ok(dur(&config.outage_wait, "outage_wait")?.unwrap_or_default()),
+        None => Ok(config.outage_wait.unwrap_or_default()),
     }
 }
 
-/// Validates `subagents:` like the main chain: the model and each fallback
-/// must name a known provider with its key set.
-fn resolve_subagents(config: &Config, env: Env) -> Result<Option<SubagentSettings>, SetupError> {
-    let Some(sub) = &config.subagents else {
-        return Ok(None);
+/// Whether a run is kept in the run store: neither `--no-save` nor
+/// `save_runs: false`.
+pub(crate) fn save_runs(cli: &Cli, config: &Config) -> bool {
+    !cli.no_save && config.save_runs != Some(false)
+}
+
+/// The working directory: `-C`, else a resumed run's own (when it still
+/// exists), else the current one; canonical.
+fn working_dir(flag: Option<&Path>, resumed: Option<&Checkpointed>) -> Result<PathBuf, SetupError> {
+    let resumed_cwd = resumed
+        .and_then(|cp| cp.doc.cwd.as_ref())
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir());
+    let cwd = match flag.map(Path::to_path_buf).or(resumed_cwd) {
+        Some(dir) => dir,
+        None => std::env::current_dir()
+            .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
     };
-    let text = sub.model.as_deref().ok_or_else(|| {
-        SetupError("config subagents.model: required when subagents is set".into())
-    })?;
-    let primary =
-        ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
-    let primary = models::resolve(primary, &config.providers, env, "subagents.model")?;
-    let fallbacks = models::resolve_chain(
-        &primary.spec,
-        sub.fallback_models.as_deref().unwrap_or_default(),
-        &config.providers,
-        env,
-    )
-    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
-    let step_limit = sub.step_limit.unwrap_or(DEFAULT_SUBAGENT_STEP_LIMIT);
-    if step_limit == 0 {
-        return Err(SetupError(
-            "config subagents.step_limit: must be at least 1".into(),
-        ));
+    if !cwd.is_dir() {
+        let why = if cwd.exists() {
+            "not a directory"
+        } else {
+            "the directory does not exist"
+        };
+        return Err(SetupError(format!("--cwd {}: {why}", cwd.display())));
     }
-    Ok(Some(SubagentSettings {
-        primary,
-        fallbacks,
-        step_limit,
-    }))
+    Ok(cwd.canonicalize().unwrap_or(cwd))
+}
+
+/// `--sandbox`, with `--sandbox-allow-domain` over `sandbox_allowed_domains`.
+fn sandbox(cli: &Cli, config: &Config) -> Result<Option<Allowlist>, SetupError> {
+    Ok(match (cli.sandbox, cli.sandbox_allow_domain.is_empty()) {
+        (false, _) => None,
+        (true, false) => Some(
+            Allowlist::parse(&cli.sandbox_allow_domain)
+                .map_err(|e| SetupError(format!("--sandbox-allow-domain {e}")))?,
+        ),
+        (true, true) => Some(
+            Allowlist::parse(
+                config
+                    .sandbox_allowed_domains
+                    .as_deref()
+                    .unwrap_or_default(),
+            )
+            .map_err(|e| SetupError(format!("config sandbox_allowed_domains: {e}")))?,
+        ),
+    })
 }
 
 /// Loads the user config (missing is fine) and lays each `-c` file over it.
@@ -436,25 +288,10 @@ fn non_empty(text: String) -> Result<String, SetupError> {
         Ok(text)
     }
 }
-
-/// A limit of 0 is a usage error (SPEC 1): it could only stop the run at once.
-fn check_not_zero(is_zero: Option<bool>, from_flag: bool, flag: &str) -> Result<(), SetupError> {
-    if is_zero != Some(true) {
-        return Ok(());
-    }
-    let name = if from_flag {
-        format!("--{flag}")
-    } else {
-        format!("config {}", flag.replace('-', "_"))
-    };
-    Err(SetupError(format!(
-        "{name}: a limit of 0 would stop the run before it starts (leave it out for no limit)"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Cooldown;
     use clap::Parser;
 
     fn resolve(args: &[&str], vars: &[(&str, &str)]) -> Result<Settings, SetupError> {

@@ -4,14 +4,101 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::{FallbackEntry, ProviderConfig};
+use crate::cli::Cli;
+use crate::config::{Config, FallbackEntry, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
+use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
+
+use super::defaults;
 
 /// Most fallback entries a chain may have.
 pub(super) const MAX_FALLBACKS: usize = 3;
+
+/// The subagents' models and step limit (config `subagents`).
+#[derive(Debug, Clone)]
+pub(crate) struct SubagentSettings {
+    pub primary: ResolvedModel,
+    pub fallbacks: Vec<ResolvedModel>,
+    pub step_limit: u32,
+}
+
+/// The run's primary and fallbacks: a resumed run's model, else `-m`, else
+/// config `model`; `--no-fallback`, else `--fallback-model`, else config
+/// `fallback_models`. A named provider may not shadow a built-in one.
+pub(super) fn run_chain(
+    cli: &Cli,
+    config: &Config,
+    env: Env,
+    resumed: Option<&Checkpointed>,
+) -> Result<(ResolvedModel, Vec<ResolvedModel>), SetupError> {
+    for name in config.providers.keys() {
+        if builtin(name).is_some() {
+            return Err(SetupError(format!(
+                "config providers.{name}: a named provider may not shadow the built-in provider '{name}'"
+            )));
+        }
+    }
+    let model_text = resumed
+        .map(|cp| cp.doc.model.clone())
+        .or_else(|| cli.model.clone())
+        .or_else(|| config.model.clone())
+        .ok_or_else(|| {
+            SetupError("no model: give -m <provider>/<model> or set `model` in the config".into())
+        })?;
+    let primary = ModelSpec::parse(&model_text).map_err(|e| SetupError(e.to_string()))?;
+    let primary = resolve(primary, &config.providers, env, "model")?;
+    let flags: Vec<FallbackEntry>;
+    let entries: &[FallbackEntry] = if cli.no_fallback {
+        &[]
+    } else if !cli.fallback_model.is_empty() {
+        flags = cli
+            .fallback_model
+            .iter()
+            .cloned()
+            .map(FallbackEntry::from)
+            .collect();
+        &flags
+    } else {
+        config.fallback_models.as_deref().unwrap_or_default()
+    };
+    let fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    Ok((primary, fallbacks))
+}
+
+/// Validates `subagents:` like the main chain: the model and each fallback
+/// must name a known provider with its key set.
+pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSettings>, SetupError> {
+    let Some(sub) = &config.subagents else {
+        return Ok(None);
+    };
+    let text = sub.model.as_deref().ok_or_else(|| {
+        SetupError("config subagents.model: required when subagents is set".into())
+    })?;
+    let primary =
+        ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
+    let primary = resolve(primary, &config.providers, env, "subagents.model")?;
+    let fallbacks = resolve_chain(
+        &primary.spec,
+        sub.fallback_models.as_deref().unwrap_or_default(),
+        &config.providers,
+        env,
+    )
+    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let step_limit = sub.step_limit.unwrap_or(defaults::SUBAGENT_STEP_LIMIT);
+    if step_limit == 0 {
+        return Err(SetupError(
+            "config subagents.step_limit: must be at least 1".into(),
+        ));
+    }
+    Ok(Some(SubagentSettings {
+        primary,
+        fallbacks,
+        step_limit,
+    }))
+}
 
 /// Resolves `spec`: a known provider whose key variable (if it has one) is
 /// set. `what` names the setting in errors (`model`, `fallback model`...).
@@ -155,23 +242,33 @@ pub(crate) fn resolve_chain(
     Ok(chain)
 }
 
-/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and the
-/// port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+/// Reads `OLLAMA_HOST` as Ollama does: the scheme defaults to `http` and,
+/// for `http`, the port to 11434 (`gpu-box` is `http://gpu-box:11434`).
+/// A value `url` cannot read is used as written.
 fn ollama_host(value: &str) -> String {
     let value = value.trim_end_matches('/');
-    let (scheme, rest) = value.split_once("://").unwrap_or(("http", value));
-    let (authority, path) = match rest.find('/') {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    let has_port = match authority.rfind(']') {
-        Some(close) => authority[close..].contains(':'),
-        None => authority.contains(':'),
-    };
-    if has_port || scheme != "http" {
-        format!("{scheme}://{authority}{path}")
+    let with_scheme = if value.contains("://") {
+        value.to_string()
     } else {
-        format!("{scheme}://{authority}:11434{path}")
+        format!("http://{value}")
+    };
+    let Ok(mut url) = url::Url::parse(&with_scheme) else {
+        return with_scheme;
+    };
+    // `url` drops a written default port (`:80` for http): as written, then.
+    let authority = with_scheme
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(""));
+    if authority.ends_with(":80") {
+        return with_scheme;
+    }
+    if url.scheme() == "http" && url.port().is_none() {
+        let _ = url.set_port(Some(11434));
+    }
+    let text = url.to_string();
+    match text.strip_suffix('/') {
+        Some(trimmed) if url.path() == "/" => trimmed.to_string(),
+        _ => text,
     }
 }
 
@@ -204,6 +301,13 @@ mod tests {
             ollama_host("http://[::1]:9000/proxy"),
             "http://[::1]:9000/proxy"
         );
+    }
+
+    #[test]
+    fn a_written_default_port_stays() {
+        assert_eq!(ollama_host("gpu-box:80"), "http://gpu-box:80");
+        assert_eq!(ollama_host("http://gpu-box:80/"), "http://gpu-box:80");
+        assert_eq!(ollama_host("https://h:8443/x/"), "https://h:8443/x");
     }
 
     #[test]

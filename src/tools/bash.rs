@@ -94,7 +94,7 @@ impl Tool for BashTool {
     async fn run(&self, args: &Value, ctx: &ToolCtx) -> ToolOutput {
         let command = match str_arg(args, "command") {
             Ok(c) => c,
-            Err(e) => return ToolOutput::err(e),
+            Err(e) => return ToolOutput::err(e.to_string()),
         };
         let timeout = args
             .get("timeout_seconds")

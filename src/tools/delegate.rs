@@ -75,9 +75,8 @@ mod tests {
 
     #[test]
     fn the_config_filter_limits_the_subagents_tools_and_its_note() {
-        let config: crate::config::ToolsConfig =
-            serde_yaml::from_str("{deny: [read_file, grep]}").unwrap();
-        let filter = ToolFilter::from_config(&config, std::iter::empty::<&String>()).unwrap();
+        let deny = ["read_file".to_string(), "grep".to_string()];
+        let filter = ToolFilter::new(None, &deny, std::iter::empty::<&String>()).unwrap();
         let tools = subagent_tools(&filter);
         let offered: Vec<String> = tools
             .available_specs()

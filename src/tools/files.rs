@@ -23,7 +23,7 @@ macro_rules! try_arg {
     ($e:expr) => {
         match $e {
             Ok(v) => v,
-            Err(e) => return ToolOutput::err(e),
+            Err(e) => return ToolOutput::err(e.to_string()),
         }
     };
 }

@@ -5,7 +5,6 @@
 
 use globset::{Glob, GlobMatcher};
 
-use crate::config::ToolsConfig;
 use crate::suggest::closest;
 
 /// The built-in tools, `delegate` and `submit` included.
@@ -33,36 +32,35 @@ pub(crate) struct ToolFilter {
 }
 
 impl ToolFilter {
-    /// Checks and compiles `tools:` against the built-in tools and the
-    /// configured MCP servers.
-    pub(crate) fn from_config<'a>(
-        config: &ToolsConfig,
+    /// Checks and compiles config `tools: {allow, deny}` against the
+    /// built-in tools and the configured MCP servers.
+    pub(crate) fn new<'a>(
+        allow: Option<&[String]>,
+        deny: &[String],
         mcp_servers: impl IntoIterator<Item = &'a String> + Clone,
-    ) -> Result<ToolFilter, String> {
-        let compile = |key: &str, entries: &[String]| -> Result<Vec<GlobMatcher>, String> {
+    ) -> Result<ToolFilter, FilterError> {
+        let compile = |key: &'static str, entries: &[String]| {
             entries
                 .iter()
                 .map(|entry| {
                     check_entry(entry, mcp_servers.clone())
-                        .map_err(|e| format!("config tools.{key}: {e}"))?;
+                        .map_err(|problem| FilterError::Entry { key, problem })?;
                     Glob::new(entry)
                         .map(|g| g.compile_matcher())
-                        .map_err(|e| format!("config tools.{key}: '{entry}': {e}"))
+                        .map_err(|e| FilterError::Glob {
+                            key,
+                            entry: entry.clone(),
+                            error: e.to_string(),
+                        })
                 })
-                .collect()
+                .collect::<Result<Vec<GlobMatcher>, FilterError>>()
         };
-        if config.deny.iter().any(|d| d == SUBMIT) {
-            return Err(
-                "config tools.deny: 'submit' is always offered and cannot be denied".into(),
-            );
+        if deny.iter().any(|d| d == SUBMIT) {
+            return Err(FilterError::SubmitDenied);
         }
         Ok(ToolFilter {
-            allow: config
-                .allow
-                .as_deref()
-                .map(|a| compile("allow", a))
-                .transpose()?,
-            deny: compile("deny", &config.deny)?,
+            allow: allow.map(|a| compile("allow", a)).transpose()?,
+            deny: compile("deny", deny)?,
         })
     }
 
@@ -83,11 +81,42 @@ fn is_glob(entry: &str) -> bool {
     entry.contains(['*', '?', '[', '{'])
 }
 
+/// A `tools:` entry that names nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EntryProblem {
+    #[error("'{entry}': no MCP server '{server}' is configured{hint}")]
+    NoServer {
+        entry: String,
+        server: String,
+        hint: String,
+    },
+    #[error("unknown tool '{entry}' ({hint}tools are {}, and mcp__<server>__<tool>)", BUILTIN_TOOLS.join(", "))]
+    UnknownTool { entry: String, hint: String },
+}
+
+/// Config `tools:` that cannot be used; the message names the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FilterError {
+    #[error("config tools.{key}: {problem}")]
+    Entry {
+        key: &'static str,
+        problem: EntryProblem,
+    },
+    #[error("config tools.{key}: '{entry}': {error}")]
+    Glob {
+        key: &'static str,
+        entry: String,
+        error: String,
+    },
+    #[error("config tools.deny: 'submit' is always offered and cannot be denied")]
+    SubmitDenied,
+}
+
 /// An entry must name a built-in tool or an MCP server of the config.
 fn check_entry<'a>(
     entry: &str,
     mcp_servers: impl IntoIterator<Item = &'a String>,
-) -> Result<(), String> {
+) -> Result<(), EntryProblem> {
     if let Some(rest) = entry.strip_prefix("mcp__") {
         let server = rest.split("__").next().unwrap_or("");
         let servers: Vec<&String> = mcp_servers.into_iter().collect();
@@ -97,9 +126,11 @@ fn check_entry<'a>(
         let hint = closest(server, servers.iter().map(|s| s.as_str()))
             .map(|s| format!(" (did you mean mcp__{s}__...?)"))
             .unwrap_or_default();
-        return Err(format!(
-            "'{entry}': no MCP server '{server}' is configured{hint}"
-        ));
+        return Err(EntryProblem::NoServer {
+            entry: entry.to_string(),
+            server: server.to_string(),
+            hint,
+        });
     }
     let matches_builtin = if is_glob(entry) {
         Glob::new(entry)
@@ -114,10 +145,10 @@ fn check_entry<'a>(
     let hint = closest(entry, BUILTIN_TOOLS.iter().copied())
         .map(|s| format!("did you mean '{s}'? "))
         .unwrap_or_default();
-    Err(format!(
-        "unknown tool '{entry}' ({hint}tools are {}, and mcp__<server>__<tool>)",
-        BUILTIN_TOOLS.join(", ")
-    ))
+    Err(EntryProblem::UnknownTool {
+        entry: entry.to_string(),
+        hint,
+    })
 }
 
 #[cfg(test)]
@@ -125,11 +156,9 @@ mod tests {
     use super::*;
 
     fn filter(allow: Option<&[&str]>, deny: &[&str]) -> Result<ToolFilter, String> {
-        let config = ToolsConfig {
-            allow: allow.map(|a| a.iter().map(|s| s.to_string()).collect()),
-            deny: deny.iter().map(|s| s.to_string()).collect(),
-        };
-        ToolFilter::from_config(&config, &["docs".to_string()])
+        let allow: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
+        let deny: Vec<String> = deny.iter().map(|s| s.to_string()).collect();
+        ToolFilter::new(allow.as_deref(), &deny, &["docs".to_string()]).map_err(|e| e.to_string())
     }
 
     #[test]

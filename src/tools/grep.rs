@@ -77,7 +77,7 @@ impl Tool for GrepTool {
         let stopped = move || stop.pending().is_some();
         match tokio::task::spawn_blocking(move || search(&args, &root, &cwd, &stopped)).await {
             Ok(Ok(text)) => ToolOutput::ok(shorten(&text, MAX_OUTPUT_CHARS)),
-            Ok(Err(e)) => ToolOutput::err(e),
+            Ok(Err(e)) => ToolOutput::err(e.to_string()),
             Err(e) => ToolOutput::err(format!("grep failed: {e}")),
         }
     }
@@ -106,6 +106,19 @@ fn args_schema() -> Value {
     schema
 }
 
+/// Why a search did not run: a message for the model.
+#[derive(Debug, thiserror::Error)]
+enum SearchError {
+    #[error("invalid regular expression: {0}")]
+    Regex(String),
+    #[error("{}: no such file or directory", .0.display())]
+    NoPath(std::path::PathBuf),
+    #[error("invalid glob {glob:?}: {error}")]
+    Glob { glob: String, error: String },
+    #[error("interrupted")]
+    Interrupted,
+}
+
 /// Runs one search; `Err` is a message for the model (bad regex, bad glob,
 /// missing path).
 fn search(
@@ -113,14 +126,14 @@ fn search(
     root: &Path,
     cwd: &Path,
     stopped: &dyn Fn() -> bool,
-) -> Result<String, String> {
+) -> Result<String, SearchError> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive.unwrap_or(false))
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
-        .map_err(|e| format!("invalid regular expression: {e}"))?;
+        .map_err(|e| SearchError::Regex(e.to_string()))?;
     if !root.exists() {
-        return Err(format!("{}: no such file or directory", root.display()));
+        return Err(SearchError::NoPath(root.to_path_buf()));
     }
     let max = args
         .max_results
@@ -137,14 +150,14 @@ fn search(
         .sort_by_file_path(|a, b| a.cmp(b));
     if let Some(glob) = &args.glob {
         let mut overrides = OverrideBuilder::new(root);
-        overrides
-            .add(glob)
-            .map_err(|e| format!("invalid glob {glob:?}: {e}"))?;
-        walk.overrides(
-            overrides
-                .build()
-                .map_err(|e| format!("invalid glob {glob:?}: {e}"))?,
-        );
+        overrides.add(glob).map_err(|e| SearchError::Glob {
+            glob: glob.to_string(),
+            error: e.to_string(),
+        })?;
+        walk.overrides(overrides.build().map_err(|e| SearchError::Glob {
+            glob: glob.to_string(),
+            error: e.to_string(),
+        })?);
     }
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -162,7 +175,7 @@ fn search(
     };
     for entry in walk.build() {
         if stopped() {
-            return Err("interrupted".into());
+            return Err(SearchError::Interrupted);
         }
         let Ok(entry) = entry else { continue };
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -305,7 +318,7 @@ mod tests {
     fn grep(cwd: &Path, args: Value) -> Result<String, String> {
         let args: GrepArgs = serde_json::from_value(args).map_err(|e| e.to_string())?;
         let root = cwd.join(args.path.as_deref().unwrap_or("."));
-        search(&args, &root, cwd, &|| false)
+        search(&args, &root, cwd, &|| false).map_err(|e| e.to_string())
     }
 
     fn tree() -> tempfile::TempDir {
@@ -411,7 +424,9 @@ mod tests {
         );
         let args: GrepArgs = serde_json::from_value(json!({"pattern": "x"})).unwrap();
         assert_eq!(
-            search(&args, t.path(), t.path(), &|| true).unwrap_err(),
+            search(&args, t.path(), t.path(), &|| true)
+                .unwrap_err()
+                .to_string(),
             "interrupted"
         );
     }

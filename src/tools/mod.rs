@@ -141,11 +141,16 @@ pub(crate) fn submit_spec(output_schema: Option<&Value>) -> ToolSpec {
     }
 }
 
+/// A tool call without a string argument it needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("missing string argument '{0}'")]
+pub(crate) struct MissingArg(String);
+
 /// Reads a string argument.
-pub(crate) fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+pub(crate) fn str_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, MissingArg> {
     args.get(name)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("missing string argument '{name}'"))
+        .ok_or_else(|| MissingArg(name.to_string()))
 }
 
 /// Longest tool output kept, in characters.

@@ -7,7 +7,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Modules everyone may import that import nothing of ours.
-const LEAVES: &[&str] = &["budget", "conversation", "policy", "setup"];
+const LEAVES: &[&str] = &[
+    "approval_config",
+    "budget",
+    "conversation",
+    "duration",
+    "paths",
+    "policy",
+    "setup",
+    "suggest",
+    "wire_api",
+];
+
+/// Modules that may import leaves only (the raw config reaches nothing).
+const LEAF_ONLY: &[&str] = &["config"];
 
 /// Edges that must not exist, even without a cycle.
 const FORBIDDEN: &[(&str, &str)] = &[
@@ -180,6 +193,15 @@ fn top_level_modules_form_no_cycle() {
             "{leaf} is a leaf: it imports nothing of ours\n{listing}"
         );
     }
+    for module in LEAF_ONLY {
+        for (to, file) in graph.get(*module).into_iter().flatten() {
+            assert!(
+                LEAVES.contains(&to.as_str()),
+                "{module} imports only leaves, not {to} ({})",
+                file.display()
+            );
+        }
+    }
 }
 
 #[test]
@@ -215,4 +237,176 @@ fn the_reader_finds_grouped_and_plain_paths() {
         crate_refs("use crate::a::B;\nuse crate::{c::D, e};\nx = crate::f::g();\nmy_crate::h;");
     let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
     assert_eq!(refs, ["a", "c", "e", "f"]);
+}
+
+/// A file's module path: `model/openai/stream.rs` is `model::openai::stream`,
+/// `model/openai/mod.rs` is `model::openai`.
+fn module_path(rel: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.strip_suffix(".rs").unwrap_or(&last).to_string();
+    if stem != "mod" {
+        parts.push(stem);
+    }
+    parts
+}
+
+/// The code before the file's unit tests (`#[cfg(test)] mod tests`).
+fn code_before_tests(path: &Path) -> String {
+    let code = code(path);
+    match code.find("#[cfg(test)]\nmod tests") {
+        Some(i) => code[..i].to_string(),
+        None => code,
+    }
+}
+
+/// The module paths a file's code names: `crate::a::b` and `super::x`
+/// (`super::{x, y}` too), resolved against the file's own module path.
+fn module_refs(file_module: &[String], code: &str) -> BTreeSet<Vec<String>> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut refs = BTreeSet::new();
+    let mut add = |base: Vec<String>, rest: &str| {
+        let mut heads = Vec::new();
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            heads.extend(group.split(',').map(|p| ident(p.trim())));
+        } else {
+            heads.push(ident(rest));
+        }
+        for head in heads.into_iter().filter(|h| !h.is_empty()) {
+            let mut path = base.clone();
+            path.push(head);
+            refs.insert(path);
+        }
+    };
+    for (i, _) in code.match_indices("super::") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let mut rest = &code[i..];
+        let mut up = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            up += 1;
+            rest = r;
+        }
+        if up <= file_module.len() {
+            add(file_module[..file_module.len() - up].to_vec(), rest);
+        }
+    }
+    for (i, _) in code.match_indices("crate::") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let mut base = Vec::new();
+        let mut rest = &code[i + "crate::".len()..];
+        // Walk `a::b::` down to the last segment.
+        loop {
+            let head = ident(rest);
+            match rest[head.len()..].strip_prefix("::") {
+                Some(r) if !head.is_empty() && !r.starts_with('{') => {
+                    base.push(head);
+                    rest = r;
+                }
+                _ => break,
+            }
+        }
+        // Every prefix of the path is a reference to that module.
+        for n in 1..base.len() {
+            add(base[..n - 1].to_vec(), &base[n - 1]);
+        }
+        if let Some(last) = base.last().cloned() {
+            add(base[..base.len() - 1].to_vec(), &last);
+        }
+        add(base, rest);
+    }
+    refs
+}
+
+#[test]
+fn the_files_of_one_module_form_no_cycle() {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let modules: Vec<(PathBuf, Vec<String>)> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&root).unwrap().to_path_buf();
+            let module = module_path(&rel);
+            (rel, module)
+        })
+        .filter(|(rel, _)| !matches!(rel.to_str(), Some("lib.rs" | "main.rs")))
+        // Test-only files (`tests.rs`, `bench.rs`, `*_tests.rs`) may reach
+        // across: they are not part of the layering.
+        .filter(|(rel, _)| {
+            let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !(name == "tests.rs" || name == "bench.rs" || name.ends_with("_tests.rs"))
+        })
+        .collect();
+    // Every module with children: its children, and the edges between them.
+    let parents: BTreeSet<Vec<String>> = modules
+        .iter()
+        .filter(|(_, m)| m.len() > 1)
+        .map(|(_, m)| m[..m.len() - 1].to_vec())
+        .collect();
+    for parent in parents {
+        let children: BTreeSet<String> = modules
+            .iter()
+            .filter(|(_, m)| m.len() > parent.len() && m.starts_with(&parent))
+            .map(|(_, m)| m[parent.len()].clone())
+            .collect();
+        let mut graph: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
+        for (rel, module) in &modules {
+            if module.len() <= parent.len() || !module.starts_with(&parent) {
+                continue;
+            }
+            let from = module[parent.len()].clone();
+            let edges = graph.entry(from.clone()).or_default();
+            for path in module_refs(module, &code_before_tests(&root.join(rel))) {
+                if path.len() > parent.len() && path.starts_with(&parent) {
+                    let to = &path[parent.len()];
+                    if to != &from && children.contains(to) {
+                        edges.entry(to.clone()).or_insert_with(|| rel.clone());
+                    }
+                }
+            }
+        }
+        for child in graph.keys() {
+            if let Some(cycle) = cycle_from(&graph, child) {
+                let hops: Vec<String> = cycle
+                    .windows(2)
+                    .map(|w| format!("{} -> {} ({})", w[0], w[1], graph[&w[0]][&w[1]].display()))
+                    .collect();
+                panic!(
+                    "import cycle between the files of {}:\n  {}",
+                    parent.join("::"),
+                    hops.join("\n  ")
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn module_refs_resolve_super_and_crate_paths() {
+    let here: Vec<String> = ["model", "openai", "stream"].map(String::from).to_vec();
+    let refs = module_refs(
+        &here,
+        "use super::super::wire::{a, b};\nuse super::{request, Dialect};\nuse crate::model::http::X;",
+    );
+    let refs: Vec<String> = refs.iter().map(|r| r.join("::")).collect();
+    assert!(refs.contains(&"model::wire".to_string()), "{refs:?}");
+    assert!(
+        refs.contains(&"model::openai::request".to_string()),
+        "{refs:?}"
+    );
+    assert!(refs.contains(&"model::http".to_string()), "{refs:?}");
 }

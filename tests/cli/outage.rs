@@ -368,7 +368,7 @@ fn bad_durations_are_usage_errors_naming_the_flag_or_the_key() {
     for (config, says) in [
         (
             "outage_wait: 30\n",
-            "config outage_wait: invalid duration '30': give a unit",
+            "outage_wait: invalid duration '30': give a unit",
         ),
         ("outage_wiat: 5m\n", "did you mean `outage_wait`"),
     ] {

@@ -11,8 +11,6 @@ use opentelemetry::Context;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 
-use super::export::short_reason;
-
 /// How spans are batched: `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`,
 /// `OTEL_BSP_MAX_QUEUE_SIZE` and `OTEL_BSP_SCHEDULE_DELAY`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +238,34 @@ fn take(waiting: &mut Waiting, size: usize) -> Vec<SpanData> {
     batch
 }
 
+/// A short reason for an export error: the SDK's messages can hold the
+/// collector's response body, which never reaches our output.
+pub(crate) fn short_reason(error: &OTelSdkError) -> String {
+    match error {
+        OTelSdkError::Timeout(_) => "timed out".to_string(),
+        OTelSdkError::AlreadyShutdown => "already shut down".to_string(),
+        OTelSdkError::InternalFailure(text) => {
+            // The SDK's own message, or reqwest's `error_for_status`.
+            for marker in ["Status Code: ", "Status("] {
+                if let Some(rest) = text.split(marker).nth(1) {
+                    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                    if !code.is_empty() {
+                        return format!("HTTP {code}");
+                    }
+                }
+            }
+            let lower = text.to_ascii_lowercase();
+            if lower.contains("timed out") || lower.contains("timeout") {
+                "timed out".to_string()
+            } else if lower.contains("connect") {
+                "could not connect".to_string()
+            } else {
+                "export failed".to_string()
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,5 +398,25 @@ mod tests {
         assert_eq!((set.size, set.queue), (100, 100));
         assert_eq!(set.delay, Duration::from_secs(5));
         assert_eq!(limits(&[("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "0")]).size, 64);
+    }
+
+    #[test]
+    fn export_errors_become_short_reasons() {
+        let status = OTelSdkError::InternalFailure(
+            "OpenTelemetry trace export failed. Url: http://x/v1/traces, Status Code: 503, Response: \"secret body\"".into(),
+        );
+        assert_eq!(short_reason(&status), "HTTP 503");
+        let status = OTelSdkError::InternalFailure(
+            "reqwest::Error { kind: Status(404, None), url: \"http://x/v1/traces\" }".into(),
+        );
+        assert_eq!(short_reason(&status), "HTTP 404");
+        let refused = OTelSdkError::InternalFailure(
+            "reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\")) }".into(),
+        );
+        assert_eq!(short_reason(&refused), "could not connect");
+        assert_eq!(
+            short_reason(&OTelSdkError::Timeout(Duration::from_secs(2))),
+            "timed out"
+        );
     }
 }

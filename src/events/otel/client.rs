@@ -25,12 +25,11 @@ impl fmt::Debug for OtlpClient {
 
 impl OtlpClient {
     /// A client whose every request ends within `timeout`.
-    pub(crate) fn new(timeout: Duration) -> Result<OtlpClient, String> {
+    pub(crate) fn new(timeout: Duration) -> Result<OtlpClient, reqwest::Error> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(OtlpClient { client })
     }
 }

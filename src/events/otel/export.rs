@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use opentelemetry::{Key, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::error::OTelSdkError;
 use opentelemetry_sdk::resource::{
     EnvResourceDetector, ResourceDetector, TelemetryResourceDetector,
 };
@@ -144,53 +143,37 @@ fn bounded(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 
-/// A short reason for an export error: the SDK's messages can hold the
-/// collector's response body, which never reaches our output.
-pub(crate) fn short_reason(error: &OTelSdkError) -> String {
-    match error {
-        OTelSdkError::Timeout(_) => "timed out".to_string(),
-        OTelSdkError::AlreadyShutdown => "already shut down".to_string(),
-        OTelSdkError::InternalFailure(text) => {
-            // The SDK's own message, or reqwest's `error_for_status`.
-            for marker in ["Status Code: ", "Status("] {
-                if let Some(rest) = text.split(marker).nth(1) {
-                    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                    if !code.is_empty() {
-                        return format!("HTTP {code}");
-                    }
-                }
-            }
-            let lower = text.to_ascii_lowercase();
-            if lower.contains("timed out") || lower.contains("timeout") {
-                "timed out".to_string()
-            } else if lower.contains("connect") {
-                "could not connect".to_string()
-            } else {
-                "export failed".to_string()
-            }
-        }
-    }
+/// Why tracing is off for this run (said once, as its warning).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TracingOff {
+    /// An OTLP variable that cannot be used, said as `OtelConfig` put it.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("tracing is off: the OTLP client could not be set up: {0}")]
+    Client(String),
+    #[error("tracing is off: the OTLP exporter could not be set up: {0}")]
+    Exporter(String),
 }
 
 /// Starts the tracer provider and the batches its spans gather in for the
 /// OTLP/HTTP exporter (endpoint and headers from the standard variables,
 /// read by the SDK's exporter builder).
-pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches), String> {
+pub(crate) fn start(config: &OtelConfig) -> Result<(SdkTracerProvider, Batches), TracingOff> {
     if let Some(invalid) = &config.invalid {
-        return Err(invalid.clone());
+        return Err(TracingOff::Invalid(invalid.clone()));
     }
     let client = super::client::OtlpClient::new(config.timeout)
-        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Client(e.to_string()))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("tracing is off: the OTLP client could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Client(e.to_string()))?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(config.protocol)
         .with_http_client(client)
         .build()
-        .map_err(|e| format!("tracing is off: the OTLP exporter could not be set up: {e}"))?;
+        .map_err(|e| TracingOff::Exporter(e.to_string()))?;
     let resource = resource(config.service_name.clone());
     exporter.set_resource(&resource);
     let gathered = Gathered::new(config.batch);
@@ -292,6 +275,7 @@ mod tests {
             let Err(err) = start(&c) else {
                 panic!("{bad} accepted")
             };
+            let err = err.to_string();
             assert_eq!(
                 err,
                 "tracing is off: OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL"
@@ -308,25 +292,5 @@ mod tests {
         .unwrap();
         assert_eq!(c.endpoint, "https://collector.example:443");
         assert!(!format!("{c:?}").contains("s3cret"));
-    }
-
-    #[test]
-    fn export_errors_become_short_reasons() {
-        let status = OTelSdkError::InternalFailure(
-            "OpenTelemetry trace export failed. Url: http://x/v1/traces, Status Code: 503, Response: \"secret body\"".into(),
-        );
-        assert_eq!(short_reason(&status), "HTTP 503");
-        let status = OTelSdkError::InternalFailure(
-            "reqwest::Error { kind: Status(404, None), url: \"http://x/v1/traces\" }".into(),
-        );
-        assert_eq!(short_reason(&status), "HTTP 404");
-        let refused = OTelSdkError::InternalFailure(
-            "reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError(\"tcp connect error\")) }".into(),
-        );
-        assert_eq!(short_reason(&refused), "could not connect");
-        assert_eq!(
-            short_reason(&OTelSdkError::Timeout(Duration::from_secs(2))),
-            "timed out"
-        );
     }
 }

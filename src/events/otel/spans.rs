@@ -15,8 +15,9 @@ use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
 use serde_json::json;
 
+use super::batch::short_reason;
 use super::batch::Batches;
-use super::export::{self, short_reason, OtelConfig};
+use super::export::{self, OtelConfig};
 use super::inbox::{Inbox, Note, LOOK_EVERY};
 use super::values::{
     as_i64, bounded, host_port, input_messages, output_messages, strings, timestamp, RunEnd,
@@ -40,7 +41,8 @@ pub(super) struct Trace {
 pub(super) fn work(config: OtelConfig, trace: Trace, inbox: Arc<Inbox>) {
     let mut spans = match export::start(&config) {
         Ok((provider, batches)) => Ok(Spans::new(provider, batches, &config, trace)),
-        Err(e) => Err(e),
+        // The reason tracing is off answers every flush.
+        Err(e) => Err(e.to_string()),
     };
     loop {
         let within = match &spans {

@@ -14,6 +14,7 @@ use crate::events::{Emitter, EventRecord, Sink};
 use crate::health::{Health, HealthKey, MemoryStore};
 use crate::model::gate::{BudgetBook, SharedRecord};
 use crate::model::script::ScriptModel;
+use crate::model::Model;
 use crate::model::StreamObserver;
 use crate::policy::Cooldown;
 use crate::stop::Stop;

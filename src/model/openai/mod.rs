@@ -13,10 +13,10 @@ use super::spec::WireOptions;
 use super::wire_cache::WireCache;
 use super::{Model, ModelError, Request, Response, StreamObserver};
 
+pub use crate::model::spec::Dialect;
 #[cfg(test)]
 pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
-pub use request::Dialect;
 pub use stream::ChunkAssembler;
 
 /// One model behind a Chat Completions endpoint.

@@ -4,25 +4,11 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::model::spec::Dialect;
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{push_json, WireBody, WireCache};
 use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
-
-/// Which OpenAI-compatible server we talk to; they differ in the names of
-/// two parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// OpenAI itself: `max_completion_tokens` (its `max_tokens` is deprecated
-    /// and refused by reasoning models) and `reasoning_effort`.
-    OpenAi,
-    /// OpenRouter: `max_tokens` and its normalised `reasoning: {effort}`.
-    OpenRouter,
-    /// Any other OpenAI-compatible server (vLLM, llama.cpp, LiteLLM, LM
-    /// Studio, ...): `max_tokens`, which they all accept, and
-    /// `reasoning_effort`.
-    Compatible,
-}
 
 impl Dialect {
     fn budget_field(self) -> &'static str {

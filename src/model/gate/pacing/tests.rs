@@ -269,8 +269,8 @@ fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
 mod paced_loop {
     use super::*;
     use crate::events::{Emitter, Event, EventRecord, RequestRecord, Sink};
-    use crate::model::chain::Member;
     use crate::model::gate::Gate;
+    use crate::model::member::Member;
     use crate::model::retry::{request_with_retries, RequestCtx};
     use crate::model::script::ScriptModel;
     use crate::model::spec::ModelSpec;

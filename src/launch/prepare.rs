@@ -1,0 +1,178 @@
+//! The first phase: everything that can fail before anything is emitted
+//! (exit 2): the checkpoint to resume, settings, the run's and the
+//! subagents' chains, the job options, the instructions and the log
+//! database. It also decides where the run is kept.
+
+use std::path::PathBuf;
+
+use super::{Diagnostics, Origin};
+use crate::agent::instructions::{self, Instructions};
+use crate::agent::subagent::Subagent;
+use crate::agent::{job_options, JobOptions};
+use crate::cli::Cli;
+use crate::events::sqlite::SqliteSink;
+use crate::interactive::{self, Start};
+use crate::model::chain::ChainModel;
+use crate::model::registry::{build_member, RegistryError};
+use crate::model::spec::ResolvedModel;
+use crate::resume;
+use crate::runs;
+use crate::settings::{self, process_env, Settings, SetupError};
+use crate::tools::filter::ToolFilter;
+use crate::worktree;
+
+/// A run resolved and ready for its first request.
+pub(super) struct Prepared {
+    pub(super) settings: Settings,
+    /// The run's chain; the health record joins it once the run has an emitter.
+    pub(super) chain: ChainModel,
+    pub(super) log_db: Option<SqliteSink>,
+    pub(super) resume: Option<resume::Checkpointed>,
+    /// A resumed FILE written back when no `-o` is given (`--resume`).
+    pub(super) write_back: Option<PathBuf>,
+    /// The run store, unless this run is kept out of it.
+    pub(super) keep: Option<runs::Keep>,
+    /// Warnings found so far (skipped store entries, instruction files).
+    pub(super) diagnostics: Diagnostics,
+    pub(super) jobs: JobOptions,
+    pub(super) instructions: Instructions,
+    pub(super) tool_filter: ToolFilter,
+    /// The interactive session this run belongs to, if any.
+    pub(super) session: Option<interactive::Link>,
+}
+
+/// Everything that can fail before the first request: the checkpoint to
+/// resume, settings, the run's and the subagents' models, the job options
+/// and the log database.
+pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
+    let has_task = start.task.is_some()
+        || worktree::split_task_and_name(cli.task.as_deref(), cli.worktree.as_ref())
+            .0
+            .is_some();
+    let store = runs::RunStore::locate(&process_env);
+    let mut diagnostics = Diagnostics::default();
+    let session = start.session;
+    let mut store_cwd = start.store_cwd;
+    let (resume, write_back) = if let Some(doc) = start.previous {
+        let cp = resume::Checkpointed {
+            path: PathBuf::new(),
+            doc,
+            started: Vec::new(),
+        };
+        (Some(cp), None)
+    } else if let Some(path) = &cli.resume {
+        (Some(resume::load_for(path, has_task)?), Some(path.clone()))
+    } else if cli.continue_run {
+        let dir = launch_dir(cli)?;
+        let (cp, skipped) = runs::find_continue(store.as_ref(), &dir, has_task)?;
+        diagnostics.extend(Origin::Store, skipped);
+        store_cwd = store_cwd.or(Some(dir));
+        (Some(cp), None)
+    } else {
+        (None, None)
+    };
+    let settings = match start.task {
+        Some(task) => Settings::from_parts(
+            cli,
+            settings::load_config(&cli.config, &process_env)?,
+            task,
+            &process_env,
+            resume.as_ref(),
+        )?,
+        None => Settings::resolve(cli, &process_env, resume.as_ref())?,
+    };
+    let keep = settings.save_runs.then(|| runs::Keep {
+        store,
+        cwd: store_cwd.unwrap_or_else(|| settings.cwd.clone()),
+    });
+    let chain = build_chain(settings.chain(), &settings)?;
+    let tool_filter = settings.tools.clone();
+    let subagent = match &settings.subagents {
+        None => None,
+        Some(sub) => {
+            let chain = build_chain(
+                std::iter::once(&sub.primary).chain(&sub.fallbacks),
+                &settings,
+            )
+            .map_err(|e| SetupError(format!("config subagents: {e}")))?;
+            let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
+            Some(Subagent::new(
+                chain,
+                fallback_models,
+                sub.step_limit,
+                tool_filter.clone(),
+            ))
+        }
+    };
+    // A denied `delegate` means no subagent.
+    let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
+    let mut jobs = job_options(
+        cli.output_schema.as_deref(),
+        settings.compaction,
+        settings.hooks.clone(),
+        subagent,
+    )?;
+    let mut instructions = instructions::load(&settings.instructions, &settings.cwd)?;
+    diagnostics.extend(
+        Origin::Instructions,
+        std::mem::take(&mut instructions.warnings),
+    );
+    jobs.system_note = instructions.prompt_section();
+    jobs.approvals = settings
+        .approval
+        .gate(session.as_ref().map(|s| &s.always), settings.json)?;
+    // The user asked for the record: a database that cannot be opened is a
+    // setup error, before any request, not a run that silently logs nothing.
+    let log_db = match &settings.log_db {
+        Some(path) => Some(SqliteSink::open(path).map_err(|e| SetupError(e.to_string()))?),
+        None => None,
+    };
+    Ok(Prepared {
+        settings,
+        chain,
+        log_db,
+        resume,
+        write_back,
+        keep,
+        diagnostics,
+        jobs,
+        instructions,
+        tool_filter,
+        session,
+    })
+}
+
+/// The directory `--continue` looks up: `-C`, else the current one, canonical.
+fn launch_dir(cli: &Cli) -> Result<PathBuf, SetupError> {
+    let dir = match &cli.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| SetupError(format!("cannot read the current directory: {e}")))?,
+    };
+    if !dir.is_dir() {
+        return Err(SetupError(format!(
+            "--cwd {}: not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir.canonicalize().unwrap_or(dir))
+}
+
+/// A chain of `models` (primary first) under the run's retry, fallback,
+/// outage-wait and pacing settings: the run's own and the subagents' are
+/// built here alike.
+fn build_chain<'a>(
+    models: impl Iterator<Item = &'a ResolvedModel>,
+    settings: &Settings,
+) -> Result<ChainModel, RegistryError> {
+    let members = models
+        .map(|model| build_member(model, settings.retry.stream_timeouts()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+        .with_outage_wait(settings.outage_wait);
+    Ok(if settings.pacing {
+        chain
+    } else {
+        chain.without_pacing()
+    })
+}

@@ -1,0 +1,44 @@
+//! The wire vocabulary a provider is configured with: the `WireApi` it
+//! speaks (config `api:`) and the `ToolChoice` it is sent (config
+//! `tool_choice:`). A leaf module: the config types and the model layer
+//! both speak it, and it imports nothing of ours.
+
+/// The wire API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WireApi {
+    /// OpenAI Chat Completions (`…/chat/completions`).
+    OpenAi,
+    /// OpenAI Responses (`…/responses`).
+    Responses,
+    /// Anthropic Messages (`…/v1/messages`).
+    Anthropic,
+    /// Ollama (`…/api/chat`).
+    Ollama,
+    /// The offline scripted model.
+    Script,
+}
+
+impl WireApi {
+    /// Parses a config `api:` value (the scripted model is not one).
+    pub(crate) fn from_config(name: &str) -> Option<WireApi> {
+        match name {
+            "openai" => Some(WireApi::OpenAi),
+            "responses" => Some(WireApi::Responses),
+            "anthropic" => Some(WireApi::Anthropic),
+            "ollama" => Some(WireApi::Ollama),
+            _ => None,
+        }
+    }
+}
+
+/// A named provider's `tool_choice:` (SPEC 3): sent with every request that
+/// offers tools, in the wire API's own form. Some self-hosted servers ignore
+/// tools unless asked (llama-cpp-python's `chatml-function-calling`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ToolChoice {
+    /// The model decides whether to call a tool.
+    Auto,
+    /// The model must call a tool (the run ends through `submit`).
+    Required,
+}
