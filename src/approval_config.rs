@@ -59,7 +59,7 @@ fn first_control(text: &str) -> Option<&'static str> {
 
 /// Why an `approval_allow` entry is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum BadPrefix {
+pub(crate) enum BadPrefix {
     #[error("approval_allow: an empty prefix would allow every command")]
     Empty,
     #[error("approval_allow: '{prefix}' holds {name}; a command holding ;, &, |, a backquote, $(, > or < is always asked, so this prefix would never match")]
@@ -69,7 +69,7 @@ pub enum BadPrefix {
 /// One `approval_allow` entry: a command prefix, checked when the config
 /// is read (so a bad one is reported with its file).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowPrefix(String);
+pub(crate) struct AllowPrefix(String);
 
 impl AllowPrefix {
     /// Checks one entry: not empty, and no shell control character (a

@@ -20,7 +20,7 @@ use crate::wire_api::{ToolChoice, WireApi};
 /// max_output_tokens: N}` that also sets that member's reply budget (SPEC 4
 /// "Reply caps per member"). A mapping is strict like every other key.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FallbackEntry {
+pub(crate) struct FallbackEntry {
     pub model: String,
     pub max_output_tokens: Option<u32>,
 }
@@ -124,7 +124,7 @@ pub(crate) struct Config {
 /// `provider` (not both). Checked here, so a mistake names its file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(try_from = "RawBudget")]
-pub struct BudgetConfig {
+pub(crate) struct BudgetConfig {
     pub(crate) usd: f64,
     pub(crate) per: Period,
     pub(crate) model: Option<String>,
@@ -143,7 +143,7 @@ struct RawBudget {
 /// A budget entry with both `model` and `provider`.
 #[derive(Debug, thiserror::Error)]
 #[error("give `model` or `provider`, not both (one budget each)")]
-pub struct BothScopes;
+pub(crate) struct BothScopes;
 
 impl TryFrom<RawBudget> for BudgetConfig {
     type Error = BothScopes;
@@ -178,7 +178,7 @@ impl<'de> Deserialize<'de> for Usd {
 
 /// `pacing:` stay under providers' published rate limits, or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pacing {
+pub(crate) enum Pacing {
     On,
     Off,
 }
