@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
 use crate::events::{Emitter, Event, ToolCallView};
 use crate::exit::Status;
-use crate::model::chain::{ChainError, ChainModel};
+use crate::model::chain::{Answer, ChainError, ChainModel};
 use crate::model::gate::Halt;
 use crate::model::retry::RequestCtx;
 use crate::model::Prompt;
@@ -251,62 +251,12 @@ impl Agent {
                 Err(end) => return end,
             }
         }
-        let (mut answer, chars) = loop {
-            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
-            let prompt = Prompt {
-                system,
-                messages: &self.doc.messages,
-                tools: tool_specs,
-                output_schema: self.options.output_schema.as_ref(),
-                max_output_tokens: self.options.max_output_tokens,
-                reasoning_effort: self.options.reasoning_effort.as_deref(),
-                estimated_input_tokens: self.meter.estimate(self.chain.active_spec(), chars),
-            };
-            let ctx = RequestCtx {
-                step,
-                emitter: &self.emitter,
-                stop: &self.stop,
-            };
-            match self.chain.complete(&prompt, ctx).await {
-                Ok(answer) => break (answer, chars),
-                Err(ChainError::Stopped(cause)) => {
-                    return StepEnd::Finish(stop_status(cause), Value::Null, None)
-                }
-                // An overflow compacts and retries once; never a fallback.
-                Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
-                    self.learn_overflow(spec.as_str(), &error.to_string(), system, tool_specs);
-                    if let Err(end) = self.compact(step, system, tool_specs, true).await {
-                        return end;
-                    }
-                    compacted = true;
-                }
-                Err(error @ ChainError::ContextOverflow { .. }) => {
-                    let tokens = self.estimate_request(system, &self.doc.messages, tool_specs);
-                    let window = self
-                        .context_window()
-                        .map(|w| format!(", window {w}"))
-                        .unwrap_or_default();
-                    return StepEnd::Finish(
-                        Status::Error,
-                        Value::Null,
-                        Some(format!(
-                            "{error} (the context was already compacted, to about {tokens} tokens{window})"
-                        )),
-                    );
-                }
-                // A refusal is the model's own answer: `model refused: <text>`, no spec.
-                Err(ChainError::Fatal {
-                    error: error @ crate::model::ModelError::Refusal { .. },
-                    ..
-                }) => return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string())),
-                Err(error @ ChainError::Exhausted { .. }) => {
-                    return StepEnd::Outage(error.to_string())
-                }
-                Err(ChainError::Halted(halt)) => return halted(&halt),
-                Err(error) => {
-                    return StepEnd::Finish(Status::Error, Value::Null, Some(error.to_string()))
-                }
-            }
+        let (mut answer, chars) = match self
+            .request_answer(step, system, tool_specs, compacted)
+            .await
+        {
+            Ok(answered) => answered,
+            Err(end) => return end,
         };
 
         // The step counts once a response arrived.
@@ -352,6 +302,95 @@ impl Agent {
             .await;
         self.journal_state();
         end
+    }
+
+    /// Asks the chain for this step's answer, with the request's size in
+    /// characters. A context overflow compacts and asks again, once per step
+    /// (`compacted` says whether the step already compacted); any other
+    /// failure ends the step.
+    async fn request_answer(
+        &mut self,
+        step: u32,
+        system: &str,
+        tool_specs: &[ToolSpec],
+        mut compacted: bool,
+    ) -> Result<(Answer, u64), StepEnd> {
+        loop {
+            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
+            let prompt = Prompt {
+                system,
+                messages: &self.doc.messages,
+                tools: tool_specs,
+                output_schema: self.options.output_schema.as_ref(),
+                max_output_tokens: self.options.max_output_tokens,
+                reasoning_effort: self.options.reasoning_effort.as_deref(),
+                estimated_input_tokens: self.meter.estimate(self.chain.active_spec(), chars),
+            };
+            let ctx = RequestCtx {
+                step,
+                emitter: &self.emitter,
+                stop: &self.stop,
+            };
+            match self.chain.complete(&prompt, ctx).await {
+                Ok(answer) => return Ok((answer, chars)),
+                Err(ChainError::Stopped(cause)) => {
+                    return Err(StepEnd::Finish(stop_status(cause), Value::Null, None))
+                }
+                // An overflow compacts and retries once; never a fallback.
+                Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
+                    self.learn_overflow(spec.as_str(), &error.to_string(), system, tool_specs);
+                    self.compact(step, system, tool_specs, true).await?;
+                    compacted = true;
+                }
+                Err(error @ ChainError::ContextOverflow { .. }) => {
+                    return Err(self.overflow_after_compaction(&error, system, tool_specs))
+                }
+                // A refusal is the model's own answer: `model refused: <text>`, no spec.
+                Err(ChainError::Fatal {
+                    error: error @ crate::model::ModelError::Refusal { .. },
+                    ..
+                }) => {
+                    return Err(StepEnd::Finish(
+                        Status::Error,
+                        Value::Null,
+                        Some(error.to_string()),
+                    ))
+                }
+                Err(error @ ChainError::Exhausted { .. }) => {
+                    return Err(StepEnd::Outage(error.to_string()))
+                }
+                Err(ChainError::Halted(halt)) => return Err(halted(&halt)),
+                Err(error) => {
+                    return Err(StepEnd::Finish(
+                        Status::Error,
+                        Value::Null,
+                        Some(error.to_string()),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The step's end when the context overflows although it was already
+    /// compacted: an error naming the size it was compacted to.
+    fn overflow_after_compaction(
+        &self,
+        error: &ChainError,
+        system: &str,
+        tool_specs: &[ToolSpec],
+    ) -> StepEnd {
+        let tokens = self.estimate_request(system, &self.doc.messages, tool_specs);
+        let window = self
+            .context_window()
+            .map(|w| format!(", window {w}"))
+            .unwrap_or_default();
+        StepEnd::Finish(
+            Status::Error,
+            Value::Null,
+            Some(format!(
+                "{error} (the context was already compacted, to about {tokens} tokens{window})"
+            )),
+        )
     }
 
     async fn after_response(

@@ -417,6 +417,9 @@ impl Drop for HumanSink {
 }
 
 impl HumanSink {
+    /// Shows one event: one arm per event, so a new event breaks the build
+    /// until this view places it; the text of the busier arms is built in
+    /// the helpers below.
     fn handle_event(&mut self, record: &EventRecord) {
         match &record.event {
             Event::RunFinished { status, error, .. } => {
@@ -429,10 +432,7 @@ impl HumanSink {
                 self.set_wait(None);
             }
             _ if self.quiet => {}
-            Event::StepStarted { step, model } => {
-                self.set_wait(None);
-                self.spin(&format!("thinking · step {step} · {model}"));
-            }
+            Event::StepStarted { step, model } => self.thinking(*step, model),
             Event::ProviderRetry {
                 model,
                 next_attempt,
@@ -440,20 +440,13 @@ impl HumanSink {
                 reason,
                 deadline_seconds,
                 ..
-            } => {
-                // A timeout says which deadline ran out.
-                let reason = match deadline_seconds {
-                    Some(deadline) => format!("{reason} after {deadline}s"),
-                    None => reason.clone(),
-                };
-                self.waiting(
-                    &format!(
-                        "retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"
-                    ),
-                    *wait_seconds,
-                    &format!("retrying {model} (attempt {next_attempt}, {reason})"),
-                )
-            }
+            } => self.provider_retry(
+                model,
+                *next_attempt,
+                *wait_seconds,
+                reason,
+                *deadline_seconds,
+            ),
             Event::ProviderPaced {
                 model,
                 wait_seconds,
@@ -492,34 +485,18 @@ impl HumanSink {
             } => self.line(&format!(
                 "context compacted: {tokens_before} -> {tokens_after} tokens"
             )),
-            Event::Warning { message } => {
-                if self.once.as_ref().is_none_or(|o| o.show(message)) {
-                    self.line(&format!("{} {message}", self.paint("33", "warning:")));
-                }
-            }
+            Event::Warning { message } => self.warning(message),
             Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
                 self.set_wait(None);
                 self.spin(&format!("asking {to}"));
             }
-            Event::OutageWaiting { wait, next_try, .. } => {
-                self.set_wait(Some(Instant::now() + *next_try));
-                self.spin(&format!(
-                    "outage: waiting up to {} · next try",
-                    crate::duration::compact(*wait)
-                ));
-            }
-            Event::OutageOver { step, model, .. } => {
-                self.set_wait(None);
-                self.spin(&format!("thinking · step {step} · {model}"));
-            }
+            Event::OutageWaiting { wait, next_try, .. } => self.outage_waiting(*wait, *next_try),
+            Event::OutageOver { step, model, .. } => self.thinking(*step, model),
             Event::RunStarted { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
             | Event::CheckFinished { .. } => {}
-            Event::SubagentStarted { task, model, .. } => {
-                let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
-                self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
-            }
+            Event::SubagentStarted { task, model, .. } => self.subagent_started(task, model),
             Event::SubagentFinished {
                 status,
                 steps,
@@ -527,6 +504,55 @@ impl HumanSink {
                 ..
             } => self.subagent_finished(status, *steps, *cost_usd),
         }
+    }
+
+    /// The spinner while the model thinks: at a step's start, and again
+    /// when an outage is over.
+    fn thinking(&mut self, step: u32, model: &str) {
+        self.set_wait(None);
+        self.spin(&format!("thinking · step {step} · {model}"));
+    }
+
+    /// The wait before a retry; a timeout says which deadline ran out.
+    fn provider_retry(
+        &mut self,
+        model: &str,
+        next_attempt: u32,
+        wait_seconds: f64,
+        reason: &str,
+        deadline_seconds: Option<f64>,
+    ) {
+        let reason = match deadline_seconds {
+            Some(deadline) => format!("{reason} after {deadline}s"),
+            None => reason.to_string(),
+        };
+        self.waiting(
+            &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),
+            wait_seconds,
+            &format!("retrying {model} (attempt {next_attempt}, {reason})"),
+        )
+    }
+
+    /// `warning: <message>`, once per message when repeats are folded.
+    fn warning(&self, message: &str) {
+        if self.once.as_ref().is_none_or(|o| o.show(message)) {
+            self.line(&format!("{} {message}", self.paint("33", "warning:")));
+        }
+    }
+
+    /// The spinner of an outage wait, counting down to the next try.
+    fn outage_waiting(&mut self, wait: Duration, next_try: Duration) {
+        self.set_wait(Some(Instant::now() + next_try));
+        self.spin(&format!(
+            "outage: waiting up to {} · next try",
+            crate::duration::compact(wait)
+        ));
+    }
+
+    /// `subagent (<model>): <first line of its task>`, dimmed.
+    fn subagent_started(&self, task: &str, model: &str) {
+        let first: String = task.lines().next().unwrap_or("").chars().take(80).collect();
+        self.line(&self.paint("2", &format!("subagent ({model}): {first}")));
     }
 }
 

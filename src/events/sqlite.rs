@@ -367,6 +367,8 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
     Ok(())
 }
 
+/// Records one event: its row in `events`, then what it changes in `runs`
+/// or `tool_calls`.
 fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> {
     let run_id = record.run_id.as_str();
     let ts = record.ts.as_str();
@@ -382,6 +384,36 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         record.json.to_string()
     ])?;
     match &record.event {
+        Event::RunStarted { .. } | Event::ModelResponse { .. } | Event::RunFinished { .. } => {
+            write_run(tx, run_id, ts, &record.event)
+        }
+        Event::ToolStarted { .. } | Event::ToolFinished { .. } => {
+            write_tool_call(tx, run_id, ts, &record.event)
+        }
+        Event::StepStarted { .. }
+        | Event::ProviderRetry { .. }
+        | Event::ProviderPaced { .. }
+        | Event::AttemptReset { .. }
+        | Event::ModelFallback { .. }
+        | Event::ModelRestore { .. }
+        | Event::AssistantMessage { .. }
+        | Event::ContextCompacted { .. }
+        | Event::OutageWaiting { .. }
+        | Event::OutageOver { .. }
+        | Event::SubagentStarted { .. }
+        | Event::SubagentFinished { .. }
+        | Event::CheckResult { .. }
+        | Event::CheckBudget { .. }
+        | Event::CheckFinished { .. }
+        | Event::Warning { .. } => Ok(()),
+    }
+}
+
+/// The run's row in `runs`: inserted at `run.started`, its model and steps
+/// kept current by each `model.response`, closed by `run.finished`. Other
+/// events leave it alone.
+fn write_run(tx: &Transaction, run_id: &str, ts: &str, event: &Event) -> rusqlite::Result<()> {
+    match event {
         Event::RunStarted {
             task,
             model,
@@ -409,6 +441,50 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
             )?
             .execute(params![run_id, model, step])?;
         }
+        Event::RunFinished {
+            status,
+            exit_code,
+            steps,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            active_model,
+            error,
+            ..
+        } => {
+            tx.prepare_cached(
+                "UPDATE runs SET finished_at = ?2, status = ?3, exit_code = ?4, steps = ?5,
+                    input_tokens = ?6, output_tokens = ?7, cost_usd = ?8, error = ?9,
+                    active_model = ?10
+                 WHERE run_id = ?1",
+            )?
+            .execute(params![
+                run_id,
+                ts,
+                status,
+                exit_code,
+                steps,
+                *input_tokens as i64,
+                *output_tokens as i64,
+                cost_usd,
+                error,
+                active_model
+            ])?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A tool call's row in `tool_calls`: inserted at `tool.started`, completed
+/// by its `tool.finished`. Other events leave it alone.
+fn write_tool_call(
+    tx: &Transaction,
+    run_id: &str,
+    ts: &str,
+    event: &Event,
+) -> rusqlite::Result<()> {
+    match event {
         Event::ToolStarted {
             step,
             call_id,
@@ -451,52 +527,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
                 .execute(params![rowid, ok, output, ts, *duration_ms as i64])?;
             }
         }
-        Event::RunFinished {
-            status,
-            exit_code,
-            steps,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            active_model,
-            error,
-            ..
-        } => {
-            tx.prepare_cached(
-                "UPDATE runs SET finished_at = ?2, status = ?3, exit_code = ?4, steps = ?5,
-                    input_tokens = ?6, output_tokens = ?7, cost_usd = ?8, error = ?9,
-                    active_model = ?10
-                 WHERE run_id = ?1",
-            )?
-            .execute(params![
-                run_id,
-                ts,
-                status,
-                exit_code,
-                steps,
-                *input_tokens as i64,
-                *output_tokens as i64,
-                cost_usd,
-                error,
-                active_model
-            ])?;
-        }
-        Event::StepStarted { .. }
-        | Event::ProviderRetry { .. }
-        | Event::ProviderPaced { .. }
-        | Event::AttemptReset { .. }
-        | Event::ModelFallback { .. }
-        | Event::ModelRestore { .. }
-        | Event::AssistantMessage { .. }
-        | Event::ContextCompacted { .. }
-        | Event::OutageWaiting { .. }
-        | Event::OutageOver { .. }
-        | Event::SubagentStarted { .. }
-        | Event::SubagentFinished { .. }
-        | Event::CheckResult { .. }
-        | Event::CheckBudget { .. }
-        | Event::CheckFinished { .. }
-        | Event::Warning { .. } => {}
+        _ => {}
     }
     Ok(())
 }

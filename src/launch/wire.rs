@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::isolate::Isolated;
 use super::{Diagnostics, Origin};
-use crate::agent::{Agent, Limits, Parts, RequestOptions};
+use crate::agent::{Agent, JobOptions, Limits, Parts, RequestOptions};
 use crate::check;
 use crate::conversation::{Message, Role};
 use crate::events::github::GithubSink;
@@ -24,6 +24,7 @@ use crate::events::{Emitter, Event, Sink, SwitchNotices};
 use crate::health;
 use crate::interactive;
 use crate::mcp::{self, McpServers};
+use crate::model::chain::ChainModel;
 use crate::model::gate::BudgetBook;
 use crate::model::spec::ResolvedModel;
 use crate::resume;
@@ -101,24 +102,13 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
     if worktree.is_some() {
         doc.worktree = worktree;
     }
-    emitter.emit(Event::RunStarted {
-        task: doc.task.clone(),
-        model: settings.primary.spec.to_string(),
-        cwd: settings.cwd.display().to_string(),
-        fallback_models: doc.fallback_models.clone(),
-        resumed_from: doc.resumed_from.clone(),
-        worktree: doc.worktree.clone(),
-        instructions: prepared.instructions.paths(),
-    });
-    diagnostics.emit(&emitter);
-    start_warnings::prices(
-        &settings.chain().collect::<Vec<_>>(),
-        settings.cost_limit,
+    announce(
         &emitter,
+        &doc,
+        &settings,
+        prepared.instructions.paths(),
+        diagnostics,
     );
-    if doc.resumed_from.is_some() {
-        resume_limit_warnings(&doc, &settings, &emitter);
-    }
     let mcp = McpServers::start(
         &settings.mcp_servers,
         &settings.cwd,
@@ -142,19 +132,8 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
         &mcp,
         &emitter,
     );
-    let health = health::for_run(settings.health_db.as_ref(), &emitter);
-    // One book for the run and its subagents: everything it spends counts.
-    let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
-    start_warnings::budgets(&budgets, &check::models(&settings), &emitter);
-    let chain = prepared
-        .chain
-        .with_health(health)
-        .with_budgets(budgets.clone());
-    chain.restore_reply_caps(&doc.reply_caps);
     let mut jobs = prepared.jobs;
-    if let Some(sub) = jobs.subagent.as_mut() {
-        sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
-    }
+    let chain = chain(prepared.chain, &mut jobs, &settings, &doc, &emitter);
     let parts = Parts {
         chain,
         tools,
@@ -177,6 +156,56 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
         volatile,
         store_cwd: keep.map(|k| k.cwd),
     }
+}
+
+/// `run.started`, then the warnings gathered before the emitter existed,
+/// the price warnings and, for a resumed run, the limit warnings.
+fn announce(
+    emitter: &Emitter,
+    doc: &Trajectory,
+    settings: &Settings,
+    instructions: Vec<String>,
+    diagnostics: Diagnostics,
+) {
+    emitter.emit(Event::RunStarted {
+        task: doc.task.clone(),
+        model: settings.primary.spec.to_string(),
+        cwd: settings.cwd.display().to_string(),
+        fallback_models: doc.fallback_models.clone(),
+        resumed_from: doc.resumed_from.clone(),
+        worktree: doc.worktree.clone(),
+        instructions,
+    });
+    diagnostics.emit(emitter);
+    start_warnings::prices(
+        &settings.chain().collect::<Vec<_>>(),
+        settings.cost_limit,
+        emitter,
+    );
+    if doc.resumed_from.is_some() {
+        resume_limit_warnings(doc, settings, emitter);
+    }
+}
+
+/// The run's chain with the health record, the budget book and the reply
+/// caps the document learnt. One book serves the run and its subagents
+/// (whose chain in `jobs` gets it too): everything the run spends counts.
+fn chain(
+    chain: ChainModel,
+    jobs: &mut JobOptions,
+    settings: &Settings,
+    doc: &Trajectory,
+    emitter: &Emitter,
+) -> ChainModel {
+    let health = health::for_run(settings.health_db.as_ref(), emitter);
+    let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
+    start_warnings::budgets(&budgets, &check::models(settings), emitter);
+    let chain = chain.with_health(health).with_budgets(budgets.clone());
+    chain.restore_reply_caps(&doc.reply_caps);
+    if let Some(sub) = jobs.subagent.as_mut() {
+        sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
+    }
+    chain
 }
 
 /// The run's step and cost limits.

@@ -156,63 +156,100 @@ pub(crate) async fn request_with_retries(
                 model: request.spec.to_string(),
             });
         }
-        let reason = match error.class() {
-            ErrorClass::Transient(reason) => reason,
-            ErrorClass::Quota => {
-                return Err(Failure::MovedOn {
-                    reason: error.reason().into(),
-                    attempts: attempt,
-                    error: Some(error),
-                })
-            }
-            ErrorClass::ContextOverflow => return Err(Failure::ContextOverflow(error)),
-            ErrorClass::ReplyCap(cap) => {
-                // Sent again at once with the budget the model allows,
-                // without using up a retry; a refusal it repeats is final.
-                if cap_resends < MAX_CAP_RESENDS && referee.reply_cap(cap) {
-                    cap_resends += 1;
-                    ctx.emitter.warn(format!(
-                        "{} refused a reply budget above {cap} tokens: its requests now ask for at most {cap}",
-                        request.spec
-                    ));
-                    request.max_output_tokens =
-                        Some(request.max_output_tokens.map_or(cap, |b| b.min(cap)));
-                    continue;
-                }
-                return Err(Failure::Fatal(error));
-            }
-            ErrorClass::Fatal => return Err(Failure::Fatal(error)),
-        };
-        let failed = Failed {
+        let wait = match decide(
+            error,
+            request,
+            ctx,
+            referee,
             attempt,
-            reason,
-            error: &error,
             timing,
+            &mut cap_resends,
+        )? {
+            Next::Resend => continue,
+            Next::Retry(wait) => wait,
         };
-        let wait = match referee.after_failure(&failed) {
-            Verdict::Retry(wait) => wait,
-            Verdict::MoveOn(reason) => {
-                return Err(Failure::MovedOn {
-                    reason,
-                    attempts: attempt,
-                    error: Some(error),
-                })
-            }
-        };
-        ctx.emitter.emit(Event::ProviderRetry {
-            step: ctx.step,
-            model: request.spec.to_string(),
-            attempt,
-            next_attempt: attempt + 1,
-            wait_seconds: seconds(wait),
-            reason: reason.to_string(),
-            deadline_seconds: deadline_that_ran_out(&error, first_event_deadline).map(seconds),
-        });
         if let Err(cause) = ctx.stop.sleep(wait).await {
             return Err(Failure::Stopped(cause));
         }
         attempt += 1;
     }
+}
+
+/// What the retry loop does after a failed request.
+enum Next {
+    /// Send the same attempt again at once, with the lower reply budget.
+    Resend,
+    /// Wait this long, then send the next attempt.
+    Retry(Duration),
+}
+
+/// Classifies a failed request once and decides what comes next: a reply
+/// cap the referee accepts is resent at once (at most `MAX_CAP_RESENDS`
+/// times a turn, with a warning); a transient failure waits as `referee`
+/// says (announced by `provider.retry`) or moves on; a quota error moves
+/// on; anything else ends the loop with its `Failure`.
+fn decide(
+    error: ModelError,
+    request: &mut Request<'_>,
+    ctx: RequestCtx<'_>,
+    referee: &dyn Referee,
+    attempt: u32,
+    timing: Timing,
+    cap_resends: &mut u32,
+) -> Result<Next, Failure> {
+    let reason = match error.class() {
+        ErrorClass::Transient(reason) => reason,
+        ErrorClass::Quota => {
+            return Err(Failure::MovedOn {
+                reason: error.reason().into(),
+                attempts: attempt,
+                error: Some(error),
+            })
+        }
+        ErrorClass::ContextOverflow => return Err(Failure::ContextOverflow(error)),
+        ErrorClass::ReplyCap(cap) => {
+            // Sent again at once with the budget the model allows,
+            // without using up a retry; a refusal it repeats is final.
+            if *cap_resends < MAX_CAP_RESENDS && referee.reply_cap(cap) {
+                *cap_resends += 1;
+                ctx.emitter.warn(format!(
+                    "{} refused a reply budget above {cap} tokens: its requests now ask for at most {cap}",
+                    request.spec
+                ));
+                request.max_output_tokens =
+                    Some(request.max_output_tokens.map_or(cap, |b| b.min(cap)));
+                return Ok(Next::Resend);
+            }
+            return Err(Failure::Fatal(error));
+        }
+        ErrorClass::Fatal => return Err(Failure::Fatal(error)),
+    };
+    let failed = Failed {
+        attempt,
+        reason,
+        error: &error,
+        timing,
+    };
+    let wait = match referee.after_failure(&failed) {
+        Verdict::Retry(wait) => wait,
+        Verdict::MoveOn(reason) => {
+            return Err(Failure::MovedOn {
+                reason,
+                attempts: attempt,
+                error: Some(error),
+            })
+        }
+    };
+    ctx.emitter.emit(Event::ProviderRetry {
+        step: ctx.step,
+        model: request.spec.to_string(),
+        attempt,
+        next_attempt: attempt + 1,
+        wait_seconds: seconds(wait),
+        reason: reason.to_string(),
+        deadline_seconds: deadline_that_ran_out(&error, timing.deadline).map(seconds),
+    });
+    Ok(Next::Retry(wait))
 }
 
 /// Asks `referee` until it says send, waiting out each pacing wait it asks

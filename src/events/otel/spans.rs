@@ -2,7 +2,10 @@
 //! OpenTelemetry spans named and attributed by the GenAI semantic
 //! conventions, batched and exported over OTLP/HTTP (`batch`). Building
 //! the exporter, every span and every export happen here, never on the run's
-//! thread, and on no other thread.
+//! thread, and on no other thread. What an event adds to an open run span
+//! is in `run_events`.
+
+mod run_events;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,15 +16,12 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, Span};
-use serde_json::json;
 
 use super::batch::short_reason;
 use super::batch::Batches;
 use super::export::{self, OtelConfig};
 use super::inbox::{Inbox, Note, LOOK_EVERY};
-use super::values::{
-    as_i64, bounded, host_port, input_messages, output_messages, strings, timestamp, RunEnd,
-};
+use super::values::{as_i64, bounded, host_port, output_messages, timestamp, RunEnd};
 use crate::events::{Event, RequestRecord};
 
 /// How long a flush at a run's end may export: a little less than the sink
@@ -389,6 +389,7 @@ impl Spans {
 }
 
 impl Spans {
+    /// Applies one event of a run: opens, annotates or ends its spans.
     fn event(
         &mut self,
         run_id: &str,
@@ -405,84 +406,34 @@ impl Spans {
                 fallback_models,
                 resumed_from,
                 ..
-            } => {
-                let run = self.run(run_id, parent, at);
-                run.span
-                    .set_attribute(KeyValue::new("tinyagent.model", model.clone()));
-                if !fallback_models.is_empty() {
-                    run.span.set_attribute(KeyValue::new(
-                        "tinyagent.fallback_models",
-                        strings(fallback_models),
-                    ));
-                }
-                if let Some(from) = resumed_from {
-                    run.span
-                        .set_attribute(KeyValue::new("tinyagent.resumed_from", from.clone()));
-                }
-                if capture {
-                    run.span.set_attribute(KeyValue::new(
-                        "gen_ai.input.messages",
-                        input_messages(task),
-                    ));
-                }
-            }
+            } => run_events::run_started(
+                self.run(run_id, parent, at),
+                capture,
+                task,
+                model,
+                fallback_models,
+                resumed_from.as_deref(),
+            ),
             Event::StepStarted { .. } => close_pending(self.run(run_id, parent, at)),
-            Event::ModelFallback {
-                step,
-                from,
-                to,
-                reason,
-                attempts,
-            } => {
+            Event::ModelFallback { .. }
+            | Event::ModelRestore { .. }
+            | Event::ContextCompacted { .. }
+            | Event::OutageWaiting { .. }
+            | Event::OutageOver { .. } => {
                 let run = self.run(run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.model.fallback",
-                    at,
-                    vec![
-                        KeyValue::new("from", from.clone()),
-                        KeyValue::new("to", to.clone()),
-                        KeyValue::new("reason", reason.clone()),
-                        KeyValue::new("attempts", i64::from(*attempts)),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
-            }
-            Event::ModelRestore { step, from, to } => {
-                let run = self.run(run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.model.restore",
-                    at,
-                    vec![
-                        KeyValue::new("from", from.clone()),
-                        KeyValue::new("to", to.clone()),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
+                if let Some((name, attributes)) = run_events::span_event(event) {
+                    run.span.add_event_with_timestamp(name, at, attributes);
+                }
             }
             Event::ModelResponse { finish_reason, .. } => {
-                let run = self.run(run_id, parent, at);
-                if let Some((span, _)) = run.pending_chat.as_mut() {
-                    span.set_attribute(KeyValue::new(
-                        "gen_ai.response.finish_reasons",
-                        strings(std::slice::from_ref(finish_reason)),
-                    ));
-                }
+                run_events::finish_reason(self.run(run_id, parent, at), finish_reason)
             }
             Event::AssistantMessage {
                 text, tool_calls, ..
             } => {
                 let run = self.run(run_id, parent, at);
                 if capture {
-                    if let Some((span, _)) = run.pending_chat.as_mut() {
-                        let calls: Vec<serde_json::Value> = tool_calls
-                            .iter()
-                            .map(|c| json!({"type": "tool_call", "id": c.id, "name": c.name, "arguments": bounded(&c.arguments.to_string())}))
-                            .collect();
-                        span.set_attribute(KeyValue::new(
-                            "gen_ai.output.messages",
-                            output_messages(text, &calls, None),
-                        ));
-                    }
+                    run_events::reply_output(run, text, tool_calls);
                 }
                 close_pending(run);
             }
@@ -507,24 +458,6 @@ impl Spans {
                 output,
                 ..
             } => self.tool_finished(run_id, at, call_id, *ok, output),
-            Event::ContextCompacted {
-                step,
-                model,
-                tokens_before,
-                tokens_after,
-            } => {
-                let run = self.run(run_id, parent, at);
-                run.span.add_event_with_timestamp(
-                    "tinyagent.context.compacted",
-                    at,
-                    vec![
-                        KeyValue::new("model", model.clone()),
-                        KeyValue::new("tokens_before", as_i64(*tokens_before)),
-                        KeyValue::new("tokens_after", as_i64(*tokens_after)),
-                        KeyValue::new("step", i64::from(*step)),
-                    ],
-                );
-            }
             Event::RunFinished { .. } => {
                 if let Some(end) = RunEnd::of(event) {
                     self.end_run(run_id, end, at);
@@ -550,20 +483,8 @@ impl Spans {
                 output,
                 ..
             } => {
-                let end = RunEnd {
-                    status,
-                    totals: vec![
-                        KeyValue::new("tinyagent.steps", i64::from(*steps)),
-                        KeyValue::new("tinyagent.cost_usd", *cost_usd),
-                    ],
-                    output,
-                    error: None,
-                };
+                let end = RunEnd::of_subagent(status, *steps, *cost_usd, output);
                 self.end_run(child_run_id, end, at);
-            }
-            Event::OutageWaiting { .. } | Event::OutageOver { .. } => {
-                let run = self.run(run_id, parent, at);
-                outage_span_event(run, at, event);
             }
             Event::ProviderRetry { .. }
             | Event::ProviderPaced { .. }
@@ -573,48 +494,6 @@ impl Spans {
             | Event::CheckBudget { .. }
             | Event::CheckFinished { .. } => {}
         }
-    }
-}
-
-/// An outage wait's start or end (SPEC 18) as a span event on the run.
-fn outage_span_event(run: &mut RunSpans, at: SystemTime, event: &Event) {
-    match event {
-        Event::OutageWaiting {
-            step,
-            models,
-            until,
-            ..
-        } => {
-            let down: Vec<String> = models
-                .iter()
-                .map(|m| format!("{}: {}", m.model, m.reason))
-                .collect();
-            run.span.add_event_with_timestamp(
-                "tinyagent.outage.waiting",
-                at,
-                vec![
-                    KeyValue::new("models", strings(&down)),
-                    KeyValue::new("until", until.clone()),
-                    KeyValue::new("step", i64::from(*step)),
-                ],
-            );
-        }
-        Event::OutageOver {
-            step,
-            model,
-            waited_seconds,
-            probes,
-        } => run.span.add_event_with_timestamp(
-            "tinyagent.outage.over",
-            at,
-            vec![
-                KeyValue::new("model", model.clone()),
-                KeyValue::new("waited_seconds", *waited_seconds),
-                KeyValue::new("probes", i64::from(*probes)),
-                KeyValue::new("step", i64::from(*step)),
-            ],
-        ),
-        _ => {}
     }
 }
 

@@ -58,6 +58,25 @@ impl<'a> RunEnd<'a> {
             error: error.as_deref(),
         })
     }
+
+    /// A subagent's end, from its parent's `subagent.finished` (the
+    /// subagent's own `run.finished` is not in the stream).
+    pub(super) fn of_subagent(
+        status: &'a str,
+        steps: u32,
+        cost_usd: f64,
+        output: &'a serde_json::Value,
+    ) -> RunEnd<'a> {
+        RunEnd {
+            status,
+            totals: vec![
+                KeyValue::new("tinyagent.steps", i64::from(steps)),
+                KeyValue::new("tinyagent.cost_usd", cost_usd),
+            ],
+            output,
+            error: None,
+        }
+    }
 }
 
 /// The trace context in `TRACEPARENT` / `TRACESTATE`.
