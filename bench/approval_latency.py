@@ -24,6 +24,7 @@ import json
 import os
 import pty
 import select
+import socket
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,12 @@ def tool_call(n):
 
 class Stub(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Without this, Nagle's algorithm holds the body back until the
+        # client's delayed ACK of the headers: about 40 ms per reply.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
