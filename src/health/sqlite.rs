@@ -69,9 +69,9 @@ impl SqliteStore {
     fn init(conn: Connection) -> Result<SqliteStore, StoreError> {
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(err("cannot set a busy timeout"))?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(err("cannot read"))?;
+        let mode: String =
+            while_busy(|| conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)))
+                .map_err(err("cannot read"))?;
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             return Err(StoreError(format!(
                 "cannot switch to WAL (journal mode {mode})"
@@ -81,6 +81,28 @@ impl SqliteStore {
             .map_err(err("cannot configure"))?;
         migrate(&conn)?;
         Ok(SqliteStore { conn })
+    }
+}
+
+/// Runs `step` again while another connection holds the lock it needs,
+/// for up to `BUSY_TIMEOUT`. Switching a new file to WAL takes an
+/// exclusive lock that SQLite's busy handler does not wait for, so runs
+/// that open a new file at once (a fleet starting on a fresh machine)
+/// would otherwise lose the record to a moment's contention.
+fn while_busy<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let started = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
     }
 }
 

@@ -569,3 +569,20 @@ fn redis_budget_totals_expire_after_their_period() {
         "expires after the period's end: {ttl}"
     );
 }
+
+#[test]
+fn many_runs_opening_a_new_file_at_once_all_get_the_record() {
+    // Runs of a fleet started together on a fresh machine all open (and
+    // create, and switch to WAL) the same new file at once.
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("health.db");
+        let opened: Vec<bool> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| scope.spawn(|| SqliteStore::open(&path).is_ok()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(opened.iter().all(|ok| *ok), "{opened:?}");
+    }
+}
