@@ -64,7 +64,7 @@ impl Agent {
                         result
                     }
                 }
-            } else if let Err(declined) = self.approved(call).await {
+            } else if let Some(declined) = self.declined(call).await {
                 ToolOutput::err(declined)
             } else {
                 // The time spent waiting for an answer is not the tool's.
@@ -115,11 +115,11 @@ impl Agent {
         StepEnd::Continue
     }
 
-    /// Whether the run's approval gate lets `call` run (always, without
-    /// one); else the failed result the model gets.
-    async fn approved(&self, call: &ToolCall) -> Result<(), String> {
+    /// The failed result the model gets when the run's approval gate
+    /// declines `call`; `None` when it may run (always, without a gate).
+    async fn declined(&self, call: &ToolCall) -> Option<String> {
         let Some(gate) = &self.jobs.approvals else {
-            return Ok(());
+            return None;
         };
         let at = Where {
             cwd: &self.tool_ctx.cwd,
@@ -127,8 +127,8 @@ impl Agent {
             emitter: &self.emitter,
         };
         match gate.review(call, at).await {
-            Review::Run => Ok(()),
-            Review::Declined(result) => Err(result),
+            Review::Run => None,
+            Review::Declined(result) => Some(result),
         }
     }
 

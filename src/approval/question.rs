@@ -166,21 +166,30 @@ fn file_body(tool: &str, args: &Value, cwd: &Path, width: usize, paint: Paint) -
     })
 }
 
-/// The file's text: `None` when it does not exist, an error saying why it
-/// cannot be shown (too large, not text, unreadable).
-fn read_current(path: &Path) -> Result<Option<String>, String> {
+/// Why a file's current text cannot be shown in a diff.
+#[derive(Debug, thiserror::Error)]
+enum Undiffable {
+    #[error("cannot read the file now: {0}")]
+    Unreadable(std::io::Error),
+    #[error("replacing {0} bytes, too large to diff")]
+    TooLarge(u64),
+    #[error("replacing {0} bytes that are not text")]
+    NotText(usize),
+}
+
+/// The file's text: `None` when it does not exist, else why it cannot be
+/// shown (too large, not text, unreadable).
+fn read_current(path: &Path) -> Result<Option<String>, Undiffable> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read the file now: {e}")),
-        Ok(m) if m.len() > MAX_DIFF_BYTES => {
-            return Err(format!("replacing {} bytes, too large to diff", m.len()))
-        }
+        Err(e) => return Err(Undiffable::Unreadable(e)),
+        Ok(m) if m.len() > MAX_DIFF_BYTES => return Err(Undiffable::TooLarge(m.len())),
         Ok(_) => {}
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the file now: {e}"))?;
+    let bytes = std::fs::read(path).map_err(Undiffable::Unreadable)?;
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|e| format!("replacing {} bytes that are not text", e.as_bytes().len()))
+        .map_err(|e| Undiffable::NotText(e.as_bytes().len()))
 }
 
 fn new_file_lines(text: &str, width: usize, paint: Paint) -> String {

@@ -29,12 +29,13 @@ pub(super) fn resolve(
                         format!("'{text}' is not a model spec (<provider>/<model>)"),
                     )
                 })?;
-                known_provider(spec.provider(), providers).map_err(|m| at(".model", m))?;
+                known_provider(spec.provider(), providers)
+                    .map_err(|m| at(".model", m.to_string()))?;
                 Scope::Model(spec.as_str().to_string())
             }
             (None, Some(name)) => {
                 let name = name.trim();
-                known_provider(name, providers).map_err(|m| at(".provider", m))?;
+                known_provider(name, providers).map_err(|m| at(".provider", m.to_string()))?;
                 Scope::Provider(name.to_string())
             }
             (None, None) => Scope::Fleet,
@@ -58,8 +59,19 @@ pub(super) fn resolve(
     Ok(budgets)
 }
 
+/// A provider neither built in nor configured, with the closest known name.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown provider '{name}'{hint}")]
+struct UnknownProvider {
+    name: String,
+    hint: String,
+}
+
 /// `Ok` when `name` is a built-in or configured provider.
-fn known_provider(name: &str, providers: &BTreeMap<String, ProviderConfig>) -> Result<(), String> {
+fn known_provider(
+    name: &str,
+    providers: &BTreeMap<String, ProviderConfig>,
+) -> Result<(), UnknownProvider> {
     if builtin(name).is_some() || providers.contains_key(name) {
         return Ok(());
     }
@@ -70,7 +82,10 @@ fn known_provider(name: &str, providers: &BTreeMap<String, ProviderConfig>) -> R
     let hint = crate::suggest::closest(name, known)
         .map(|s| format!(" (did you mean '{s}'?)"))
         .unwrap_or_default();
-    Err(format!("unknown provider '{name}'{hint}"))
+    Err(UnknownProvider {
+        name: name.to_string(),
+        hint,
+    })
 }
 
 #[cfg(test)]
