@@ -156,6 +156,8 @@ enum Turn {
         reason: SwitchReason,
         attempts: u32,
         error: Option<ModelError>,
+        /// A pacing move-on: the member's limit resets this far ahead.
+        reset: Option<Duration>,
     },
     /// The step ends here: a stop, a fatal error or a context overflow.
     End(ChainError),
@@ -280,10 +282,12 @@ impl ChainModel {
                 reason,
                 attempts,
                 error,
+                reset,
             }) => Turn::MovedOn {
                 reason,
                 attempts,
                 error,
+                reset,
             },
             Err(Failure::ContextOverflow(error)) => Turn::End(ChainError::ContextOverflow {
                 spec: spec(),
@@ -355,6 +359,7 @@ impl ChainModel {
                     reason,
                     attempts,
                     error,
+                    ..
                 } => (reason, attempts, error),
                 Turn::End(end) => return Err(end),
             };

@@ -39,6 +39,9 @@ pub(crate) enum Failure {
         reason: SwitchReason,
         attempts: u32,
         error: Option<ModelError>,
+        /// When the member may be asked again, when known without an
+        /// error: its published rate limit's reset (a pacing move-on).
+        reset: Option<Duration>,
     },
     /// The model reported a context overflow (the agent compacts).
     ContextOverflow(ModelError),
@@ -204,6 +207,7 @@ fn decide(
                 reason: error.reason().into(),
                 attempts: attempt,
                 error: Some(error),
+                reset: None,
             })
         }
         ErrorClass::ContextOverflow => return Err(Failure::ContextOverflow(error)),
@@ -237,6 +241,7 @@ fn decide(
                 reason,
                 attempts: attempt,
                 error: Some(error),
+                reset: None,
             })
         }
     };
@@ -275,6 +280,15 @@ async fn admitted(
                     reason,
                     attempts: attempt - 1,
                     error: None,
+                    reset: None,
+                })
+            }
+            Admission::PacedAway { reset } => {
+                return Err(Failure::MovedOn {
+                    reason: SwitchReason::RateLimit,
+                    attempts: attempt - 1,
+                    error: None,
+                    reset: Some(reset),
                 })
             }
             Admission::Halt(halt) => return Err(Failure::Halted(halt)),

@@ -84,8 +84,15 @@ impl ChainModel {
             let rules = self.gate.probe(index, prompt.estimated_input_tokens);
             match self.turn(rules, index, prompt, ctx).await {
                 Turn::Answered(answer) => return Ok(self.outage_over(index, answer, &wait, ctx)),
-                Turn::MovedOn { reason, error, .. } => {
-                    let asked = error.as_ref().and_then(ModelError::retry_after);
+                Turn::MovedOn {
+                    reason,
+                    error,
+                    reset,
+                    ..
+                } => {
+                    // A Retry-After, or a pacing reset, is taken when it is
+                    // longer than the wait's interval (SPEC 18).
+                    let asked = error.as_ref().and_then(ModelError::retry_after).or(reset);
                     if let Some(error) = error {
                         wait.last_error = error;
                     }

@@ -66,6 +66,10 @@ pub(crate) enum Admission {
     Wait { wait: Duration, limit: PaceLimit },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
+    /// Do not send it: the member's published limit resets `reset` from
+    /// now, later than `retry.max_backoff`; the run moves on (`rate_limit`),
+    /// and an outage wait tries the member again no sooner (SPEC 17, 18).
+    PacedAway { reset: Duration },
     /// Do not send it, nor anything more: the run ends (with no member
     /// left to move on to, or for a rule of the whole run).
     Halt(Halt),

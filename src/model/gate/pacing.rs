@@ -17,7 +17,6 @@ use std::time::Duration;
 use super::Admission;
 use crate::health::{Health, Heard, PaceKey, Published, Reservation};
 use crate::model::ratelimit::{RateLimits, Window};
-use crate::model::reason::SwitchReason;
 
 /// The wait before looking again at a limit that started again at its
 /// reset, is spent, and whose new reset no response has told yet (the
@@ -65,7 +64,7 @@ impl Pacer {
         });
         if until_reset > max_backoff {
             return Some(if can_leave {
-                Admission::MoveOn(SwitchReason::RateLimit)
+                Admission::PacedAway { reset: until_reset }
             } else {
                 Admission::Wait {
                     wait: max_backoff,
@@ -97,6 +96,15 @@ impl Pacer {
             };
             store.hear(key, &heard, now)
         });
+    }
+}
+
+impl super::Gate {
+    /// Folds `limits` into member `index`'s pacing record, as a response of
+    /// it would (tests of the rules that read the record).
+    #[cfg(test)]
+    pub(crate) fn hear(&self, index: usize, limits: &RateLimits) {
+        self.pacer.heard(self.record.health(), index, limits);
     }
 }
 

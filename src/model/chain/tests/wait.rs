@@ -285,3 +285,32 @@ async fn a_wait_never_probes_a_member_whose_own_budget_is_spent() {
     assert_eq!(run.calls(0), 1, "a is over its budget: never probed");
     assert_eq!(over(&run), Some(("script/b".into(), 3)));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_pacing_reset_longer_than_the_interval_sets_the_next_try() {
+    use crate::model::ratelimit::{RateLimits, Window};
+    let script = "- error: {status: 503}\n  repeat: 3\n- text: back\n";
+    let mut run = setup(&[script]).outage_wait(MINUTE).build();
+    // Three requests left until 20 s from now: the turn's three attempts
+    // spend them, and the wait's first probe finds the limit spent past
+    // max_backoff (5 ms), so it moves on at once, sending nothing.
+    run.chain.gate.hear(
+        0,
+        &RateLimits {
+            requests: Some(Window {
+                limit: Some(10),
+                remaining: 3,
+                reset: Duration::from_secs(20),
+            }),
+            tokens: None,
+        },
+    );
+    let started = tokio::time::Instant::now();
+    let answer = run.step(1).await.unwrap();
+    assert_eq!(answer.response.text, "back");
+    assert!(started.elapsed() >= Duration::from_secs(20));
+    assert_eq!(run.calls(0), 4, "nothing sent while the limit was spent");
+    // The paced-away try, then one after the reset: not a try every
+    // backoff interval until then.
+    assert_eq!(over(&run), Some(("script/a".into(), 2)));
+}

@@ -111,8 +111,10 @@ fn a_wait_past_max_backoff_moves_on_or_waits_max_backoff() {
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(90)));
     assert_eq!(
         pacer.admit(&health, 0, 1, MINUTE, true),
-        Some(Admission::MoveOn(SwitchReason::RateLimit)),
-        "with somewhere to go"
+        Some(Admission::PacedAway {
+            reset: Duration::from_secs(90)
+        }),
+        "with somewhere to go: `rate_limit`, the reset known"
     );
     assert_eq!(
         pacer.admit(&health, 0, 1, MINUTE, false),
