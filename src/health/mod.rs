@@ -12,6 +12,8 @@
 
 mod budget;
 mod handle;
+#[cfg(test)]
+mod locked;
 mod memory;
 mod outage;
 pub mod pacing;
@@ -24,6 +26,8 @@ use std::path::{Path, PathBuf};
 
 pub use budget::{BudgetSlot, BudgetStore};
 pub use handle::Health;
+#[cfg(test)]
+pub(crate) use locked::LockedStore;
 pub(crate) use memory::MemoryStore;
 pub use outage::{OutageRecord, OutageStore};
 pub use pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};

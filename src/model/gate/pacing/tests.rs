@@ -6,8 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::health::{Health, HealthKey, Heard, MemoryStore, PaceLimit, PacingStore, StoreError};
-use crate::health::{Millis, Reservation};
+use crate::health::{Health, HealthKey, MemoryStore, PaceLimit};
 use crate::model::ratelimit::{RateLimits, Window};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -164,99 +163,15 @@ fn without_a_shared_record_the_run_paces_itself_in_memory() {
     assert!(wait >= Duration::from_secs(29), "{wait:?}");
 }
 
-/// A store whose every call fails, as a locked file or a dead Redis.
-struct Failing;
-impl PacingStore for Failing {
-    fn reserve(&mut self, _: &PaceKey, _: u64, _: Millis) -> Result<Reservation, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn hear(&mut self, _: &PaceKey, _: &Heard, _: Millis) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-impl crate::health::HealthStore for Failing {
-    fn read(&mut self, _: &HealthKey) -> Result<crate::health::Record, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn record_strike(
-        &mut self,
-        _: &HealthKey,
-        _: &str,
-        _: Millis,
-        _: Millis,
-    ) -> Result<u32, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn record_success(&mut self, _: &HealthKey, _: Millis) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn mark_cooling(
-        &mut self,
-        _: &HealthKey,
-        _: Millis,
-        _: &str,
-        _: Millis,
-    ) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn try_lease(
-        &mut self,
-        _: &HealthKey,
-        _: u64,
-        _: Millis,
-        _: Millis,
-    ) -> Result<bool, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-
-impl crate::health::OutageStore for Failing {
-    fn read_outage(&mut self, _: &HealthKey) -> Result<crate::health::OutageRecord, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn count_failed_probe(&mut self, _: &HealthKey, _: Millis) -> Result<u32, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn schedule_probe(
-        &mut self,
-        _: &HealthKey,
-        _: Millis,
-        _: Millis,
-        _: bool,
-    ) -> Result<Millis, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn take_due_probe(
-        &mut self,
-        _: &HealthKey,
-        _: u64,
-        _: Millis,
-        _: Millis,
-    ) -> Result<bool, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-impl crate::health::BudgetStore for Failing {
-    fn spent(&mut self, _: &[crate::health::BudgetSlot]) -> Result<Vec<i64>, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn add_spend(
-        &mut self,
-        _: &[crate::health::BudgetSlot],
-        _: i64,
-        _: Millis,
-    ) -> Result<Vec<i64>, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-
 #[test]
 fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
     let warnings = Arc::new(Mutex::new(Vec::new()));
     let seen = warnings.clone();
-    let health = Health::new(Box::new(Failing), "/x/health.db", move |w| {
-        seen.lock().unwrap().push(w)
-    });
+    let health = Health::new(
+        Box::new(crate::health::LockedStore),
+        "/x/health.db",
+        move |w| seen.lock().unwrap().push(w),
+    );
     let pacer = Pacer::new(vec![key()]);
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(30)));
     assert!(matches!(

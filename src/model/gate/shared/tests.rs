@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::health::{HealthStore, MemoryStore, Record, StoreError};
+use crate::health::MemoryStore;
 use crate::policy::Cooldown;
 
 type Shared = Arc<Mutex<MemoryStore>>;
@@ -172,100 +172,6 @@ fn reading_does_not_renew_and_zero_cooldown_records_nothing() {
     assert!(!cooling(&other, &k));
 }
 
-struct Broken;
-impl crate::health::PacingStore for Broken {
-    fn reserve(
-        &mut self,
-        _: &crate::health::PaceKey,
-        _: u64,
-        _: Millis,
-    ) -> Result<crate::health::Reservation, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn hear(
-        &mut self,
-        _: &crate::health::PaceKey,
-        _: &crate::health::Heard,
-        _: Millis,
-    ) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-impl HealthStore for Broken {
-    fn read(&mut self, _: &HealthKey) -> Result<Record, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn record_strike(
-        &mut self,
-        _: &HealthKey,
-        _: &str,
-        _: Millis,
-        _: Millis,
-    ) -> Result<u32, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn record_success(&mut self, _: &HealthKey, _: Millis) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn mark_cooling(
-        &mut self,
-        _: &HealthKey,
-        _: Millis,
-        _: &str,
-        _: Millis,
-    ) -> Result<(), StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn try_lease(
-        &mut self,
-        _: &HealthKey,
-        _: u64,
-        _: Millis,
-        _: Millis,
-    ) -> Result<bool, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-impl crate::health::OutageStore for Broken {
-    fn read_outage(&mut self, _: &HealthKey) -> Result<crate::health::OutageRecord, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn count_failed_probe(&mut self, _: &HealthKey, _: Millis) -> Result<u32, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn schedule_probe(
-        &mut self,
-        _: &HealthKey,
-        _: Millis,
-        _: Millis,
-        _: bool,
-    ) -> Result<Millis, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn take_due_probe(
-        &mut self,
-        _: &HealthKey,
-        _: u64,
-        _: Millis,
-        _: Millis,
-    ) -> Result<bool, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-impl crate::health::BudgetStore for Broken {
-    fn spent(&mut self, _: &[crate::health::BudgetSlot]) -> Result<Vec<i64>, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-    fn add_spend(
-        &mut self,
-        _: &[crate::health::BudgetSlot],
-        _: i64,
-        _: Millis,
-    ) -> Result<Vec<i64>, StoreError> {
-        Err(StoreError("database is locked".into()))
-    }
-}
-
 #[test]
 fn after_a_cooldown_one_run_of_many_probes_and_the_others_skip_until_its_outcome() {
     let (store, clock) = setup();
@@ -316,9 +222,11 @@ fn a_broken_store_warns_once_and_is_then_ignored() {
     let warnings = Arc::new(Mutex::new(Vec::new()));
     let seen = warnings.clone();
     let h = SharedRecord::new(
-        Health::new(Box::new(Broken), "/x/health.db", move |w| {
-            seen.lock().unwrap().push(w)
-        }),
+        Health::new(
+            Box::new(crate::health::LockedStore),
+            "/x/health.db",
+            move |w| seen.lock().unwrap().push(w),
+        ),
         policy(1, FIVE_MIN),
     );
     let k = key("a");
