@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod anthropic;
+pub mod fake_cloud;
 pub mod ollama;
 pub mod openai;
 pub mod otlp;
@@ -46,7 +47,55 @@ const SCRUBBED: &[&str] = &[
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "TRACEPARENT",
     "TRACESTATE",
+    // Clouds (SPEC 22): no test reads the developer's own cloud set-up.
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_BEDROCK_RUNTIME",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "VERTEX_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_BASE_URL",
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN",
+    "AZURE_OPENAI_API_VERSION",
 ];
+
+/// Cloud variables every test sets, so that nothing can reach a metadata
+/// address or read the developer's cloud files: instance metadata off, the
+/// Google metadata server on a dead loopback port, the AWS and gcloud files
+/// inside the test's own home. A test that needs a source sets its own.
+fn cloud_isolation(home: &Path) -> Vec<(&'static str, PathBuf)> {
+    vec![
+        ("AWS_CONFIG_FILE", home.join(".aws/config")),
+        ("AWS_SHARED_CREDENTIALS_FILE", home.join(".aws/credentials")),
+        ("CLOUDSDK_CONFIG", home.join(".config/gcloud")),
+    ]
+}
+
+/// A loopback port nothing listens on (the discard port): the Google
+/// metadata server of every test unless it starts a fake one.
+pub const DEAD_METADATA_HOST: &str = "127.0.0.1:9";
 
 /// A sandboxed place to run the binary: `home/` (config and state live
 /// there), `work/` (the working directory) and `files/` (scripts, outputs).
@@ -106,9 +155,15 @@ impl TestEnv {
         for var in SCRUBBED {
             cmd.env_remove(var);
         }
+        for (var, path) in cloud_isolation(&self.home()) {
+            cmd.env(var, path);
+        }
         cmd.env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
             .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("GCE_METADATA_HOST", DEAD_METADATA_HOST)
+            .env("GCE_METADATA_IP", DEAD_METADATA_HOST)
             .current_dir(self.work())
             .write_stdin("");
         cmd
@@ -122,9 +177,15 @@ impl TestEnv {
         for var in SCRUBBED {
             cmd.env_remove(var);
         }
+        for (var, path) in cloud_isolation(&self.home()) {
+            cmd.env(var, path);
+        }
         cmd.env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
             .env("XDG_STATE_HOME", self.home().join(".local/state"))
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("GCE_METADATA_HOST", DEAD_METADATA_HOST)
+            .env("GCE_METADATA_IP", DEAD_METADATA_HOST)
             .current_dir(self.work());
         cmd
     }
