@@ -160,6 +160,18 @@ impl TryFrom<RawBudget> for BudgetConfig {
     }
 }
 
+/// A count of tries (`attempts`, `rate_limit_attempts`, `switch_after`): a
+/// whole number of at least 1 (SPEC 3); a fraction or a negative already
+/// fails as a `u32`, and 0 fails here, so the error names key and file.
+fn at_least_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match Option::<u32>::deserialize(d)? {
+        Some(0) => Err(serde::de::Error::custom(
+            "must be a whole number of at least 1, got 0",
+        )),
+        n => Ok(n),
+    }
+}
+
 /// An amount of USD: a finite number, 0 or more.
 struct Usd(f64);
 
@@ -254,6 +266,7 @@ pub(crate) struct ModelConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RetryConfig {
+    #[serde(default, deserialize_with = "at_least_one")]
     pub attempts: Option<u32>,
     #[serde(default, deserialize_with = "duration::deserialize")]
     pub backoff: Option<Duration>,
@@ -264,6 +277,7 @@ pub(crate) struct RetryConfig {
     pub stream_first_event_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "duration::deserialize")]
     pub stream_idle_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "at_least_one")]
     pub rate_limit_attempts: Option<u32>,
     #[serde(default, deserialize_with = "duration::deserialize")]
     pub rate_limit_budget: Option<Duration>,
@@ -273,6 +287,7 @@ pub(crate) struct RetryConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FallbackConfig {
+    #[serde(default, deserialize_with = "at_least_one")]
     pub switch_after: Option<u32>,
     /// A duration, or `never`.
     #[serde(default, deserialize_with = "cooldown")]

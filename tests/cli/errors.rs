@@ -160,3 +160,28 @@ fn a_404_names_the_endpoint() {
         "{error}"
     );
 }
+
+/// SPEC 3: `attempts`, `rate_limit_attempts` and `switch_after` are whole
+/// numbers of at least 1; 0, a negative or a fraction is exit 2 naming the
+/// key and the file, before any request.
+#[test]
+fn counts_of_tries_below_one_name_the_key_and_the_file() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", "- text: hi\n");
+    for (section, key) in [
+        ("retry", "attempts"),
+        ("retry", "rate_limit_attempts"),
+        ("fallback", "switch_after"),
+    ] {
+        for value in ["0", "-1", "1.5"] {
+            let file = env.write("c.yaml", &format!("{section}: {{{key}: {value}}}\n"));
+            let (code, stderr) =
+                stderr_of(&env, &["-m", &model, "-c", file.to_str().unwrap(), "t"]);
+            assert_eq!(code, Some(2), "{key}: {value}: {stderr}");
+            assert!(stderr.starts_with("tinyagent: error: "), "{stderr}");
+            assert!(stderr.contains(key), "{key}: {value}: {stderr}");
+            assert!(stderr.contains("c.yaml"), "{key}: {value}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        }
+    }
+}
