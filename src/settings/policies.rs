@@ -29,11 +29,6 @@ pub(super) fn retry(config: &Config) -> Result<RetryPolicy, SetupError> {
             .max(r.attempts.unwrap_or(defaults.attempts)),
         rate_limit_budget: r.rate_limit_budget.unwrap_or(defaults.rate_limit_budget),
     };
-    if retry.attempts == 0 {
-        return Err(SetupError(
-            "config retry.attempts: must be at least 1".into(),
-        ));
-    }
     if !(0.0..=10.0).contains(&retry.jitter) {
         return Err(SetupError(
             "config retry.jitter: must be between 0 and 10".into(),
@@ -46,10 +41,5 @@ pub(super) fn retry(config: &Config) -> Result<RetryPolicy, SetupError> {
 pub(super) fn fallback(config: &Config, retry: &RetryPolicy) -> Result<FallbackPolicy, SetupError> {
     let cooldown = config.fallback.cooldown.unwrap_or(defaults::COOLDOWN);
     let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
-    if switch_after == 0 {
-        return Err(SetupError(
-            "config fallback.switch_after: must be at least 1".into(),
-        ));
-    }
     Ok(FallbackPolicy::new(switch_after, cooldown, retry.attempts))
 }
