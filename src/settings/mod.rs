@@ -7,6 +7,7 @@
 //! Nothing downstream sees the raw config or re-checks an option that has a
 //! default.
 
+mod bedrock;
 mod budgets;
 mod defaults;
 mod jobs;
