@@ -27,6 +27,10 @@ pub(super) fn resolve(
         .map_err(&failed)?;
     let credentials = aws::credentials(&place, env).map_err(&failed)?;
     resolved.endpoint = place.endpoint;
+    if resolved.pricing.is_none() {
+        // A named provider's model ids are Bedrock's too.
+        resolved.pricing = crate::model::price::builtin_price("bedrock", resolved.spec.model());
+    }
     resolved.credentials = Some(FoundCredentials(credentials));
     Ok(())
 }
