@@ -238,6 +238,8 @@ pub(crate) enum InstructionsConfig {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProviderConfig {
     pub api: WireApi,
+    /// Required, but for the clouds' APIs (SPEC 22), which have their own.
+    #[serde(default)]
     pub endpoint: String,
     pub api_key_env: Option<String>,
     #[serde(default)]
@@ -357,12 +359,12 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let apis = ["openai", "responses", "anthropic", "ollama", "gemini"];
             let hint = crate::suggest::closest(&name, apis)
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama or gemini)"
             ))
         })
     }

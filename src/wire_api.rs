@@ -14,6 +14,8 @@ pub(crate) enum WireApi {
     Anthropic,
     /// Ollama (`…/api/chat`).
     Ollama,
+    /// The Gemini API (`…/models/{model}:streamGenerateContent`).
+    Gemini,
     /// The offline scripted model.
     Script,
 }
@@ -26,6 +28,7 @@ impl WireApi {
             "responses" => Some(WireApi::Responses),
             "anthropic" => Some(WireApi::Anthropic),
             "ollama" => Some(WireApi::Ollama),
+            "gemini" => Some(WireApi::Gemini),
             _ => None,
         }
     }

@@ -45,7 +45,13 @@ pub enum Auth {
     Bearer,
     /// `x-api-key: <key>` (Anthropic)
     XApiKey,
+    /// `x-goog-api-key: <key>` (the Gemini API)
+    XGoogApiKey,
 }
+
+/// Reads an error response's body (status, body, the Retry-After header's
+/// wait) into a classified error: `error_from_body`, or a vendor's own.
+pub(crate) type ErrorReader = fn(u16, &[u8], Option<Duration>) -> ModelError;
 
 /// An endpoint with its headers (key included) and stream timeouts.
 #[derive(Clone)]
@@ -53,6 +59,7 @@ pub struct HttpTransport {
     endpoint: String,
     headers: HeaderMap,
     timeouts: StreamTimeouts,
+    errors: ErrorReader,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -85,6 +92,7 @@ impl HttpTransport {
             let (name, value) = match auth {
                 Auth::Bearer => ("authorization", format!("Bearer {key}")),
                 Auth::XApiKey => ("x-api-key", key.to_string()),
+                Auth::XGoogApiKey => ("x-goog-api-key", key.to_string()),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 SetupError("the API key holds characters a header cannot carry".into())
@@ -96,7 +104,14 @@ impl HttpTransport {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             headers,
             timeouts,
+            errors: error_from_body,
         })
+    }
+
+    /// Reads error bodies with `reader` (a vendor's own shape).
+    pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
+        self.errors = reader;
+        self
     }
 
     /// Adds a fixed header (e.g. `anthropic-version`).
@@ -165,7 +180,7 @@ impl HttpTransport {
             Ok(Ok((bytes, _))) => bytes,
             _ => Vec::new(),
         };
-        let error = error_from_body(status.as_u16(), &body, header_wait);
+        let error = (self.errors)(status.as_u16(), &body, header_wait);
         Err(if status == reqwest::StatusCode::NOT_FOUND {
             with_url(error, &self.url(path))
         } else {

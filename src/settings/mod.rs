@@ -9,6 +9,7 @@
 
 mod budgets;
 mod defaults;
+mod google;
 mod jobs;
 mod limits;
 mod models;

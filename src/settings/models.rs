@@ -13,6 +13,7 @@ use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
 use super::defaults;
+use super::google;
 
 /// Most fallback entries a chain may have.
 pub(super) const MAX_FALLBACKS: usize = 3;
@@ -145,9 +146,15 @@ pub(crate) fn resolve(
                 })
             }
         };
+        let endpoint = google::named_endpoint(p, env).ok_or_else(|| {
+            SetupError(format!(
+                "{what} '{spec}': provider '{}' has no endpoint",
+                spec.provider()
+            ))
+        })?;
         let resolved = ResolvedModel {
             api: p.api,
-            endpoint: p.endpoint.trim_end_matches('/').to_string(),
+            endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
             headers: p.headers.clone(),
             pricing,
@@ -167,7 +174,11 @@ pub(crate) fn resolve(
                 resolved.spec.provider()
             )));
         }
-        (p.api_key_env.clone(), resolved)
+        let key_env = p
+            .api_key_env
+            .clone()
+            .or_else(|| google::default_key_env(p.api));
+        (key_env, resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
             .iter()
@@ -176,11 +187,16 @@ pub(crate) fn resolve(
         let unknown = crate::suggest::unknown_provider(spec.provider(), known);
         return Err(SetupError(format!("{what} '{spec}': {unknown}")));
     };
+    let mut resolved = resolved;
     if let Some(var) = key_env {
         if resolved.api_key.as_deref().is_none_or(str::is_empty) {
+            resolved.api_key = google::second_key(resolved.api, &var, env);
+        }
+        if resolved.api_key.as_deref().is_none_or(str::is_empty) {
             return Err(SetupError(format!(
-                "{what} '{}': the API key variable {var} is not set",
-                resolved.spec
+                "{what} '{}': the API key variable {} is not set",
+                resolved.spec,
+                google::key_variables(resolved.api, &var)
             )));
         }
     }
