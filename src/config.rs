@@ -363,12 +363,12 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock"];
+            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock", "gemini"];
             let hint = crate::suggest::closest(&name, apis)
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama or bedrock)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock or gemini)"
             ))
         })
     }

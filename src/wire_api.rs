@@ -14,6 +14,8 @@ pub(crate) enum WireApi {
     Anthropic,
     /// Ollama (`…/api/chat`).
     Ollama,
+    /// The Gemini API (`…/models/{model}:streamGenerateContent`).
+    Gemini,
     /// The offline scripted model.
     Script,
     /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
@@ -30,6 +32,7 @@ impl WireApi {
             WireApi::Ollama => "ollama",
             WireApi::Script => "script",
             WireApi::Bedrock => "bedrock",
+            WireApi::Gemini => "gemini",
         }
     }
 
@@ -41,6 +44,7 @@ impl WireApi {
             "anthropic" => Some(WireApi::Anthropic),
             "ollama" => Some(WireApi::Ollama),
             "bedrock" => Some(WireApi::Bedrock),
+            "gemini" => Some(WireApi::Gemini),
             _ => None,
         }
     }

@@ -45,7 +45,13 @@ pub enum Auth {
     Bearer,
     /// `x-api-key: <key>` (Anthropic)
     XApiKey,
+    /// `x-goog-api-key: <key>` (the Gemini API)
+    XGoogApiKey,
 }
+
+/// Reads an error response's body (status, body, the Retry-After header's
+/// wait) into a classified error: `error_from_body`, or a vendor's own.
+pub(crate) type ErrorReader = fn(u16, &[u8], Option<Duration>) -> ModelError;
 
 /// An endpoint with its headers (key included) and stream timeouts.
 #[derive(Clone)]
@@ -56,6 +62,7 @@ pub struct HttpTransport {
     /// What authorizes each request just before it is sent, if anything
     /// does beyond the static headers.
     credentials: Option<std::sync::Arc<dyn super::credentials::Credentials>>,
+    errors: ErrorReader,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -88,6 +95,7 @@ impl HttpTransport {
             let (name, value) = match auth {
                 Auth::Bearer => ("authorization", format!("Bearer {key}")),
                 Auth::XApiKey => ("x-api-key", key.to_string()),
+                Auth::XGoogApiKey => ("x-goog-api-key", key.to_string()),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 SetupError("the API key holds characters a header cannot carry".into())
@@ -100,6 +108,7 @@ impl HttpTransport {
             headers,
             timeouts,
             credentials: None,
+            errors: error_from_body,
         })
     }
 
@@ -109,6 +118,12 @@ impl HttpTransport {
         credentials: std::sync::Arc<dyn super::credentials::Credentials>,
     ) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Reads error bodies with `reader` (a vendor's own shape).
+    pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
+        self.errors = reader;
         self
     }
 
@@ -146,7 +161,7 @@ impl HttpTransport {
         body: bytes::Bytes,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         self.post_with(path, body, |status, _, body, wait| {
-            error_from_body(status, body, wait)
+            (self.errors)(status, body, wait)
         })
         .await
     }

@@ -18,6 +18,7 @@ pub(crate) mod credentials;
 pub(crate) mod error;
 pub(crate) mod eventstream;
 pub(crate) mod gate;
+pub(crate) mod gemini;
 pub mod http;
 pub(crate) mod member;
 pub(crate) mod ndjson;

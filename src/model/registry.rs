@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::anthropic::AnthropicModel;
 use super::bedrock::BedrockModel;
+use super::gemini::GeminiModel;
 use super::http::{Auth, HttpTransport};
 use super::member::Member;
 use super::ollama::OllamaChat;
@@ -77,6 +78,15 @@ pub(crate) fn build_member(
             BedrockModel::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        WireApi::Gemini => Box::new(
+            GeminiModel::new(
+                transport(resolved, Auth::XGoogApiKey, timeouts)?,
+                spec.model(),
+                GeminiModel::api_path(spec.model()),
                 resolved.max_output_tokens,
             )
             .with_wire(resolved.wire),

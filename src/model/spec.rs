@@ -263,6 +263,14 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         dialect: Dialect::Compatible,
     },
     BuiltinProvider {
+        name: "gemini",
+        api: WireApi::Gemini,
+        endpoint: "https://generativelanguage.googleapis.com/v1beta",
+        endpoint_env: Some("GEMINI_BASE_URL"),
+        key_env: Some("GEMINI_API_KEY"),
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
         name: "script",
         api: WireApi::Script,
         endpoint: "",

@@ -10,6 +10,7 @@
 mod bedrock;
 mod budgets;
 mod defaults;
+mod google;
 mod jobs;
 mod limits;
 mod models;

@@ -13,6 +13,7 @@ use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
 use super::defaults;
+use super::google;
 
 /// Most fallback entries a chain may have.
 pub(super) const MAX_FALLBACKS: usize = 3;
@@ -150,9 +151,10 @@ pub(crate) fn resolve(
                 })
             }
         };
+        let endpoint = google::named_endpoint(p, env).unwrap_or_default();
         let mut resolved = ResolvedModel {
             api: p.api,
-            endpoint: p.endpoint.trim_end_matches('/').to_string(),
+            endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
             headers: p.headers.clone(),
             pricing,
@@ -180,7 +182,7 @@ pub(crate) fn resolve(
                 profile: p.profile.as_deref().filter(|v| !v.is_empty()),
             };
             super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        } else if p.endpoint.is_empty() {
+        } else if resolved.endpoint.is_empty() {
             return Err(SetupError(format!(
                 "{what} '{}': provider '{}' has no endpoint (required for api: {})",
                 resolved.spec,
@@ -188,7 +190,11 @@ pub(crate) fn resolve(
                 p.api.config_name()
             )));
         }
-        (p.api_key_env.clone(), resolved)
+        let key_env = p
+            .api_key_env
+            .clone()
+            .or_else(|| google::default_key_env(p.api));
+        (key_env, resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
             .iter()
@@ -197,11 +203,16 @@ pub(crate) fn resolve(
         let unknown = crate::suggest::unknown_provider(spec.provider(), known);
         return Err(SetupError(format!("{what} '{spec}': {unknown}")));
     };
+    let mut resolved = resolved;
     if let Some(var) = key_env {
         if resolved.api_key.as_deref().is_none_or(str::is_empty) {
+            resolved.api_key = google::second_key(resolved.api, &var, env);
+        }
+        if resolved.api_key.as_deref().is_none_or(str::is_empty) {
             return Err(SetupError(format!(
-                "{what} '{}': the API key variable {var} is not set",
-                resolved.spec
+                "{what} '{}': the API key variable {} is not set",
+                resolved.spec,
+                google::key_variables(resolved.api, &var)
             )));
         }
     }
