@@ -495,6 +495,7 @@ impl HumanSink {
             Event::RunStarted { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => self.subagent_started(task, model),
             Event::SubagentFinished {
