@@ -499,6 +499,7 @@ mod tests {
             active_model: "b/y".into(),
             output: serde_json::Value::Null,
             error: Some("every model | failed".into()),
+            down: Vec::new(),
         };
         let mut per_model = BTreeMap::new();
         per_model.insert(

@@ -269,6 +269,10 @@ pub enum Event {
         active_model: String,
         output: Value,
         error: Option<String>,
+        /// After an outage (exit 75): every model with its last reason, for
+        /// the summary line (SPEC 6); not in `--json`, where `error` says it.
+        #[serde(skip)]
+        down: Vec<DownModel>,
     },
 }
 
@@ -694,6 +698,7 @@ mod tests {
             active_model: "script/a".into(),
             output: Value::Null,
             error: None,
+            down: Vec::new(),
         }
     }
 

@@ -769,6 +769,7 @@ mod tests {
             active_model: "script/a".into(),
             output: serde_json::Value::Null,
             error: None,
+            down: Vec::new(),
         });
         emitter.finish();
         let conn = Connection::open(&path).unwrap();
