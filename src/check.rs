@@ -1,7 +1,8 @@
 //! `--check` (SPEC section 15): every model of the configuration (the
 //! primary, each fallback, `subagents.model` and its fallbacks) gets one
 //! small streamed request offering one tool, all in parallel, and one
-//! verdict line, then one line per budget (SPEC 19) with what its current
+//! verdict line, then a failed line for a shared health record it cannot
+//! use (SPEC 13), then one line per budget (SPEC 19) with what its current
 //! period has spent. No retries, no switches, no tools run, no health
 //! record written.
 
@@ -201,7 +202,10 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
 struct Lines;
 impl Sink for Lines {
     fn handle(&mut self, record: &crate::events::EventRecord) {
-        if let Event::CheckResult { line, .. } | Event::CheckBudget { line, .. } = &record.event {
+        if let Event::CheckResult { line, .. }
+        | Event::CheckHealth { line, .. }
+        | Event::CheckBudget { line, .. } = &record.event
+        {
             println!("{line}");
         }
     }
@@ -247,7 +251,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     let verdicts = runtime.block_on(futures::future::join_all(
         targets.iter().map(|t| probe(t, &emitter, limit)),
     ));
-    let failed = verdicts.iter().filter(|v| !v.ok()).count() as u32;
+    let mut failed = verdicts.iter().filter(|v| !v.ok()).count() as u32;
     for v in &verdicts {
         emitter.emit(Event::CheckResult {
             model: v.spec.clone(),
@@ -260,8 +264,17 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
             line: v.line(),
         });
     }
-    for event in budget_events(&settings, &emitter) {
-        emitter.emit(event);
+    // Budgets are read from the record: none to show when it is unusable.
+    match record_failure(&settings) {
+        Some(event) => {
+            failed += 1;
+            emitter.emit(event);
+        }
+        None => {
+            for event in budget_events(&settings, &emitter) {
+                emitter.emit(event);
+            }
+        }
     }
     emitter.emit(Event::CheckFinished {
         ok: failed == 0,
@@ -299,6 +312,25 @@ fn plain_usd(nanos: budget::Nanos) -> String {
         Some((_, decimals)) if decimals.len() >= 2 => trimmed.to_string(),
         _ => format!("{:.2}", budget::usd(nanos)),
     }
+}
+
+/// The shared health record, opened as a run opens it and nothing written:
+/// a Redis that cannot be reached or a file that cannot be used is a failed
+/// check (a run would go on without it, with a warning). A file not made
+/// yet is no failure, and is not created.
+fn record_failure(settings: &Settings) -> Option<Event> {
+    let location = settings.health_db.as_ref()?;
+    if matches!(location, Location::File(path) if !path.exists()) {
+        return None;
+    }
+    let error = location.read_records(&[]).err()?;
+    let label = location.label();
+    Some(Event::CheckHealth {
+        line: format!("FAIL  health_db {label}  {error}"),
+        health_db: label,
+        ok: false,
+        message: error.to_string(),
+    })
 }
 
 /// One `check.budget` per configured budget, read from the shared record
