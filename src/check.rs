@@ -36,6 +36,8 @@ const PROBE_TASK: &str = "Call the ping tool.";
 pub(crate) struct Target {
     pub member: Member,
     secret: Option<String>,
+    /// Where a cloud member's credentials were found (SPEC 22).
+    credentials: Option<String>,
 }
 
 /// The verdict on one model.
@@ -50,6 +52,8 @@ pub(crate) struct ModelVerdict {
     /// Whether the reply called the offered tool (`None` on failure).
     pub tool_calls: Option<bool>,
     pub priced: bool,
+    /// Where a cloud member's credentials were found (SPEC 22), never a value.
+    pub credentials: Option<String>,
 }
 
 impl ModelVerdict {
@@ -60,6 +64,14 @@ impl ModelVerdict {
     /// `ok  <spec>  <ms> ms  tool calls: yes|no  price: known|unknown`, or
     /// `FAIL  <spec>  <reason>: <message>`.
     pub(crate) fn line(&self) -> String {
+        let line = self.verdict_line();
+        match &self.credentials {
+            Some(source) => format!("{line}  credentials: {source}"),
+            None => line,
+        }
+    }
+
+    fn verdict_line(&self) -> String {
         match &self.reason {
             None => format!(
                 "ok  {}  {} ms  tool calls: {}  price: {}",
@@ -104,7 +116,12 @@ pub(crate) fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), Se
     for model in models(&settings) {
         let member = build_member(model, settings.retry.stream_timeouts())?;
         let secret = model.api_key.clone().filter(|k| !k.is_empty());
-        targets.push(Target { member, secret });
+        let credentials = model.credentials.as_ref().map(|c| c.0.source());
+        targets.push(Target {
+            member,
+            secret,
+            credentials,
+        });
     }
     Ok((settings, targets))
 }
@@ -186,6 +203,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
             first_event_ms: Some(first_event_ms.unwrap_or(duration_ms)),
             tool_calls: Some(!response.tool_calls.is_empty()),
             priced: member.pricing.is_some() || response.cost_override.is_some(),
+            credentials: target.credentials.clone(),
         },
         Err(error) => ModelVerdict {
             spec,
@@ -194,6 +212,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
             first_event_ms,
             tool_calls: None,
             priced: member.pricing.is_some(),
+            credentials: target.credentials.clone(),
         },
     }
 }
@@ -261,6 +280,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
             first_event_ms: v.first_event_ms,
             tool_calls: v.tool_calls,
             priced: v.priced,
+            credentials: v.credentials.clone(),
             line: v.line(),
         });
     }
@@ -378,7 +398,21 @@ mod tests {
             first_event_ms: Some(412),
             tool_calls: Some(true),
             priced: true,
+            credentials: None,
         }
+    }
+
+    #[test]
+    fn a_cloud_member_says_where_its_credentials_were_found() {
+        let v = ModelVerdict {
+            spec: "bedrock/m".into(),
+            credentials: Some("environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)".into()),
+            ..verdict()
+        };
+        assert_eq!(
+            v.line(),
+            "ok  bedrock/m  412 ms  tool calls: yes  price: known  credentials: environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+        );
     }
 
     #[test]

@@ -416,6 +416,7 @@ impl Sink for CheckSink {
             tool_calls,
             priced,
             line,
+            ..
         } = &record.event
         else {
             return;

@@ -211,6 +211,9 @@ pub enum Event {
         /// Whether the reply called the offered tool; null on failure.
         tool_calls: Option<bool>,
         priced: bool,
+        /// Where a cloud member's credentials were found (SPEC 22).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
         /// The human verdict line; not in `--json`.
         #[serde(skip)]
         line: String,

@@ -112,6 +112,12 @@ impl HttpTransport {
         })
     }
 
+    /// Drops the credentials' cached token after a refusal saying it
+    /// expired; `true` when sending again with fresh ones may help.
+    pub(crate) fn invalidate_credentials(&self) -> bool {
+        self.credentials.as_ref().is_some_and(|c| c.invalidate())
+    }
+
     /// Authorizes every request with `credentials` (a signer, a token).
     pub(crate) fn with_credentials(
         mut self,
