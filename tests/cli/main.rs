@@ -31,6 +31,7 @@ mod oversized;
 mod pacing;
 mod providers_anthropic;
 mod providers_bedrock;
+mod providers_gemini;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
