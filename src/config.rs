@@ -667,7 +667,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("openai, responses, anthropic or ollama"),
+            err.contains("openai, responses, anthropic, ollama or bedrock"),
             "{err}"
         );
     }

@@ -284,8 +284,14 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(fake.requests().len(), 1, "not retried");
     let ev = events(&out.stdout);
-    let error = finished(&ev)["error"].as_str().unwrap_or_default().to_string();
-    assert!(error.contains("HTTP 400") && error.contains("malformed"), "{error}");
+    let error = finished(&ev)["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("HTTP 400") && error.contains("malformed"),
+        "{error}"
+    );
 
     let fake = start_fake(
         &env,
