@@ -254,19 +254,19 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         dialect: Dialect::OpenRouter,
     },
     BuiltinProvider {
+        name: "script",
+        api: WireApi::Script,
+        endpoint: "",
+        endpoint_env: None,
+        key_env: None,
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
         name: "bedrock",
         api: WireApi::Bedrock,
         // `{region}` is filled in by settings (SPEC 22).
         endpoint: "https://bedrock-runtime.{region}.amazonaws.com",
         endpoint_env: Some("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"),
-        key_env: None,
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "script",
-        api: WireApi::Script,
-        endpoint: "",
-        endpoint_env: None,
         key_env: None,
         dialect: Dialect::Compatible,
     },

@@ -381,7 +381,7 @@ mod tests {
         let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
         assert!(
             e.0.ends_with(
-                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script"
+                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock"
             ),
             "{e}"
         );
