@@ -290,6 +290,10 @@ fn short_reason(e: &CredentialsError) -> String {
         text = format!("{text}: {inner}");
         source = inner.source();
     }
+    // A process's stderr may hold anything: it is not repeated.
+    if let Some(at) = text.find(" Stderr:") {
+        text.truncate(at);
+    }
     text.lines()
         .next()
         .unwrap_or_default()
