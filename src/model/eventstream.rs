@@ -259,6 +259,7 @@ mod tests {
         d.push(&bytes);
         assert_eq!(d.poll().unwrap_err(), ModelError::StreamIncomplete);
         // A header of an unknown type (type byte 42), CRCs made to match.
+        // A one-byte name `x`, then the type byte.
         let body = vec![1u8, b'x', 42];
         let total = (PRELUDE + body.len() + 4) as u32;
         let mut bytes = Vec::new();

@@ -254,6 +254,14 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         dialect: Dialect::OpenRouter,
     },
     BuiltinProvider {
+        name: "script",
+        api: WireApi::Script,
+        endpoint: "",
+        endpoint_env: None,
+        key_env: None,
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
         name: "bedrock",
         api: WireApi::Bedrock,
         // `{region}` is filled in by settings (SPEC 22).
@@ -268,14 +276,6 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         endpoint: "https://generativelanguage.googleapis.com/v1beta",
         endpoint_env: Some("GEMINI_BASE_URL"),
         key_env: Some("GEMINI_API_KEY"),
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "script",
-        api: WireApi::Script,
-        endpoint: "",
-        endpoint_env: None,
-        key_env: None,
         dialect: Dialect::Compatible,
     },
 ];

@@ -384,6 +384,13 @@ mod tests {
             (r.context_window, r.max_output_tokens),
             (Some(1000), Some(64))
         );
+        let bare: crate::config::Config =
+            serde_yaml::from_str("providers:\n  local:\n    api: openai\n").unwrap();
+        let err = resolve(spec("local/m"), &bare.providers, &env(&[]), "model").unwrap_err();
+        assert_eq!(
+            err.0,
+            "model 'local/m': provider 'local' has no endpoint (required for api: openai)"
+        );
         let e = resolve(spec("local/m"), &config.providers, &env(&[]), "model").unwrap_err();
         assert_eq!(
             e.0,

@@ -431,3 +431,81 @@ fn expired_credentials_are_fetched_again_and_the_request_resent_at_once() {
     assert_eq!(finished(&ev)["output"], "fresh");
     assert_eq!(fake.requests().len(), 2);
 }
+
+#[test]
+fn a_credential_process_signs_and_one_that_fails_is_a_setup_error() {
+    let env = env_with("");
+    let fake = start_fake(&env, json!([{"text": "from the process"}]), &[]);
+    let aws = env.home().join(".aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    let expires = "2999-01-01T00:00:00Z";
+    let process = env.write(
+        "creds.sh",
+        &format!("#!/bin/sh\necho '{{\"Version\": 1, \"AccessKeyId\": \"{AKID}\", \"SecretAccessKey\": \"{SECRET}\", \"SessionToken\": \"tok-from-process\", \"Expiration\": \"{expires}\"}}'\n"),
+    );
+    std::fs::set_permissions(
+        &process,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[default]\nregion = us-east-1\ncredential_process = {}\n",
+            process.display()
+        ),
+    )
+    .unwrap();
+    let fake_tok = start_fake(
+        &env,
+        json!([{"text": "from the process"}]),
+        &[
+            "--credentials",
+            &format!("{AKID}:{SECRET}:tok-from-process"),
+        ],
+    );
+    drop(fake);
+    let out = env
+        .cmd()
+        .env("AWS_ENDPOINT_URL", fake_tok.url())
+        .args(["-m", MODEL, "--json", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reqs = fake_tok.requests();
+    assert_eq!(reqs[0]["signature_ok"], true);
+    assert_secret_absent("tok-from-process", &out, &[]);
+
+    let failing = env.write(
+        "fail.sh",
+        "#!/bin/sh\necho 'the-secret-on-stderr' >&2\nexit 1\n",
+    );
+    std::fs::set_permissions(
+        &failing,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        format!(
+            "[default]\nregion = us-east-1\ncredential_process = {}\n",
+            failing.display()
+        ),
+    )
+    .unwrap();
+    let out = env
+        .cmd()
+        .env("AWS_ENDPOINT_URL", fake_tok.url())
+        .args(["-m", MODEL, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("model '{MODEL}'")) && err.contains("profile 'default'"),
+        "{err}"
+    );
+    assert!(err.contains(".aws/config"), "names the file: {err}");
+    assert_secret_absent("the-secret-on-stderr", &out, &[]);
+    assert_eq!(fake_tok.requests().len(), 1, "nothing sent");
+}

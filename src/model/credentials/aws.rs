@@ -157,9 +157,7 @@ pub(crate) fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials
             files_looked_in()
         ))
     })?;
-    /// Each (profile, region)'s signer, found once per process.
-    type Signers = Mutex<HashMap<(String, String), Arc<SigV4>>>;
-    static FOUND: OnceLock<Signers> = OnceLock::new();
+    static FOUND: OnceLock<Mutex<Signers>> = OnceLock::new();
     let key = (place.profile.clone(), region.clone());
     let found = FOUND.get_or_init(Default::default);
     if let Some(signer) = found.lock().ok().and_then(|map| map.get(&key).cloned()) {
@@ -171,6 +169,9 @@ pub(crate) fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials
     }
     Ok(signer)
 }
+
+/// The signers found so far, by profile and region.
+type Signers = HashMap<(String, String), Arc<SigV4>>;
 
 /// One source of the chain, with how it is named.
 struct Source {
@@ -288,6 +289,10 @@ fn short_reason(e: &CredentialsError) -> String {
     while let Some(inner) = source {
         text = format!("{text}: {inner}");
         source = inner.source();
+    }
+    // A process's stderr may hold anything: it is not repeated.
+    if let Some(at) = text.find(" Stderr:") {
+        text.truncate(at);
     }
     text.lines()
         .next()
@@ -423,5 +428,78 @@ impl Credentials for SigV4 {
             }
             Err(_) => true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::fixed_env as env;
+
+    #[test]
+    fn a_named_providers_own_values_win_over_the_environment() {
+        let e = env(&[
+            ("AWS_REGION", "eu-central-1"),
+            ("AWS_DEFAULT_REGION", "ap-south-1"),
+            ("AWS_PROFILE", "team"),
+        ]);
+        let p = place(Some("us-west-2"), None, Some("ci"), &e).unwrap();
+        assert_eq!(p.region.as_deref(), Some("us-west-2"));
+        assert_eq!(p.profile, "ci");
+        assert_eq!(
+            p.endpoint,
+            "https://bedrock-runtime.us-west-2.amazonaws.com"
+        );
+        let p = place(None, None, None, &e).unwrap();
+        assert_eq!(p.region.as_deref(), Some("eu-central-1"));
+        assert_eq!(p.profile, "team");
+        let e = env(&[("AWS_DEFAULT_REGION", "ap-south-1")]);
+        let p = place(None, None, None, &e).unwrap();
+        assert_eq!(
+            p.endpoint,
+            "https://bedrock-runtime.ap-south-1.amazonaws.com"
+        );
+        assert_eq!(p.profile, "default");
+    }
+
+    #[test]
+    fn endpoint_variables_replace_the_base_in_order() {
+        let e = env(&[
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1/"),
+            ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "http://127.0.0.1:2/"),
+        ]);
+        assert_eq!(
+            place(None, None, None, &e).unwrap().endpoint,
+            "http://127.0.0.1:2"
+        );
+        assert_eq!(
+            place(None, Some("http://127.0.0.1:3"), None, &e)
+                .unwrap()
+                .endpoint,
+            "http://127.0.0.1:3"
+        );
+        let e = env(&[
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ]);
+        assert_eq!(
+            place(None, None, None, &e).unwrap().endpoint,
+            "http://127.0.0.1:1"
+        );
+    }
+
+    #[test]
+    fn a_bearer_token_needs_no_region_and_is_never_shown() {
+        let e = env(&[(BEARER_ENV, "ABSK-secret-token")]);
+        let p = Place {
+            endpoint: "http://127.0.0.1:1".into(),
+            region: None,
+            profile: "default".into(),
+        };
+        let c = credentials(&p, &e).unwrap();
+        assert_eq!(c.source(), "environment (AWS_BEARER_TOKEN_BEDROCK)");
+        let shown = format!("{c:?} {} {}", c.identity(), c.source());
+        assert!(!shown.contains("ABSK-secret-token"), "{shown}");
     }
 }
