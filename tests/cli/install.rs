@@ -334,3 +334,19 @@ fn an_unknown_platform_asks_for_nothing_and_installs_nothing() {
     }
     assert_eq!(stub.count(), 0);
 }
+
+/// Nothing publishes tinyagent to crates.io: where there is no release,
+/// the script says how to build it that works (`--git`, `--locked`).
+#[test]
+fn an_unknown_platform_is_told_a_build_command_that_works() {
+    let machine = Machine::new("FreeBSD", "amd64");
+    let out = machine.install(&[("TINYAGENT_DOWNLOAD_URL", "http://127.0.0.1:9/r")], false);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains(
+            "elsewhere build it: cargo install --locked --git https://github.com/tinyagent/tinyagent tinyagent)"
+        ),
+        "{stderr}"
+    );
+}
