@@ -1,7 +1,10 @@
 #!/bin/sh
 # Installs tinyagent from its release archives:
 #
-#   curl -fsSL https://raw.githubusercontent.com/tinyagent/tinyagent/main/install.sh | sh
+#   curl -fsSL https://raw.githubusercontent.com/tinyagent/tinyagent/main/install.sh -o tinyagent-install.sh && sh tinyagent-install.sh
+#
+# (Downloaded first, then run: `curl ... | sh` would run an empty script,
+# and succeed, when the download fails.)
 #
 # Picks the archive for this machine (uname -s, uname -m), checks its sha256
 # against the .sha256 file beside it, and installs the binary. Nothing is

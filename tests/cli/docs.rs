@@ -282,7 +282,7 @@ fn install_sh_the_readme_and_cargo_toml_name_one_repository() {
     assert!(read("install.sh").contains(&format!("REPOSITORY=\"{repository}\"")));
     let readme = read("README.md");
     assert!(readme.contains(&format!(
-        "curl -fsSL https://raw.githubusercontent.com/{slug}/main/install.sh | sh"
+        "curl -fsSL https://raw.githubusercontent.com/{slug}/main/install.sh -o tinyagent-install.sh && sh tinyagent-install.sh"
     )));
     assert!(readme.contains(&format!("uses: {slug}@v1")));
     for doc in documents() {
