@@ -170,3 +170,28 @@ fn a_time_limit_hint_says_the_limit_counts_from_the_resume() {
             out.display()
         )));
 }
+
+/// Claude Code's `--dangerously-skip-permissions` and Codex's `--yolo` and
+/// `--full-auto` are told `--approval auto` (SPEC 20), not clap's tip to
+/// pass them as a value; before or after the task, alone on one line.
+#[test]
+fn the_flags_that_skip_asking_elsewhere_are_told_approval_auto() {
+    let env = TestEnv::new();
+    for flag in [
+        "--yolo",
+        "--dangerously-skip-permissions",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--full-auto",
+    ] {
+        for args in [[flag, "fix it"], ["fix it", flag]] {
+            let (code, err) = fails(&env, &args);
+            assert_eq!(code, Some(2), "{err}");
+            assert_eq!(
+                err,
+                format!(
+                    "tinyagent: error: unexpected argument '{flag}' (did you mean --approval auto?)\n"
+                )
+            );
+        }
+    }
+}
