@@ -105,8 +105,25 @@ pub(crate) async fn request_with_retries(
     let request = &mut request;
     let mut cap_resends = 0;
     let mut attempt = 1;
+    // The last failure of this loop, for a move-on before the next request.
+    let mut failed_before: Option<ModelError> = None;
     loop {
-        let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt).await?;
+        let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt)
+            .await
+            .map_err(|failure| match failure {
+                Failure::MovedOn {
+                    reason,
+                    attempts,
+                    error: None,
+                    reset,
+                } => Failure::MovedOn {
+                    reason,
+                    attempts,
+                    error: failed_before.take(),
+                    reset,
+                },
+                other => other,
+            })?;
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
@@ -159,6 +176,7 @@ pub(crate) async fn request_with_retries(
                 model: request.spec.to_string(),
             });
         }
+        failed_before = Some(error.clone());
         let wait = match decide(
             error,
             request,

@@ -269,3 +269,50 @@ fn the_first_probe_waits_for_the_retry_after_of_the_failure_that_ended_the_chain
     let wb = b.begin_outage(down(1), Some((0, secs(5.0))));
     assert_eq!(wb.next_try(&b), secs(5.0));
 }
+
+#[test]
+fn a_run_that_has_not_begun_to_wait_sends_only_the_fleets_due_probe() {
+    use crate::model::gate::{Referee, Timing};
+    use crate::model::ModelError;
+    let store = Shared::default();
+    let clock = Arc::new(AtomicI64::new(1_000_000));
+    let waiting = gate(&["a"], Some(&store), &clock);
+    let mut w = waiting.begin_outage(down(1), None);
+    let late = gate(&["a"], Some(&store), &clock);
+    assert_eq!(
+        late.turn(0, 0).before_send(1),
+        Admission::MoveOn(SwitchReason::Cooldown),
+        "not due: the run joins the wait"
+    );
+    clock.fetch_add(1_000, Ordering::SeqCst);
+    let turn = late.turn(0, 0);
+    assert!(
+        matches!(turn.before_send(1), Admission::Send { .. }),
+        "due: its request is the fleet's probe"
+    );
+    assert_eq!(w.next(&waiting), Next::Sleep(POLL), "the lease is held");
+    let error = ModelError::Status {
+        status: 503,
+        message: String::new(),
+        retry_after: None,
+    };
+    let failed = Failed {
+        attempt: 1,
+        reason: FailureReason::Http(503),
+        error: &error,
+        timing: Timing {
+            first_event: None,
+            deadline: Duration::from_secs(1),
+        },
+    };
+    assert_eq!(turn.after_failure(&failed), Verdict::MoveOn(failed_503()));
+    // Counted for the fleet: the next probe is two backoffs on, for all.
+    assert_eq!(w.next_try(&waiting), secs(2.0));
+    assert_eq!(w.next(&waiting), Next::Sleep(POLL));
+    // A run without --outage-wait asks its last member as always.
+    let alone = gate(&["a"], Some(&store), &clock).with_outage_wait(Duration::ZERO);
+    assert!(matches!(
+        alone.turn(0, 0).before_send(1),
+        Admission::Send { .. }
+    ));
+}
