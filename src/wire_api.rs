@@ -18,9 +18,24 @@ pub(crate) enum WireApi {
     Gemini,
     /// The offline scripted model.
     Script,
+    /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
+    Bedrock,
 }
 
 impl WireApi {
+    /// The config `api:` value naming this API.
+    pub(crate) fn config_name(self) -> &'static str {
+        match self {
+            WireApi::OpenAi => "openai",
+            WireApi::Responses => "responses",
+            WireApi::Anthropic => "anthropic",
+            WireApi::Ollama => "ollama",
+            WireApi::Script => "script",
+            WireApi::Bedrock => "bedrock",
+            WireApi::Gemini => "gemini",
+        }
+    }
+
     /// Parses a config `api:` value (the scripted model is not one).
     pub(crate) fn from_config(name: &str) -> Option<WireApi> {
         match name {
@@ -28,6 +43,7 @@ impl WireApi {
             "responses" => Some(WireApi::Responses),
             "anthropic" => Some(WireApi::Anthropic),
             "ollama" => Some(WireApi::Ollama),
+            "bedrock" => Some(WireApi::Bedrock),
             "gemini" => Some(WireApi::Gemini),
             _ => None,
         }

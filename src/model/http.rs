@@ -60,6 +60,9 @@ pub struct HttpTransport {
     headers: HeaderMap,
     timeouts: StreamTimeouts,
     errors: ErrorReader,
+    /// What authorizes each request just before it is sent, if anything
+    /// does beyond the static headers.
+    credentials: Option<std::sync::Arc<dyn super::credentials::Credentials>>,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -105,12 +108,22 @@ impl HttpTransport {
             headers,
             timeouts,
             errors: error_from_body,
+            credentials: None,
         })
     }
 
     /// Reads error bodies with `reader` (a vendor's own shape).
     pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
         self.errors = reader;
+        self
+    }
+
+    /// Authorizes every request with `credentials` (a signer, a token).
+    pub(crate) fn with_credentials(
+        mut self,
+        credentials: std::sync::Arc<dyn super::credentials::Credentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
         self
     }
 
@@ -147,21 +160,48 @@ impl HttpTransport {
         path: &str,
         body: bytes::Bytes,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
+        self.post_with(path, body, |status, _, body, wait| {
+            (self.errors)(status, body, wait)
+        })
+        .await
+    }
+
+    /// `post`, with the error responses classified by `classify` (the
+    /// status, the headers, the body read up to `MAX_ERROR_BODY` and the
+    /// `Retry-After` wait): for an API whose errors say what they are in a
+    /// header (Bedrock's `x-amzn-errortype`).
+    pub(crate) async fn post_with(
+        &self,
+        path: &str,
+        body: bytes::Bytes,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8], Option<Duration>) -> ModelError,
+    ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let timeouts = self.timeouts();
-        let request = shared_client()
+        let mut request = shared_client()
             .post(self.url(path))
             .headers(self.headers.clone())
             .header("content-type", "application/json")
-            .body(body);
-        let response = match tokio::time::timeout(timeouts.first_event, request.send()).await {
+            .body(body)
+            .build()
+            .map_err(|e| with_url(network_error(&e), &self.url(path)))?;
+        let send = async {
+            if let Some(credentials) = &self.credentials {
+                credentials.authorize(&mut request).await?;
+            }
+            shared_client()
+                .execute(request)
+                .await
+                .map_err(|e| with_url(network_error(&e), &self.url(path)))
+        };
+        let response = match tokio::time::timeout(timeouts.first_event, send).await {
             Err(_) => {
                 return Err(ModelError::Timeout {
                     message: "no response headers within the first-event timeout".into(),
                     deadline: Some(timeouts.first_event),
                 })
             }
-            Ok(Err(e)) => return Err(with_url(network_error(&e), &self.url(path))),
+            Ok(Err(e)) => return Err(e),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -174,13 +214,14 @@ impl HttpTransport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
+        let headers = response.headers().clone();
         let body = match tokio::time::timeout(timeouts.idle, read_capped(response, MAX_ERROR_BODY))
             .await
         {
             Ok(Ok((bytes, _))) => bytes,
             _ => Vec::new(),
         };
-        let error = (self.errors)(status.as_u16(), &body, header_wait);
+        let error = classify(status.as_u16(), &headers, &body, header_wait);
         Err(if status == reqwest::StatusCode::NOT_FOUND {
             with_url(error, &self.url(path))
         } else {

@@ -62,10 +62,15 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
 pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
     if !matches!(
         provider,
-        "openai" | "responses" | "anthropic" | "openrouter" | "gemini" | "vertex"
+        "openai" | "responses" | "anthropic" | "openrouter" | "bedrock" | "gemini" | "vertex"
     ) {
         return None;
     }
+    let model = if provider == "bedrock" {
+        bedrock_name(model)
+    } else {
+        model
+    };
     let name = model.rsplit('/').next().unwrap_or(model).replace('.', "-");
     let name = if provider == "openrouter" {
         name
@@ -90,6 +95,28 @@ pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
         })
 }
 
+/// A Bedrock model id as the vendor's model name: without the inference
+/// profile's region (`us.`, `eu.`, `apac.`, `global.` ...), the vendor
+/// (`anthropic.`) and the version (`-v1:0`), so
+/// `us.anthropic.claude-sonnet-4-5-20250929-v1:0` is
+/// `claude-sonnet-4-5-20250929`.
+fn bedrock_name(id: &str) -> &str {
+    let mut name = id;
+    for region in [
+        "us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca.",
+    ] {
+        if let Some(rest) = name.strip_prefix(region) {
+            name = rest;
+            break;
+        }
+    }
+    name = name.strip_prefix("anthropic.").unwrap_or(name);
+    match name.rfind("-v") {
+        Some(at) if name[at + 2..].starts_with(|c: char| c.is_ascii_digit()) => &name[..at],
+        _ => name,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +137,25 @@ mod tests {
                 .input,
             3.0
         );
+        for id in [
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "apac.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ] {
+            assert_eq!(
+                builtin_price("bedrock", id),
+                builtin_price("anthropic", "claude-sonnet-4-5"),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            builtin_price("bedrock", "eu.anthropic.claude-haiku-4-5-20251001-v1:0")
+                .unwrap()
+                .input,
+            1.0
+        );
+        assert!(builtin_price("bedrock", "meta.llama3-70b-instruct-v1:0").is_none());
         assert!(builtin_price("openai", "gpt-5-turbo-unknown").is_none());
         assert!(builtin_price("ollama", "gpt-5").is_none());
         assert!(builtin_price("script", "gpt-5").is_none());

@@ -44,6 +44,8 @@ pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options
         (WireApi::Ollama | WireApi::Script, _) => return,
         // Google's `toolConfig` is written by the Gemini adapter itself.
         (WireApi::Gemini, _) => return,
+        // Converse's `toolChoice` is written by its own request builder.
+        (WireApi::Bedrock, _) => return,
     };
     body.insert("tool_choice".into(), value);
 }

@@ -105,6 +105,9 @@ mod tests {
         assert_eq!(r.api_key.as_deref(), Some("k"));
         let spec = ModelSpec::parse("gw/m").unwrap();
         let err = resolve(spec, &config.providers, &e, "model").unwrap_err();
-        assert_eq!(err.0, "model 'gw/m': provider 'gw' has no endpoint");
+        assert_eq!(
+            err.0,
+            "model 'gw/m': provider 'gw' has no endpoint (required for api: openai)"
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! Nothing downstream sees the raw config or re-checks an option that has a
 //! default.
 
+mod bedrock;
 mod budgets;
 mod defaults;
 mod google;
@@ -381,7 +382,7 @@ mod tests {
         let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
         assert!(
             e.0.ends_with(
-                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script"
+                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, bedrock, gemini, script"
             ),
             "{e}"
         );

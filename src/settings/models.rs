@@ -120,7 +120,7 @@ pub(crate) fn resolve(
         } else {
             endpoint
         };
-        let resolved = ResolvedModel {
+        let mut resolved = ResolvedModel {
             api: b.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: b.key_env.and_then(env),
@@ -130,8 +130,13 @@ pub(crate) fn resolve(
             max_output_tokens: None,
             reply_budget: None,
             wire: WireOptions::default(),
+            credentials: None,
             spec,
         };
+        if b.api == WireApi::Bedrock {
+            let overrides = super::bedrock::Overrides::default();
+            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+        }
         (b.key_env.map(str::to_string), resolved)
     } else if let Some(p) = providers.get(spec.provider()) {
         let model = p.models.get(spec.model()).cloned().unwrap_or_default();
@@ -146,15 +151,9 @@ pub(crate) fn resolve(
                 })
             }
         };
-        let endpoint = google::named_endpoint(p, env).ok_or_else(|| {
-            SetupError(format!(
-                "{what} '{spec}': provider '{}' has no endpoint",
-                spec.provider()
-            ))
-        })?;
-        let resolved = ResolvedModel {
+        let mut resolved = ResolvedModel {
             api: p.api,
-            endpoint: endpoint.trim_end_matches('/').to_string(),
+            endpoint: p.endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
             headers: p.headers.clone(),
             pricing,
@@ -165,6 +164,7 @@ pub(crate) fn resolve(
                 stream: p.stream.unwrap_or(true),
                 tool_choice: p.tool_choice,
             },
+            credentials: None,
             spec,
         };
         if p.api == WireApi::Ollama && p.tool_choice.is_some() {
@@ -173,6 +173,24 @@ pub(crate) fn resolve(
                 resolved.spec,
                 resolved.spec.provider()
             )));
+        }
+        if p.api == WireApi::Bedrock {
+            let overrides = super::bedrock::Overrides {
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
+            };
+            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+        } else {
+            let endpoint = google::named_endpoint(p, env).ok_or_else(|| {
+                SetupError(format!(
+                    "{what} '{}': provider '{}' has no endpoint (required for api: {})",
+                    resolved.spec,
+                    resolved.spec.provider(),
+                    p.api.config_name()
+                ))
+            })?;
+            resolved.endpoint = endpoint.trim_end_matches('/').to_string();
         }
         let key_env = p
             .api_key_env

@@ -30,6 +30,7 @@ mod outage;
 mod oversized;
 mod pacing;
 mod providers_anthropic;
+mod providers_bedrock;
 mod providers_gemini;
 mod providers_ollama;
 mod providers_openai;
