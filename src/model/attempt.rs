@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::http::{watch, Watched};
+use super::http::{Watched, Watcher};
 use super::member::Member;
 use super::ratelimit::RateLimits;
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
@@ -76,25 +76,24 @@ pub(crate) async fn send_once<C>(
     let started = Instant::now();
     let started_at = SystemTime::now();
     let limit = deadlines.whole;
+    let watcher = Watcher::new(deadlines.first_event);
     let bounded = async {
-        let sending = watch(
-            deadlines.first_event,
-            member.model.complete(request, observer),
-        );
+        let sending = watcher.watch(member.model.complete(request, observer));
         match limit {
             None => sending.await,
             Some(limit) => tokio::time::timeout(limit, sending)
                 .await
-                .unwrap_or_else(|_| (Err(no_answer_within(limit)), Watched::default())),
+                .unwrap_or_else(|_| Err(no_answer_within(limit))),
         }
     };
-    let (result, watched) = tokio::select! {
+    let result = tokio::select! {
         sent = bounded => sent,
         cause = cut => {
-            let record = record(member, place, started, started_at, Watched::default(), None);
+            let record = record(member, place, started, started_at, watcher.seen(), None);
             return Attempted::Cut(cause, record);
         }
     };
+    let watched = watcher.seen();
     let result = match accept {
         Accept::AnyReply => result,
         Accept::NonEmpty => result.and_then(not_empty),
@@ -136,8 +135,9 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// The record of one request. A request cut short (`result` is `None`)
-/// has outcome `interrupted`. A success's status is the response's own
-/// (200 from a model that is not reached over HTTP: a script).
+/// has outcome `interrupted`. The status is the response's own whenever one
+/// came (SPEC 8): a 200 whose stream then dropped or carried an error is
+/// 200. Without HTTP (a script) a success is 200 and an error its own.
 fn record(
     member: &Member,
     place: Place,
@@ -157,8 +157,14 @@ fn record(
             response.usage.output_tokens,
             member.cost(response),
         ),
-        None => ("interrupted".to_string(), None, 0, 0, 0.0),
-        Some(Err(error)) => (error.reason().to_string(), error.http_status(), 0, 0, 0.0),
+        None => ("interrupted".to_string(), watched.status, 0, 0, 0.0),
+        Some(Err(error)) => (
+            error.reason().to_string(),
+            watched.status.or_else(|| error.http_status()),
+            0,
+            0,
+            0.0,
+        ),
     };
     RequestRecord {
         step: place.step,

@@ -259,10 +259,7 @@ mod tests {
         d.push(&bytes);
         assert_eq!(d.poll().unwrap_err(), ModelError::StreamIncomplete);
         // A header of an unknown type (type byte 42), CRCs made to match.
-        let mut body = Vec::new();
-        body.push(1u8);
-        body.push(b'x');
-        body.push(42);
+        let body = vec![1u8, b'x', 42];
         let total = (PRELUDE + body.len() + 4) as u32;
         let mut bytes = Vec::new();
         bytes.extend_from_slice(&total.to_be_bytes());

@@ -59,10 +59,10 @@ pub struct HttpTransport {
     endpoint: String,
     headers: HeaderMap,
     timeouts: StreamTimeouts,
-    errors: ErrorReader,
     /// What authorizes each request just before it is sent, if anything
     /// does beyond the static headers.
     credentials: Option<std::sync::Arc<dyn super::credentials::Credentials>>,
+    errors: ErrorReader,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -107,15 +107,15 @@ impl HttpTransport {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             headers,
             timeouts,
-            errors: error_from_body,
             credentials: None,
+            errors: error_from_body,
         })
     }
 
-    /// Reads error bodies with `reader` (a vendor's own shape).
-    pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
-        self.errors = reader;
-        self
+    /// Drops the credentials' cached token after a refusal saying it
+    /// expired; `true` when sending again with fresh ones may help.
+    pub(crate) fn invalidate_credentials(&self) -> bool {
+        self.credentials.as_ref().is_some_and(|c| c.invalidate())
     }
 
     /// Authorizes every request with `credentials` (a signer, a token).
@@ -124,6 +124,12 @@ impl HttpTransport {
         credentials: std::sync::Arc<dyn super::credentials::Credentials>,
     ) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Reads error bodies with `reader` (a vendor's own shape).
+    pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
+        self.errors = reader;
         self
     }
 
@@ -442,28 +448,39 @@ tokio::task_local! {
     static WATCH: std::sync::Arc<Watch>;
 }
 
-/// Runs one model request under the first-event deadline `deadline` (the
-/// transport's own when `None`) and tells what it saw: when its first
-/// stream event arrived, and its response's status and rate limits. The
-/// SSE and NDJSON readers (and the scripted model) call `note_first_event`,
-/// the transport notes the response and reads the deadline itself; no
-/// adapter has to pass anything along.
-pub(crate) async fn watch<F: std::future::Future>(
-    deadline: Option<Duration>,
-    request: F,
-) -> (F::Output, Watched) {
-    let cell = std::sync::Arc::new(Watch {
-        deadline,
-        ..Watch::default()
-    });
-    let output = WATCH.scope(cell.clone(), request).await;
-    let response = cell.response.get().copied();
-    let watched = Watched {
-        first_event: cell.first_event.get().copied(),
-        status: response.map(|(status, _)| status),
-        limits: response.and_then(|(_, limits)| limits),
-    };
-    (output, watched)
+/// The watch of one model request, kept by its sender: what it saw can be
+/// read even when the request was dropped (cut by a stop, or past its whole
+/// deadline) after its response came.
+pub(crate) struct Watcher(std::sync::Arc<Watch>);
+
+impl Watcher {
+    /// A watch under the first-event deadline `deadline` (the transport's
+    /// own when `None`).
+    pub(crate) fn new(deadline: Option<Duration>) -> Watcher {
+        Watcher(std::sync::Arc::new(Watch {
+            deadline,
+            ..Watch::default()
+        }))
+    }
+
+    /// Runs one model request under this watch. The SSE and NDJSON readers
+    /// (and the scripted model) call `note_first_event`, the transport
+    /// notes the response and reads the deadline itself; no adapter has to
+    /// pass anything along.
+    pub(crate) async fn watch<F: std::future::Future>(&self, request: F) -> F::Output {
+        WATCH.scope(self.0.clone(), request).await
+    }
+
+    /// What the request showed so far: when its first stream event
+    /// arrived, and its response's status and rate limits.
+    pub(crate) fn seen(&self) -> Watched {
+        let response = self.0.response.get().copied();
+        Watched {
+            first_event: self.0.first_event.get().copied(),
+            status: response.map(|(status, _)| status),
+            limits: response.and_then(|(_, limits)| limits),
+        }
+    }
 }
 
 /// Marks the first stream event of the request being watched (later calls,

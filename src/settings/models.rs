@@ -151,9 +151,10 @@ pub(crate) fn resolve(
                 })
             }
         };
+        let endpoint = google::named_endpoint(p, env).unwrap_or_default();
         let mut resolved = ResolvedModel {
             api: p.api,
-            endpoint: p.endpoint.trim_end_matches('/').to_string(),
+            endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
             headers: p.headers.clone(),
             pricing,
@@ -181,16 +182,13 @@ pub(crate) fn resolve(
                 profile: p.profile.as_deref().filter(|v| !v.is_empty()),
             };
             super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        } else {
-            let endpoint = google::named_endpoint(p, env).ok_or_else(|| {
-                SetupError(format!(
-                    "{what} '{}': provider '{}' has no endpoint (required for api: {})",
-                    resolved.spec,
-                    resolved.spec.provider(),
-                    p.api.config_name()
-                ))
-            })?;
-            resolved.endpoint = endpoint.trim_end_matches('/').to_string();
+        } else if resolved.endpoint.is_empty() {
+            return Err(SetupError(format!(
+                "{what} '{}': provider '{}' has no endpoint (required for api: {})",
+                resolved.spec,
+                resolved.spec.provider(),
+                p.api.config_name()
+            )));
         }
         let key_env = p
             .api_key_env

@@ -27,6 +27,7 @@ mod logdb;
 mod mcp;
 mod model_requests;
 mod outage;
+mod outage_probes;
 mod oversized;
 mod pacing;
 mod providers_anthropic;

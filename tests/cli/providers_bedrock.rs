@@ -26,7 +26,7 @@ fn env_with(config: &str) -> TestEnv {
 }
 
 /// The fake answering `replies` in turn.
-fn fake(env: &TestEnv, replies: Value, extra: &[&str]) -> FakeCloud {
+fn start_fake(env: &TestEnv, replies: Value, extra: &[&str]) -> FakeCloud {
     let script = env.write(
         &format!("bedrock-{}.json", uuid_like()),
         &json!({ "replies": replies }).to_string(),
@@ -67,7 +67,7 @@ fn write_then_answer() -> Value {
 #[test]
 fn a_tool_run_signed_with_keys_from_the_environment() {
     let env = env_with("");
-    let fake = fake(&env, write_then_answer(), &[]);
+    let fake = start_fake(&env, write_then_answer(), &[]);
     let traj = env.file("traj.json");
     let db = env.file("log.db");
     let out = signed_cmd(&env, &fake)
@@ -128,7 +128,7 @@ fn a_tool_run_signed_with_keys_from_the_environment() {
 #[test]
 fn a_named_provider_signs_with_its_own_profile_and_region() {
     let env = env_with("");
-    let fake = fake(&env, json!([{"text": "hello from the profile"}]), &[]);
+    let fake = start_fake(&env, json!([{"text": "hello from the profile"}]), &[]);
     std::fs::create_dir_all(env.home().join(".aws")).unwrap();
     std::fs::write(
         env.home().join(".aws/credentials"),
@@ -180,7 +180,7 @@ fn a_named_provider_signs_with_its_own_profile_and_region() {
 fn a_bedrock_api_key_is_sent_as_a_bearer_token() {
     let env = env_with("");
     let token = "ABSKQmVkcm9ja0FQSUtleS10ZXN0";
-    let fake = fake(&env, write_then_answer(), &["--bearer", token]);
+    let fake = start_fake(&env, write_then_answer(), &["--bearer", token]);
     let traj = env.file("traj.json");
     let out = env
         .cmd()
@@ -204,7 +204,7 @@ fn a_bedrock_api_key_is_sent_as_a_bearer_token() {
 #[test]
 fn missing_credentials_are_a_setup_error_naming_every_place_looked_in() {
     let env = env_with("");
-    let fake = fake(&env, json!([]), &[]);
+    let fake = start_fake(&env, json!([]), &[]);
     let out = env
         .cmd()
         .env("AWS_REGION", "us-east-1")
@@ -254,7 +254,7 @@ fn missing_credentials_are_a_setup_error_naming_every_place_looked_in() {
 #[test]
 fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() {
     let env = env_with("");
-    let fake = fake(
+    let fake = start_fake(
         &env,
         json!([
             {"exception": {"type": "throttlingException", "message": "Too many tokens, please wait before trying again."}},
@@ -272,7 +272,7 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
     assert_eq!(retry_reasons(&ev), ["http_429", "http_503"]);
     assert_eq!(finished(&ev)["output"], "fine now");
 
-    let fake = fake(
+    let fake = start_fake(
         &env,
         json!([{"http_error": {"status": 400, "type": "ValidationException", "message": "The model returned the following errors: malformed"}}]),
         &[],
@@ -283,9 +283,17 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(fake.requests().len(), 1, "not retried");
-    assert!(stderr(&out).contains("malformed"));
+    let ev = events(&out.stdout);
+    let error = finished(&ev)["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("HTTP 400") && error.contains("malformed"),
+        "{error}"
+    );
 
-    let fake = fake(
+    let fake = start_fake(
         &env,
         json!([{"http_error": {"status": 400, "type": "ServiceQuotaExceededException", "message": "quota"}}]),
         &[],
@@ -301,7 +309,7 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
 #[test]
 fn a_wrong_secret_is_an_auth_error_that_names_no_secret() {
     let env = env_with("");
-    let fake = fake(&env, json!([]), &[]);
+    let fake = start_fake(&env, json!([]), &[]);
     let wrong = "not-the-secret-at-all";
     let out = signed_cmd(&env, &fake)
         .env("AWS_SECRET_ACCESS_KEY", wrong)
@@ -317,7 +325,7 @@ fn a_wrong_secret_is_an_auth_error_that_names_no_secret() {
 #[test]
 fn hostile_frames_are_classified_failures_then_retried() {
     let env = env_with("");
-    let fake = fake(
+    let fake = start_fake(
         &env,
         json!([
             {"hostile": "bad_crc"},
@@ -337,7 +345,7 @@ fn hostile_frames_are_classified_failures_then_retried() {
         ["stream_incomplete", "stream_incomplete"]
     );
 
-    let fake = fake(
+    let fake = start_fake(
         &env,
         json!([
             {"hostile": "lying_length"},
@@ -368,7 +376,7 @@ fn hostile_frames_are_classified_failures_then_retried() {
 fn bytes_that_never_complete_a_frame_do_not_keep_the_stream_alive() {
     let env = TestEnv::new();
     env.user_config("health_db: off\nretry: {attempts: 2, backoff: 1ms, max_backoff: 20ms, jitter: 0, stream_first_event_timeout: 1s, stream_idle_timeout: 1s}\n");
-    let fake = fake(&env, json!([{"hostile": "trickle"}, {"text": "ok"}]), &[]);
+    let fake = start_fake(&env, json!([{"hostile": "trickle"}, {"text": "ok"}]), &[]);
     let started = std::time::Instant::now();
     let out = signed_cmd(&env, &fake)
         .args(["-m", MODEL, "--json", "go"])
@@ -377,4 +385,49 @@ fn bytes_that_never_complete_a_frame_do_not_keep_the_stream_alive() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(retry_reasons(&events(&out.stdout)), ["timeout"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
+
+#[test]
+fn check_asks_once_and_names_the_credential_source() {
+    let env = env_with("");
+    let fake = start_fake(
+        &env,
+        json!([{"tool_use": [{"name": "ping", "input": {}}]}]),
+        &[],
+    );
+    let out = signed_cmd(&env, &fake)
+        .args(["--check", "-m", MODEL])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with(&format!("ok  {MODEL}  ")), "{stdout}");
+    assert!(
+        stdout.contains("price: known  credentials: environment (AWS_ACCESS_KEY_ID"),
+        "{stdout}"
+    );
+    assert_eq!(fake.requests().len(), 1);
+    assert_secret_absent(SECRET, &out, &[]);
+}
+
+#[test]
+fn expired_credentials_are_fetched_again_and_the_request_resent_at_once() {
+    let env = env_with("");
+    let fake = start_fake(
+        &env,
+        json!([
+            {"http_error": {"status": 403, "type": "ExpiredTokenException", "message": "The security token included in the request is expired"}},
+            {"text": "fresh"},
+        ]),
+        &[],
+    );
+    let out = signed_cmd(&env, &fake)
+        .args(["-m", MODEL, "--json", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ev = events(&out.stdout);
+    assert!(retry_reasons(&ev).is_empty(), "no retry used up");
+    assert_eq!(finished(&ev)["output"], "fresh");
+    assert_eq!(fake.requests().len(), 2);
 }

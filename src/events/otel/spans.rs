@@ -492,6 +492,7 @@ impl Spans {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
         }
     }

@@ -95,10 +95,19 @@ impl Model for BedrockModel {
             message: format!("cannot write the request: {e}"),
         })?;
         let path = converse_stream_path(&self.model_id);
-        let (response, sent) = self
+        let body = bytes::Bytes::from(body);
+        let (response, sent) = match self
             .transport
-            .post_with(&path, body.into(), http_error)
-            .await?;
+            .post_with(&path, body.clone(), http_error)
+            .await
+        {
+            // Credentials that expired are fetched again and the request
+            // sent again at once, without using up a retry (SPEC 22).
+            Err(e) if errors::says_expired(&e) && self.transport.invalidate_credentials() => {
+                self.transport.post_with(&path, body, http_error).await?
+            }
+            other => other?,
+        };
         let mut frames = FrameReader::new(response, sent, self.transport.timeouts());
         let mut assembly = Assembly::default();
         loop {

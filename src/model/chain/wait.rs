@@ -61,8 +61,14 @@ impl ChainModel {
             return Err(ChainError::Stopped(cause));
         }
         let started = Instant::now();
+        // The failure that ended the chain was the last member tried; its
+        // server's Retry-After holds off that member's first probe.
+        let asked = tried
+            .last()
+            .and_then(|(spec, _)| self.members.iter().position(|m| m.spec == *spec))
+            .zip(last_error.retry_after());
         let mut wait = Waiting {
-            outage: self.gate.begin_outage(self.last_reasons(tried)),
+            outage: self.gate.begin_outage(self.last_reasons(tried), asked),
             started,
             deadline: started + limit,
             reminded: started,

@@ -157,7 +157,9 @@ pub(crate) fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials
             files_looked_in()
         ))
     })?;
-    static FOUND: OnceLock<Mutex<HashMap<(String, String), Arc<SigV4>>>> = OnceLock::new();
+    /// Each (profile, region)'s signer, found once per process.
+    type Signers = Mutex<HashMap<(String, String), Arc<SigV4>>>;
+    static FOUND: OnceLock<Signers> = OnceLock::new();
     let key = (place.profile.clone(), region.clone());
     let found = FOUND.get_or_init(Default::default);
     if let Some(signer) = found.lock().ok().and_then(|map| map.get(&key).cloned()) {

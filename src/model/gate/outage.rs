@@ -108,9 +108,16 @@ impl Gate {
     }
 
     /// The run begins waiting; `reasons` holds each member's last reason
-    /// (chain order). Schedules each member's first probe unless the fleet
-    /// already did.
-    pub(crate) fn begin_outage(&self, reasons: Vec<SwitchReason>) -> Outage {
+    /// (chain order), `last` the member whose failure ended the chain and
+    /// the wait its server asked for (a Retry-After), if any. Schedules
+    /// each member's first probe unless the fleet already did; member
+    /// `last`'s no sooner than its server asked (SPEC 18: a Retry-After is
+    /// taken when longer than the interval).
+    pub(crate) fn begin_outage(
+        &self,
+        reasons: Vec<SwitchReason>,
+        last: Option<(usize, Duration)>,
+    ) -> Outage {
         let now = self.record.now();
         let mut outage = Outage {
             started: now,
@@ -119,7 +126,8 @@ impl Gate {
             reasons,
         };
         for index in 0..self.len() {
-            outage.due_at(self, index, now);
+            let asked = last.filter(|(i, _)| *i == index).map(|(_, asked)| asked);
+            outage.schedule_first(self, index, now, asked);
         }
         outage
     }
@@ -239,6 +247,39 @@ impl Outage {
             return Some(Next::Follow { index, after });
         }
         None
+    }
+
+    /// Member `index`'s first probe of this wait: as `due_at`, but no
+    /// sooner than `asked` from now (the wait the server asked for in the
+    /// failure that ended the chain), moving the fleet's schedule later
+    /// when it is sooner.
+    fn schedule_first(&mut self, gate: &Gate, index: usize, now: Millis, asked: Option<Duration>) {
+        let Some(asked) = asked else {
+            self.due_at(gate, index, now);
+            return;
+        };
+        let key = &gate.keys[index];
+        let backoff = gate.retry.backoff;
+        let shared = gate.record.health().with(|store, now| {
+            let record = store.read_outage(key)?;
+            let wanted = now + ms(interval(backoff, record.failures, Some(asked)));
+            let at = match record.next_probe_at {
+                Some(at) if at >= wanted => at,
+                _ => store.schedule_probe(key, wanted, now, true)?,
+            };
+            Ok((at, record.failures))
+        });
+        let own = &mut self.own[index];
+        *own = match shared {
+            Some((at, failures)) => Own {
+                failures,
+                next_at: Some(at),
+            },
+            None => Own {
+                failures: own.failures,
+                next_at: Some(now + ms(interval(backoff, own.failures, Some(asked)))),
+            },
+        };
     }
 
     /// When member `index`'s next probe is due: the record's schedule,
