@@ -255,6 +255,8 @@ pub(crate) struct ProviderConfig {
     pub region: Option<String>,
     /// The AWS profile (`api: bedrock`: in place of `AWS_PROFILE`).
     pub profile: Option<String>,
+    /// The Google Cloud project (`api: vertex`: in place of `GOOGLE_CLOUD_PROJECT`).
+    pub project: Option<String>,
 }
 
 /// Per-model metadata of a named provider.
@@ -363,12 +365,12 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock", "gemini"];
+            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock", "gemini", "vertex"];
             let hint = crate::suggest::closest(&name, apis)
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock or gemini)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini or vertex)"
             ))
         })
     }
@@ -667,7 +669,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("openai, responses, anthropic, ollama, bedrock or gemini"),
+            err.contains("openai, responses, anthropic, ollama, bedrock, gemini or vertex"),
             "{err}"
         );
     }

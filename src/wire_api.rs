@@ -16,6 +16,9 @@ pub(crate) enum WireApi {
     Ollama,
     /// The Gemini API (`…/models/{model}:streamGenerateContent`).
     Gemini,
+    /// Google Vertex AI: Claude through `:streamRawPredict`, Gemini through
+    /// `:streamGenerateContent` (SPEC 22).
+    Vertex,
     /// The offline scripted model.
     Script,
     /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
@@ -33,6 +36,7 @@ impl WireApi {
             WireApi::Script => "script",
             WireApi::Bedrock => "bedrock",
             WireApi::Gemini => "gemini",
+            WireApi::Vertex => "vertex",
         }
     }
 
@@ -45,6 +49,7 @@ impl WireApi {
             "ollama" => Some(WireApi::Ollama),
             "bedrock" => Some(WireApi::Bedrock),
             "gemini" => Some(WireApi::Gemini),
+            "vertex" => Some(WireApi::Vertex),
             _ => None,
         }
     }

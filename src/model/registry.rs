@@ -82,6 +82,25 @@ pub(crate) fn build_member(
             )
             .with_wire(resolved.wire),
         ),
+        WireApi::Vertex if spec.model().starts_with("claude") => Box::new(
+            AnthropicModel::on_vertex(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                spec.model(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        // Settings let through `claude…` and `gemini…` models only; the
+        // endpoint is the publisher model's URL.
+        WireApi::Vertex => Box::new(
+            GeminiModel::new(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                spec.model(),
+                String::new(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
         WireApi::Gemini => Box::new(
             GeminiModel::new(
                 transport(resolved, Auth::XGoogApiKey, timeouts)?,

@@ -271,6 +271,15 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         dialect: Dialect::Compatible,
     },
     BuiltinProvider {
+        name: "vertex",
+        api: WireApi::Vertex,
+        // The publisher model's URL is made by settings (SPEC 22).
+        endpoint: "https://aiplatform.googleapis.com",
+        endpoint_env: Some("VERTEX_BASE_URL"),
+        key_env: None,
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
         name: "gemini",
         api: WireApi::Gemini,
         endpoint: "https://generativelanguage.googleapis.com/v1beta",

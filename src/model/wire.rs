@@ -45,7 +45,7 @@ pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options
         // Converse's `toolChoice` is written by its own request builder.
         (WireApi::Bedrock, _) => return,
         // Google's `toolConfig` is written by the Gemini adapter itself.
-        (WireApi::Gemini, _) => return,
+        (WireApi::Gemini | WireApi::Vertex, _) => return,
     };
     body.insert("tool_choice".into(), value);
 }

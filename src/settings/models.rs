@@ -137,6 +137,9 @@ pub(crate) fn resolve(
             let overrides = super::bedrock::Overrides::default();
             super::bedrock::resolve(&mut resolved, overrides, env, what)?;
         }
+        if b.api == WireApi::Vertex {
+            google::resolve_vertex(&mut resolved, google::VertexOverrides::default(), env, what)?;
+        }
         (b.key_env.map(str::to_string), resolved)
     } else if let Some(p) = providers.get(spec.provider()) {
         let model = p.models.get(spec.model()).cloned().unwrap_or_default();
@@ -182,6 +185,13 @@ pub(crate) fn resolve(
                 profile: p.profile.as_deref().filter(|v| !v.is_empty()),
             };
             super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+        } else if p.api == WireApi::Vertex {
+            let overrides = google::VertexOverrides {
+                project: p.project.as_deref().filter(|v| !v.is_empty()),
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+            };
+            google::resolve_vertex(&mut resolved, overrides, env, what)?;
         } else if resolved.endpoint.is_empty() {
             return Err(SetupError(format!(
                 "{what} '{}': provider '{}' has no endpoint (required for api: {})",

@@ -36,6 +36,7 @@ mod providers_gemini;
 mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
+mod providers_vertex;
 mod rate_limits;
 mod recorded;
 mod reply_caps;
