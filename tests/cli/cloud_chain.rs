@@ -122,7 +122,11 @@ fn a_529_outage_of_the_anthropic_api_moves_the_run_to_bedrock_with_its_conversat
     let switches = of_type(&ev, "model.fallback");
     assert_eq!(switches.len(), 1, "{switches:?}");
     assert_eq!(
-        (&switches[0]["from"], &switches[0]["to"], &switches[0]["reason"]),
+        (
+            &switches[0]["from"],
+            &switches[0]["to"],
+            &switches[0]["reason"]
+        ),
         (&json!(ANTHROPIC), &json!(BEDROCK), &json!("http_529"))
     );
     // Every response priced: Bedrock's id costs what claude-sonnet-4-5 costs.
@@ -151,7 +155,10 @@ fn a_529_outage_of_the_anthropic_api_moves_the_run_to_bedrock_with_its_conversat
     assert!(model_calls(&vertex).is_empty(), "vertex was never needed");
 
     let trajectory: Value = serde_json::from_slice(&std::fs::read(&traj).unwrap()).unwrap();
-    assert_eq!(trajectory["model_switches"][0]["to"], BEDROCK, "{trajectory}");
+    assert_eq!(
+        trajectory["model_switches"][0]["to"], BEDROCK,
+        "{trajectory}"
+    );
 }
 
 #[test]
