@@ -26,6 +26,7 @@ pub(crate) fn after_help() -> String {
             ("bedrock", _) => {
                 "AWS credentials or AWS_BEARER_TOKEN_BEDROCK, region AWS_REGION".to_string()
             }
+            ("azure", _) => "key AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN".to_string(),
             (_, Some(key)) => format!("key {key}"),
             (_, None) => "no key".to_string(),
         };

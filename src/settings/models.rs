@@ -131,15 +131,10 @@ pub(crate) fn resolve(
             reply_budget: None,
             wire: WireOptions::default(),
             credentials: None,
+            api_version: None,
             spec,
         };
-        if b.api == WireApi::Bedrock {
-            let overrides = super::bedrock::Overrides::default();
-            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        }
-        if b.api == WireApi::Vertex {
-            google::resolve_vertex(&mut resolved, google::VertexOverrides::default(), env, what)?;
-        }
+        builtin_cloud(&mut resolved, env, what)?;
         (b.key_env.map(str::to_string), resolved)
     } else if let Some(p) = providers.get(spec.provider()) {
         let model = p.models.get(spec.model()).cloned().unwrap_or_default();
@@ -169,41 +164,16 @@ pub(crate) fn resolve(
                 tool_choice: p.tool_choice,
             },
             credentials: None,
+            api_version: None,
             spec,
         };
-        if p.api == WireApi::Ollama && p.tool_choice.is_some() {
-            return Err(SetupError(format!(
-                "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
-                resolved.spec,
-                resolved.spec.provider()
-            )));
-        }
-        if p.api == WireApi::Bedrock {
-            let overrides = super::bedrock::Overrides {
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
-            };
-            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        } else if p.api == WireApi::Vertex {
-            let overrides = google::VertexOverrides {
-                project: p.project.as_deref().filter(|v| !v.is_empty()),
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-            };
-            google::resolve_vertex(&mut resolved, overrides, env, what)?;
-        } else if resolved.endpoint.is_empty() {
-            return Err(SetupError(format!(
-                "{what} '{}': provider '{}' has no endpoint (required for api: {})",
-                resolved.spec,
-                resolved.spec.provider(),
-                p.api.config_name()
-            )));
-        }
+        named_api(&mut resolved, p, env, what)?;
+        // Azure's key was found with its credentials.
         let key_env = p
             .api_key_env
             .clone()
-            .or_else(|| google::default_key_env(p.api));
+            .or_else(|| google::default_key_env(p.api))
+            .filter(|_| p.api != WireApi::Azure);
         (key_env, resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
@@ -227,6 +197,70 @@ pub(crate) fn resolve(
         }
     }
     Ok(resolved)
+}
+
+/// What a built-in cloud provider's member adds (SPEC 22): its endpoint and
+/// credentials, from the environment.
+fn builtin_cloud(resolved: &mut ResolvedModel, env: Env, what: &str) -> Result<(), SetupError> {
+    match resolved.api {
+        WireApi::Bedrock => {
+            super::bedrock::resolve(resolved, super::bedrock::Overrides::default(), env, what)
+        }
+        WireApi::Vertex => {
+            google::resolve_vertex(resolved, google::VertexOverrides::default(), env, what)
+        }
+        WireApi::Azure => {
+            super::azure::resolve(resolved, super::azure::Overrides::default(), env, what)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What a named provider's API takes: a cloud's own settings (its
+/// endpoint and credentials, the provider's settings winning over the
+/// environment), else the endpoint every other API needs.
+fn named_api(
+    resolved: &mut ResolvedModel,
+    p: &ProviderConfig,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    super::azure::check_api_version(p, what, &resolved.spec)?;
+    if p.api == WireApi::Ollama && p.tool_choice.is_some() {
+        return Err(SetupError(format!(
+            "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
+            resolved.spec,
+            resolved.spec.provider()
+        )));
+    }
+    match p.api {
+        WireApi::Bedrock => {
+            let overrides = super::bedrock::Overrides {
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
+            };
+            super::bedrock::resolve(resolved, overrides, env, what)
+        }
+        WireApi::Vertex => {
+            let overrides = google::VertexOverrides {
+                project: p.project.as_deref().filter(|v| !v.is_empty()),
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+            };
+            google::resolve_vertex(resolved, overrides, env, what)
+        }
+        WireApi::Azure => {
+            super::azure::resolve(resolved, super::azure::Overrides::of(p), env, what)
+        }
+        _ if resolved.endpoint.is_empty() => Err(SetupError(format!(
+            "{what} '{}': provider '{}' has no endpoint (required for api: {})",
+            resolved.spec,
+            resolved.spec.provider(),
+            p.api.config_name()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A script whose replies state their `cost:` is priced (at $0 for any
