@@ -447,7 +447,15 @@ fn check_asks_once_and_names_the_credential_source() {
         ),
         "{stdout}"
     );
-    assert_eq!(fake.requests().len(), 1);
+    let asked = fake.requests();
+    assert_eq!(asked.len(), 1);
+    // OpenAI's own parameter names: Azure takes them for every model.
+    assert!(
+        asked[0]["body"]["max_completion_tokens"].is_u64(),
+        "{}",
+        asked[0]
+    );
+    assert!(asked[0]["body"].get("max_tokens").is_none());
 
     let out = env
         .cmd()
