@@ -257,6 +257,9 @@ pub(crate) struct ProviderConfig {
     pub profile: Option<String>,
     /// The Google Cloud project (`api: vertex`: in place of `GOOGLE_CLOUD_PROJECT`).
     pub project: Option<String>,
+    /// Azure OpenAI's `api-version` (`api: azure`: in place of
+    /// `AZURE_OPENAI_API_VERSION`): the classic deployment URL.
+    pub api_version: Option<String>,
 }
 
 /// Per-model metadata of a named provider.
@@ -365,12 +368,21 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock", "gemini", "vertex"];
+            let apis = [
+                "openai",
+                "responses",
+                "anthropic",
+                "ollama",
+                "bedrock",
+                "gemini",
+                "vertex",
+                "azure",
+            ];
             let hint = crate::suggest::closest(&name, apis)
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini or vertex)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure)"
             ))
         })
     }
@@ -669,7 +681,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("openai, responses, anthropic, ollama, bedrock, gemini or vertex"),
+            err.contains("openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure"),
             "{err}"
         );
     }

@@ -29,6 +29,7 @@ pub(crate) fn after_help() -> String {
             ("vertex", _) => {
                 "Google Application Default Credentials, project GOOGLE_CLOUD_PROJECT".to_string()
             }
+            ("azure", _) => "key AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN".to_string(),
             (_, Some(key)) => format!("key {key}"),
             (_, None) => "no key".to_string(),
         };

@@ -23,6 +23,9 @@ pub(crate) enum WireApi {
     Script,
     /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
     Bedrock,
+    /// Chat Completions on Azure OpenAI: `{endpoint}/openai/v1/chat/completions`,
+    /// or a deployment's classic URL with an `api-version` (SPEC 22).
+    Azure,
 }
 
 impl WireApi {
@@ -37,6 +40,7 @@ impl WireApi {
             WireApi::Bedrock => "bedrock",
             WireApi::Gemini => "gemini",
             WireApi::Vertex => "vertex",
+            WireApi::Azure => "azure",
         }
     }
 
@@ -50,6 +54,7 @@ impl WireApi {
             "bedrock" => Some(WireApi::Bedrock),
             "gemini" => Some(WireApi::Gemini),
             "vertex" => Some(WireApi::Vertex),
+            "azure" => Some(WireApi::Azure),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod attempt;
+pub(crate) mod azure;
 pub(crate) mod bedrock;
 pub(crate) mod bounds;
 pub(crate) mod chain;

@@ -62,7 +62,14 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
 pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
     if !matches!(
         provider,
-        "openai" | "responses" | "anthropic" | "openrouter" | "bedrock" | "gemini" | "vertex"
+        "openai"
+            | "responses"
+            | "anthropic"
+            | "openrouter"
+            | "bedrock"
+            | "gemini"
+            | "vertex"
+            | "azure"
     ) {
         return None;
     }

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::anthropic::AnthropicModel;
+use super::azure::AzureModel;
 use super::bedrock::BedrockModel;
 use super::gemini::GeminiModel;
 use super::http::{Auth, HttpTransport};
@@ -110,6 +111,7 @@ pub(crate) fn build_member(
             )
             .with_wire(resolved.wire),
         ),
+        WireApi::Azure => azure(resolved, timeouts)?,
         WireApi::Responses => Box::new(
             ResponsesModel::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
@@ -132,6 +134,27 @@ pub(crate) fn build_member(
     .with_pace_key(resolved.pace_key())
     .with_endpoint(endpoint)
     .with_reply_budget(resolved.reply_budget))
+}
+
+/// An Azure OpenAI deployment. Deployments are the user's names: a reply
+/// is priced by the model it names unless the config prices the
+/// deployment itself.
+fn azure(
+    resolved: &ResolvedModel,
+    timeouts: StreamTimeouts,
+) -> Result<Box<dyn Model>, RegistryError> {
+    let deployment = resolved.spec.model();
+    let from_table = resolved.pricing == super::price::builtin_price("azure", deployment);
+    Ok(Box::new(
+        AzureModel::new(
+            transport(resolved, Auth::Bearer, timeouts)?,
+            deployment,
+            resolved.api_version.as_deref(),
+            resolved.max_output_tokens,
+        )
+        .with_wire(resolved.wire)
+        .priced_by_reply(from_table),
+    ))
 }
 
 /// `scheme://host:port` of a base URL: no path, query or credentials (the

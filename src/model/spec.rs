@@ -134,6 +134,10 @@ pub(crate) struct ResolvedModel {
     /// Credentials found while resolving (a cloud's: SPEC 22), which
     /// authorize each request in place of `api_key`.
     pub credentials: Option<FoundCredentials>,
+    /// Azure OpenAI's `api-version` (SPEC 22): requests go to the
+    /// deployment's classic URL (`endpoint` is `…/openai/deployments/{name}`)
+    /// with it as their query; `None` is the `/openai/v1` form.
+    pub api_version: Option<String>,
 }
 
 /// A member's credentials, found once (and shared by every member that
@@ -193,6 +197,7 @@ impl fmt::Debug for ResolvedModel {
             .field("reply_budget", &self.reply_budget)
             .field("wire", &self.wire)
             .field("credentials", &self.credentials)
+            .field("api_version", &self.api_version)
             .finish()
     }
 }
@@ -280,6 +285,16 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         dialect: Dialect::Compatible,
     },
     BuiltinProvider {
+        name: "azure",
+        api: WireApi::Azure,
+        // `/openai/v1` (or a deployment's classic URL) is added by settings
+        // (SPEC 22); there is no default resource.
+        endpoint: "",
+        endpoint_env: Some("AZURE_OPENAI_ENDPOINT"),
+        key_env: None,
+        dialect: Dialect::OpenAi,
+    },
+    BuiltinProvider {
         name: "gemini",
         api: WireApi::Gemini,
         endpoint: "https://generativelanguage.googleapis.com/v1beta",
@@ -320,6 +335,7 @@ mod tests {
             reply_budget: None,
             wire: WireOptions::default(),
             credentials: None,
+            api_version: None,
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

@@ -38,8 +38,10 @@ pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options
     let value = match (api, choice) {
         (WireApi::Anthropic, ToolChoice::Auto) => serde_json::json!({"type": "auto"}),
         (WireApi::Anthropic, ToolChoice::Required) => serde_json::json!({"type": "any"}),
-        (WireApi::OpenAi | WireApi::Responses, ToolChoice::Auto) => "auto".into(),
-        (WireApi::OpenAi | WireApi::Responses, ToolChoice::Required) => "required".into(),
+        (WireApi::OpenAi | WireApi::Responses | WireApi::Azure, ToolChoice::Auto) => "auto".into(),
+        (WireApi::OpenAi | WireApi::Responses | WireApi::Azure, ToolChoice::Required) => {
+            "required".into()
+        }
         // Ollama's /api/chat has no tool_choice (settings refuse it there).
         (WireApi::Ollama | WireApi::Script, _) => return,
         // Converse's `toolChoice` is written by its own request builder.
@@ -212,6 +214,18 @@ pub(crate) async fn complete<A: Assembly>(
     observer: &dyn StreamObserver,
 ) -> Result<Response, ModelError> {
     let (response, sent) = transport.post(path, body).await?;
+    assemble::<A>(transport, response, sent, observer).await
+}
+
+/// Assembles a successful response (sent at `sent`) as `complete` does:
+/// for an adapter that classifies its error responses itself
+/// (`HttpTransport::post_with`).
+pub(crate) async fn assemble<A: Assembly>(
+    transport: &HttpTransport,
+    response: reqwest::Response,
+    sent: std::time::Instant,
+    observer: &dyn StreamObserver,
+) -> Result<Response, ModelError> {
     let mut assembly = A::default();
     match super::http::read_reply(response, sent, transport.timeouts()).await? {
         Reply::Json(body) => {

@@ -7,6 +7,7 @@
 //! Nothing downstream sees the raw config or re-checks an option that has a
 //! default.
 
+mod azure;
 mod bedrock;
 mod budgets;
 mod defaults;
@@ -382,7 +383,7 @@ mod tests {
         let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
         assert!(
             e.0.ends_with(
-                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, gemini"
+                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, azure, gemini"
             ),
             "{e}"
         );

@@ -32,6 +32,7 @@ mod outage_probes;
 mod oversized;
 mod pacing;
 mod providers_anthropic;
+mod providers_azure;
 mod providers_bedrock;
 mod providers_gemini;
 mod providers_ollama;

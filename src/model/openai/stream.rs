@@ -275,6 +275,12 @@ impl ChunkAssembler {
         Ok(())
     }
 
+    /// The `finish_reason` the reply has named so far, as sent (a
+    /// dialect's own, such as Azure's `content_filter`).
+    pub(crate) fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+
     /// The whole reply; a stream that never sent `[DONE]` is incomplete, and
     /// one that carried a refusal is a refusal.
     pub fn finish(self) -> Result<Response, ModelError> {
