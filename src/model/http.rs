@@ -370,51 +370,69 @@ pub(crate) struct Watched {
     pub limits: Option<RateLimits>,
 }
 
+/// Called once, at the first stream event of a watched request (a hedge's
+/// race picks its winner there: `hedge.rs`).
+pub(crate) type FirstEventHook = std::sync::Arc<dyn Fn() + Send + Sync>;
+
 /// The request being sent: its first-event deadline when the gate set one,
-/// and the cells its transport and stream readers fill in.
+/// the cells its transport and stream readers fill in, and who is told of
+/// its first event as it comes.
 #[derive(Default)]
 struct Watch {
     deadline: Option<Duration>,
     first_event: OnceLock<Instant>,
     response: OnceLock<(u16, Option<RateLimits>)>,
+    on_first_event: Option<FirstEventHook>,
 }
 
 tokio::task_local! {
-    /// The watch of the current request (set by `watch`; its deadline read
-    /// by `HttpTransport::timeouts`, its cells filled by the transport and
-    /// the stream readers below).
+    /// The watch of the current request (set by `Watcher::run`; its
+    /// deadline read by `HttpTransport::timeouts`, its cells filled by the
+    /// transport and the stream readers below).
     static WATCH: std::sync::Arc<Watch>;
 }
 
-/// Runs one model request under the first-event deadline `deadline` (the
-/// transport's own when `None`) and tells what it saw: when its first
-/// stream event arrived, and its response's status and rate limits. The
-/// SSE and NDJSON readers (and the scripted model) call `note_first_event`,
-/// the transport notes the response and reads the deadline itself; no
-/// adapter has to pass anything along.
-pub(crate) async fn watch<F: std::future::Future>(
-    deadline: Option<Duration>,
-    request: F,
-) -> (F::Output, Watched) {
-    let cell = std::sync::Arc::new(Watch {
-        deadline,
-        ..Watch::default()
-    });
-    let output = WATCH.scope(cell.clone(), request).await;
-    let response = cell.response.get().copied();
-    let watched = Watched {
-        first_event: cell.first_event.get().copied(),
-        status: response.map(|(status, _)| status),
-        limits: response.and_then(|(_, limits)| limits),
-    };
-    (output, watched)
+/// One request's watch, readable while the request is in flight and after
+/// it was dropped (a request cut short still tells whether a response
+/// came).
+pub(crate) struct Watcher(std::sync::Arc<Watch>);
+
+impl Watcher {
+    /// A watch under the first-event deadline `deadline` (the transport's
+    /// own when `None`), calling `on_first_event` at the first event.
+    pub(crate) fn new(deadline: Option<Duration>, on_first_event: Option<FirstEventHook>) -> Self {
+        Watcher(std::sync::Arc::new(Watch {
+            deadline,
+            on_first_event,
+            ..Watch::default()
+        }))
+    }
+
+    /// Runs `request` under this watch.
+    pub(crate) async fn run<F: std::future::Future>(&self, request: F) -> F::Output {
+        WATCH.scope(self.0.clone(), request).await
+    }
+
+    /// What the watch saw so far.
+    pub(crate) fn seen(&self) -> Watched {
+        let response = self.0.response.get().copied();
+        Watched {
+            first_event: self.0.first_event.get().copied(),
+            status: response.map(|(status, _)| status),
+            limits: response.and_then(|(_, limits)| limits),
+        }
+    }
 }
 
-/// Marks the first stream event of the request being watched (later calls,
-/// and calls outside `watch`, change nothing).
+/// Marks the first stream event of the request being watched, telling its
+/// hook (later calls, and calls outside `watch`, change nothing).
 pub(crate) fn note_first_event() {
     let _ = WATCH.try_with(|cell| {
-        cell.first_event.get_or_init(Instant::now);
+        if cell.first_event.set(Instant::now()).is_ok() {
+            if let Some(hook) = &cell.on_first_event {
+                hook();
+            }
+        }
     });
 }
 

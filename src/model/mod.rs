@@ -15,6 +15,7 @@ pub(crate) mod bounds;
 pub(crate) mod chain;
 pub(crate) mod error;
 pub(crate) mod gate;
+pub(crate) mod hedge;
 pub mod http;
 pub(crate) mod member;
 pub(crate) mod ndjson;

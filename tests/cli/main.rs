@@ -18,6 +18,7 @@ mod generate;
 mod github;
 mod health;
 mod health_redis;
+mod hedging;
 mod hooks;
 mod install;
 mod instructions;

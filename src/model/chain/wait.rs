@@ -82,7 +82,7 @@ impl ChainModel {
             };
             wait.probes += 1;
             let rules = self.gate.probe(index, prompt.estimated_input_tokens);
-            match self.turn(rules, index, prompt, ctx).await {
+            match self.turn(rules, index, prompt, ctx, None, None).await {
                 Turn::Answered(answer) => return Ok(self.outage_over(index, answer, &wait, ctx)),
                 Turn::MovedOn {
                     reason,
@@ -100,6 +100,7 @@ impl ChainModel {
                     self.progress(&mut wait, ctx, false);
                 }
                 Turn::End(end) => return Err(end),
+                Turn::Hedged { .. } => unreachable!("an outage wait's request is never hedged"),
             }
         }
     }
