@@ -5,7 +5,10 @@
 //! first-event times, grown for the request's size, never before 5 s, 20 s
 //! while fewer than 10 are known) without a first event, the same request
 //! goes to the first later member that may be asked now, within the run's
-//! hedge budget. The race itself is `model/hedge.rs`.
+//! hedge budget. The first-event times come from the shared record
+//! (`health::LatencyStore`: a fleet learns together), else the run's own
+//! memory (`health_db: off`, or a store that failed). The race itself is
+//! `model/hedge.rs`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,10 +17,9 @@ use std::time::Duration;
 
 use super::deadline::size_growth;
 use super::{Admission, Gate, MemberTurn};
+use crate::health::KEPT_FIRST_EVENTS;
 use crate::policy::{HedgeAfter, HedgePolicy};
 
-/// First-event times kept per member for `auto`.
-pub(super) const KEPT_FIRST_EVENTS: usize = 50;
 /// Fewer known first-event times than this: `auto` hedges at
 /// `AUTO_UNKNOWN`.
 const AUTO_MIN_KNOWN: usize = 10;
@@ -52,7 +54,7 @@ impl Hedging {
     }
 
     /// Member `index` answered, its first event `first_event` after sending.
-    pub(super) fn first_event(&self, index: usize, first_event: Duration) {
+    fn first_event(&self, index: usize, first_event: Duration) {
         let mut kept = self.first_events.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(times) = kept.get_mut(index) {
             if times.len() == KEPT_FIRST_EVENTS {
@@ -159,6 +161,34 @@ impl HedgeTurn<'_> {
 }
 
 impl Gate {
+    /// Member `index` answered with its first event `first_event` after
+    /// sending: kept in the run's memory and in the shared record.
+    pub(super) fn record_first_event(&self, index: usize, first_event: Duration) {
+        let Some(hedging) = &self.hedging else {
+            return;
+        };
+        hedging.first_event(index, first_event);
+        let ms = first_event.as_millis().min(u128::from(u64::MAX)) as u64;
+        let key = &self.keys[index];
+        self.record
+            .health()
+            .with(|store, now| store.record_first_event(key, ms, now));
+    }
+
+    /// Member `index`'s last first-event times: the shared record's, else
+    /// the run's own.
+    fn known_first_events(&self, hedging: &Hedging, index: usize) -> Vec<Duration> {
+        let key = &self.keys[index];
+        match self
+            .record
+            .health()
+            .with(|store, _| store.first_events(key))
+        {
+            Some(times) => times.into_iter().map(Duration::from_millis).collect(),
+            None => hedging.known_first_events(index),
+        }
+    }
+
     /// The same gate, hedging late first events as `policy` says.
     pub(crate) fn with_hedging(self, policy: HedgePolicy) -> Gate {
         let hedging = (policy.after != HedgeAfter::Off).then(|| Hedging::new(policy, self.len()));
@@ -176,9 +206,10 @@ impl Gate {
         let after = match hedging.policy.after {
             HedgeAfter::Off => return None,
             HedgeAfter::After(after) => after,
-            HedgeAfter::Auto => {
-                auto_delay(&hedging.known_first_events(index), estimated_input_tokens)
-            }
+            HedgeAfter::Auto => auto_delay(
+                &self.known_first_events(hedging, index),
+                estimated_input_tokens,
+            ),
         };
         Some(HedgeTurn {
             gate: self,

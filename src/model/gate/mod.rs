@@ -470,8 +470,8 @@ impl Referee for MemberTurn<'_> {
 
     fn succeeded(&self, timing: Timing) {
         self.learn(timing);
-        if let (Some(hedging), Some(first_event)) = (&self.gate.hedging, timing.first_event) {
-            hedging.first_event(self.index, first_event);
+        if let Some(first_event) = timing.first_event {
+            self.gate.record_first_event(self.index, first_event);
         }
         self.gate.record.success(self.key());
     }
