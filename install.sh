@@ -1,7 +1,10 @@
 #!/bin/sh
 # Installs tinyagent from its release archives:
 #
-#   curl -fsSL https://raw.githubusercontent.com/tinyagent/tinyagent/main/install.sh | sh
+#   curl -fsSL https://raw.githubusercontent.com/tinyagent/tinyagent/main/install.sh -o tinyagent-install.sh && sh tinyagent-install.sh
+#
+# (Downloaded first, then run: `curl ... | sh` would run an empty script,
+# and succeed, when the download fails.)
 #
 # Picks the archive for this machine (uname -s, uname -m), checks its sha256
 # against the .sha256 file beside it, and installs the binary. Nothing is
@@ -30,12 +33,12 @@ detect_target() {
   case "$os" in
     Linux) suffix=unknown-linux-musl ;;
     Darwin) suffix=apple-darwin ;;
-    *) fail "no release for this platform: $os $arch (there are builds for Linux and macOS on x86_64 and aarch64; elsewhere: cargo install tinyagent)" ;;
+    *) fail "no release for this platform: $os $arch (there are builds for Linux and macOS on x86_64 and aarch64; elsewhere build it: cargo install --locked --git $REPOSITORY tinyagent)" ;;
   esac
   case "$arch" in
     x86_64 | amd64) cpu=x86_64 ;;
     aarch64 | arm64) cpu=aarch64 ;;
-    *) fail "no release for this platform: $os $arch (there are builds for Linux and macOS on x86_64 and aarch64; elsewhere: cargo install tinyagent)" ;;
+    *) fail "no release for this platform: $os $arch (there are builds for Linux and macOS on x86_64 and aarch64; elsewhere build it: cargo install --locked --git $REPOSITORY tinyagent)" ;;
   esac
   # An x86_64 shell on Apple silicon (Rosetta) still gets the native build.
   if [ "$os" = Darwin ] && [ "$cpu" = x86_64 ] &&

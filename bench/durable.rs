@@ -77,6 +77,7 @@ fn run_finished(steps: u32) -> Event {
         active_model: "anthropic/claude-sonnet-4-5".into(),
         output: Value::Null,
         error: None,
+        down: Vec::new(),
     }
 }
 

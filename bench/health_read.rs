@@ -39,7 +39,7 @@ fn main() {
             .unwrap();
     }
     store
-        .mark_cooling(&key(0), i64::MAX / 2, "http_503", 1_000)
+        .mark_cooling(&key(0), i64::MAX / 2, "http_503", 1_000, 1)
         .unwrap();
 
     let rounds = 7;

@@ -1,7 +1,8 @@
 //! `--check` (SPEC section 15): every model of the configuration (the
 //! primary, each fallback, `subagents.model` and its fallbacks) gets one
 //! small streamed request offering one tool, all in parallel, and one
-//! verdict line, then one line per budget (SPEC 19) with what its current
+//! verdict line, then a failed line for a shared health record it cannot
+//! use (SPEC 13), then one line per budget (SPEC 19) with what its current
 //! period has spent. No retries, no switches, no tools run, no health
 //! record written.
 
@@ -35,6 +36,8 @@ const PROBE_TASK: &str = "Call the ping tool.";
 pub(crate) struct Target {
     pub member: Member,
     secret: Option<String>,
+    /// Where a cloud member's credentials were found (SPEC 22).
+    credentials: Option<String>,
 }
 
 /// The verdict on one model.
@@ -49,6 +52,8 @@ pub(crate) struct ModelVerdict {
     /// Whether the reply called the offered tool (`None` on failure).
     pub tool_calls: Option<bool>,
     pub priced: bool,
+    /// Where a cloud member's credentials were found (SPEC 22), never a value.
+    pub credentials: Option<String>,
 }
 
 impl ModelVerdict {
@@ -59,6 +64,14 @@ impl ModelVerdict {
     /// `ok  <spec>  <ms> ms  tool calls: yes|no  price: known|unknown`, or
     /// `FAIL  <spec>  <reason>: <message>`.
     pub(crate) fn line(&self) -> String {
+        let line = self.verdict_line();
+        match &self.credentials {
+            Some(source) => format!("{line}  credentials: {source}"),
+            None => line,
+        }
+    }
+
+    fn verdict_line(&self) -> String {
         match &self.reason {
             None => format!(
                 "ok  {}  {} ms  tool calls: {}  price: {}",
@@ -103,7 +116,12 @@ pub(crate) fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), Se
     for model in models(&settings) {
         let member = build_member(model, settings.retry.stream_timeouts())?;
         let secret = model.api_key.clone().filter(|k| !k.is_empty());
-        targets.push(Target { member, secret });
+        let credentials = model.credentials.as_ref().map(|c| c.0.source());
+        targets.push(Target {
+            member,
+            secret,
+            credentials,
+        });
     }
     Ok((settings, targets))
 }
@@ -185,6 +203,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
             first_event_ms: Some(first_event_ms.unwrap_or(duration_ms)),
             tool_calls: Some(!response.tool_calls.is_empty()),
             priced: member.pricing.is_some() || response.cost_override.is_some(),
+            credentials: target.credentials.clone(),
         },
         Err(error) => ModelVerdict {
             spec,
@@ -193,6 +212,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
             first_event_ms,
             tool_calls: None,
             priced: member.pricing.is_some(),
+            credentials: target.credentials.clone(),
         },
     }
 }
@@ -201,7 +221,10 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
 struct Lines;
 impl Sink for Lines {
     fn handle(&mut self, record: &crate::events::EventRecord) {
-        if let Event::CheckResult { line, .. } | Event::CheckBudget { line, .. } = &record.event {
+        if let Event::CheckResult { line, .. }
+        | Event::CheckHealth { line, .. }
+        | Event::CheckBudget { line, .. } = &record.event
+        {
             println!("{line}");
         }
     }
@@ -247,7 +270,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
     let verdicts = runtime.block_on(futures::future::join_all(
         targets.iter().map(|t| probe(t, &emitter, limit)),
     ));
-    let failed = verdicts.iter().filter(|v| !v.ok()).count() as u32;
+    let mut failed = verdicts.iter().filter(|v| !v.ok()).count() as u32;
     for v in &verdicts {
         emitter.emit(Event::CheckResult {
             model: v.spec.clone(),
@@ -257,11 +280,21 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
             first_event_ms: v.first_event_ms,
             tool_calls: v.tool_calls,
             priced: v.priced,
+            credentials: v.credentials.clone(),
             line: v.line(),
         });
     }
-    for event in budget_events(&settings, &emitter) {
-        emitter.emit(event);
+    // Budgets are read from the record: none to show when it is unusable.
+    match record_failure(&settings) {
+        Some(event) => {
+            failed += 1;
+            emitter.emit(event);
+        }
+        None => {
+            for event in budget_events(&settings, &emitter) {
+                emitter.emit(event);
+            }
+        }
     }
     emitter.emit(Event::CheckFinished {
         ok: failed == 0,
@@ -299,6 +332,25 @@ fn plain_usd(nanos: budget::Nanos) -> String {
         Some((_, decimals)) if decimals.len() >= 2 => trimmed.to_string(),
         _ => format!("{:.2}", budget::usd(nanos)),
     }
+}
+
+/// The shared health record, opened as a run opens it and nothing written:
+/// a Redis that cannot be reached or a file that cannot be used is a failed
+/// check (a run would go on without it, with a warning). A file not made
+/// yet is no failure, and is not created.
+fn record_failure(settings: &Settings) -> Option<Event> {
+    let location = settings.health_db.as_ref()?;
+    if matches!(location, Location::File(path) if !path.exists()) {
+        return None;
+    }
+    let error = location.read_records(&[]).err()?;
+    let label = location.label();
+    Some(Event::CheckHealth {
+        line: format!("FAIL  health_db {label}  {error}"),
+        health_db: label,
+        ok: false,
+        message: error.to_string(),
+    })
 }
 
 /// One `check.budget` per configured budget, read from the shared record
@@ -346,7 +398,21 @@ mod tests {
             first_event_ms: Some(412),
             tool_calls: Some(true),
             priced: true,
+            credentials: None,
         }
+    }
+
+    #[test]
+    fn a_cloud_member_says_where_its_credentials_were_found() {
+        let v = ModelVerdict {
+            spec: "bedrock/m".into(),
+            credentials: Some("environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)".into()),
+            ..verdict()
+        };
+        assert_eq!(
+            v.line(),
+            "ok  bedrock/m  412 ms  tool calls: yes  price: known  credentials: environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+        );
     }
 
     #[test]

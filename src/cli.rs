@@ -17,14 +17,13 @@ pub struct Cli {
     #[arg(value_name = "TASK")]
     pub task: Option<String>,
 
-    /// The task as an option, as `claude -p` and `gemini -p` take it
+    /// The task as an option instead of TASK, as `claude -p` and `gemini -p` take it
     #[arg(
         short = 'p',
         long = "prompt",
         alias = "print",
         value_name = "TASK",
-        conflicts_with = "task",
-        hide = true
+        conflicts_with = "task"
     )]
     pub prompt: Option<String>,
 

@@ -238,6 +238,8 @@ pub(crate) enum InstructionsConfig {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProviderConfig {
     pub api: WireApi,
+    /// Required but for the clouds' APIs (SPEC 22), which know their own.
+    #[serde(default)]
     pub endpoint: String,
     pub api_key_env: Option<String>,
     #[serde(default)]
@@ -249,6 +251,12 @@ pub(crate) struct ProviderConfig {
     pub stream: Option<bool>,
     /// Sent with every request that offers tools.
     pub tool_choice: Option<ToolChoice>,
+    /// A cloud's region (`api: bedrock`: in place of `AWS_REGION`).
+    pub region: Option<String>,
+    /// The AWS profile (`api: bedrock`: in place of `AWS_PROFILE`).
+    pub profile: Option<String>,
+    /// The Google Cloud project (`api: vertex`: in place of `GOOGLE_CLOUD_PROJECT`).
+    pub project: Option<String>,
 }
 
 /// Per-model metadata of a named provider.
@@ -363,12 +371,12 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = ["openai", "responses", "anthropic", "ollama"];
+            let apis = ["openai", "responses", "anthropic", "ollama", "bedrock", "gemini", "vertex"];
             let hint = crate::suggest::closest(&name, apis)
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic or ollama)"
+                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini or vertex)"
             ))
         })
     }
@@ -713,7 +721,7 @@ mod tests {
             "{err}"
         );
         assert!(
-            err.contains("openai, responses, anthropic or ollama"),
+            err.contains("openai, responses, anthropic, ollama, bedrock, gemini or vertex"),
             "{err}"
         );
     }

@@ -23,10 +23,15 @@ pub(crate) fn after_help() -> String {
     for p in BUILTIN_PROVIDERS {
         let key = match (p.name, p.key_env) {
             ("script", _) => "offline: the model is a script file (script/<file.yaml>)".to_string(),
+            ("bedrock", _) => {
+                "AWS credentials or AWS_BEARER_TOKEN_BEDROCK, region AWS_REGION".to_string()
+            }
             (_, Some(key)) => format!("key {key}"),
             (_, None) => "no key".to_string(),
         };
         let endpoint = match p.endpoint_env {
+            // The clouds' endpoints follow their region (SPEC 22).
+            Some(_) if p.name == "bedrock" => String::new(),
             Some(var) => format!(", endpoint {var}"),
             None => String::new(),
         };

@@ -84,6 +84,14 @@ const FLAG_ALIASES: &[(&str, &str)] = &[
     ("--budget", "--cost-limit USD"),
     ("--timeout", "--time-limit DURATION"),
     ("--dir", "-C DIR"),
+    // Claude Code's and Codex's ways of running without asking.
+    ("--yolo", "--approval auto"),
+    ("--dangerously-skip-permissions", "--approval auto"),
+    (
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--approval auto",
+    ),
+    ("--full-auto", "--approval auto"),
 ];
 
 /// The flag to use instead of an unknown one (given with or without

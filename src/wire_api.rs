@@ -14,11 +14,32 @@ pub(crate) enum WireApi {
     Anthropic,
     /// Ollama (`…/api/chat`).
     Ollama,
+    /// The Gemini API (`…/models/{model}:streamGenerateContent`).
+    Gemini,
+    /// Google Vertex AI: Claude through `:streamRawPredict`, Gemini through
+    /// `:streamGenerateContent` (SPEC 22).
+    Vertex,
     /// The offline scripted model.
     Script,
+    /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
+    Bedrock,
 }
 
 impl WireApi {
+    /// The config `api:` value naming this API.
+    pub(crate) fn config_name(self) -> &'static str {
+        match self {
+            WireApi::OpenAi => "openai",
+            WireApi::Responses => "responses",
+            WireApi::Anthropic => "anthropic",
+            WireApi::Ollama => "ollama",
+            WireApi::Script => "script",
+            WireApi::Bedrock => "bedrock",
+            WireApi::Gemini => "gemini",
+            WireApi::Vertex => "vertex",
+        }
+    }
+
     /// Parses a config `api:` value (the scripted model is not one).
     pub(crate) fn from_config(name: &str) -> Option<WireApi> {
         match name {
@@ -26,6 +47,9 @@ impl WireApi {
             "responses" => Some(WireApi::Responses),
             "anthropic" => Some(WireApi::Anthropic),
             "ollama" => Some(WireApi::Ollama),
+            "bedrock" => Some(WireApi::Bedrock),
+            "gemini" => Some(WireApi::Gemini),
+            "vertex" => Some(WireApi::Vertex),
             _ => None,
         }
     }

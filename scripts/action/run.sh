@@ -22,6 +22,22 @@ error() {
   exit 1
 }
 
+# The step's outputs: status, exit-code, cost-usd, checkpoint, answer.
+write_outputs() {
+  # A delimiter the answer cannot hold, as @actions/core makes one.
+  local delimiter
+  delimiter="ghadelimiter_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  {
+    echo "status=$1"
+    echo "exit-code=$2"
+    echo "cost-usd=$3"
+    echo "checkpoint=$4"
+    echo "answer<<$delimiter"
+    printf '%s\n' "$5"
+    echo "$delimiter"
+  } >>"$GITHUB_OUTPUT"
+}
+
 [ -n "${INPUT_TASK:-}" ] || error "the input 'task' is required"
 [ -n "${GITHUB_OUTPUT:-}" ] || error "GITHUB_OUTPUT is not set"
 command -v jq >/dev/null 2>&1 || error "jq is needed to read the run's events (GitHub-hosted runners have it)"
@@ -36,8 +52,22 @@ fi
 work="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/tinyagent-${GITHUB_RUN_ID:-local}-${GITHUB_JOB:-job}-$$"
 mkdir -p "$work/bin"
 echo "::group::Install tinyagent ${version:-(latest)}"
-TINYAGENT_VERSION="$version" TINYAGENT_INSTALL_DIR="$work/bin" sh "$action_dir/install.sh"
+set +e
+TINYAGENT_VERSION="$version" TINYAGENT_INSTALL_DIR="$work/bin" sh "$action_dir/install.sh" 2>"$work/install.err"
+installed=$?
+set -e
+cat "$work/install.err" >&2
 echo "::endgroup::"
+# A failed install fails the step saying why, with its exit code as output
+# (and no status: the run never started), not a silent stop under set -e.
+if [ "$installed" -ne 0 ]; then
+  why=$(sed -n 's/^tinyagent install: error: //p' "$work/install.err" | head -n 1)
+  why=${why:-install.sh exited with $installed}
+  why=${why//%/%25}
+  write_outputs "" "$installed" "" "" ""
+  echo "::error title=tinyagent action::installing tinyagent ${version:-(latest)} failed: $why" >&2
+  exit "$installed"
+fi
 # Later steps of the job can call tinyagent too (e.g. --resume).
 if [ -n "${GITHUB_PATH:-}" ]; then
   echo "$work/bin" >>"$GITHUB_PATH"
@@ -78,17 +108,7 @@ if [ -n "$finished" ]; then
 fi
 [ -f "$checkpoint" ] || checkpoint=
 
-# A delimiter the answer cannot hold, as @actions/core makes one.
-delimiter="ghadelimiter_$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
-{
-  echo "status=$status"
-  echo "exit-code=$code"
-  echo "cost-usd=$cost"
-  echo "checkpoint=$checkpoint"
-  echo "answer<<$delimiter"
-  printf '%s\n' "$answer"
-  echo "$delimiter"
-} >>"$GITHUB_OUTPUT"
+write_outputs "$status" "$code" "$cost" "$checkpoint" "$answer"
 
 if [ "$code" -ne 0 ]; then
   if [ -z "$finished" ]; then

@@ -413,9 +413,10 @@ impl Agent {
                 Value::Null,
                 None,
             )),
-            Err(error @ ChainError::Exhausted { .. }) => Err(StepEnd::Outage(format!(
-                "compacting the context failed: {error}"
-            ))),
+            Err(error @ ChainError::Exhausted { .. }) => Err(StepEnd::Outage {
+                down: super::down_models(&error),
+                error: format!("compacting the context failed: {error}"),
+            }),
             Err(ChainError::Halted(halt)) => Err(super::halted(&halt)),
             Err(error) => Err(StepEnd::Finish(
                 Status::Error,

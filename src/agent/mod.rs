@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
-use crate::events::{Emitter, Event, ToolCallView};
+use crate::events::{DownModel, Emitter, Event, ToolCallView};
 use crate::exit::Status;
 use crate::model::chain::{Answer, ChainError, ChainModel};
 use crate::model::gate::Halt;
@@ -172,8 +172,11 @@ enum StepEnd {
     Continue,
     Finish(Status, Value, Option<String>),
     /// `error` because every model it could ask failed on a transient or
-    /// quota cause (exit 75).
-    Outage(String),
+    /// quota cause (exit 75): each with its last reason.
+    Outage {
+        error: String,
+        down: Vec<DownModel>,
+    },
 }
 
 impl Agent {
@@ -203,7 +206,8 @@ impl Agent {
             self.options.output_schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
         }
         let mut counters = Counters::default();
-        let mut outage = false;
+        // Every model with its last reason, after an outage (exit 75).
+        let mut outage = None;
 
         let (status, output, error) = loop {
             if let Some(limit) = self.limits.steps {
@@ -227,8 +231,8 @@ impl Agent {
             match end {
                 StepEnd::Continue => {}
                 StepEnd::Finish(status, output, error) => break (status, output, error),
-                StepEnd::Outage(error) => {
-                    outage = true;
+                StepEnd::Outage { error, down } => {
+                    outage = Some(down);
                     break (Status::Error, Value::Null, Some(error));
                 }
             }
@@ -362,7 +366,10 @@ impl Agent {
                     ))
                 }
                 Err(error @ ChainError::Exhausted { .. }) => {
-                    return Err(StepEnd::Outage(error.to_string()))
+                    return Err(StepEnd::Outage {
+                        down: down_models(&error),
+                        error: error.to_string(),
+                    })
                 }
                 Err(ChainError::Halted(halt)) => return Err(halted(&halt)),
                 Err(error) => {
@@ -513,7 +520,7 @@ impl Agent {
         for message in new_messages {
             self.push_message(message);
         }
-        self.finish(status, output, None, Instant::now(), false)
+        self.finish(status, output, None, Instant::now(), None)
     }
 
     fn finish(
@@ -522,9 +529,9 @@ impl Agent {
         output: Value,
         error: Option<String>,
         started: Instant,
-        outage: bool,
+        outage: Option<Vec<DownModel>>,
     ) -> Outcome {
-        let exit_code = crate::exit::exit_code(status, outage);
+        let exit_code = crate::exit::exit_code(status, outage.is_some());
         self.sync_doc();
         self.doc.active_model = self.chain.active_spec().to_string();
         self.doc.status = status;
@@ -539,7 +546,8 @@ impl Agent {
         }
         // A subagent's end is its parent's `subagent.finished`.
         if !self.emitter.is_child() {
-            self.emit_run_finished(status, exit_code, &output, &error, started);
+            let down = outage.unwrap_or_default();
+            self.emit_run_finished(status, exit_code, &output, &error, started, down);
         }
         self.emitter.finish();
         Outcome {
@@ -558,6 +566,7 @@ impl Agent {
         output: &Value,
         error: &Option<String>,
         started: Instant,
+        down: Vec<DownModel>,
     ) {
         self.emitter.emit(Event::RunFinished {
             status: status.as_str().to_string(),
@@ -571,7 +580,22 @@ impl Agent {
             active_model: self.doc.active_model.clone(),
             output: output.clone(),
             error: error.clone(),
+            down,
         });
+    }
+}
+
+/// Every model an exhausted chain tried, with its last reason.
+fn down_models(error: &ChainError) -> Vec<DownModel> {
+    match error {
+        ChainError::Exhausted { tried, .. } => tried
+            .iter()
+            .map(|(spec, reason)| DownModel {
+                model: spec.to_string(),
+                reason: reason.to_string(),
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

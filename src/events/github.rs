@@ -4,7 +4,8 @@
 //! `::error` one, all on stderr (so `--json` stdout stays pure), and the
 //! run's Markdown summary (task, answer, duration, costs) is appended to
 //! `$GITHUB_STEP_SUMMARY`. Under `--check`, `CheckSink` writes an
-//! `::error` per failed model and a table of the verdicts (SPEC 21).
+//! `::error` per failed model (and for a health record it cannot use) and
+//! a table of the verdicts (SPEC 21).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -402,6 +403,10 @@ impl CheckSink {
 
 impl Sink for CheckSink {
     fn handle(&mut self, record: &EventRecord) {
+        if let Event::CheckHealth { line, .. } = &record.event {
+            eprintln!("{}", command("error", "tinyagent check", line));
+            return;
+        }
         let Event::CheckResult {
             model,
             ok,
@@ -411,6 +416,7 @@ impl Sink for CheckSink {
             tool_calls,
             priced,
             line,
+            ..
         } = &record.event
         else {
             return;
@@ -494,6 +500,7 @@ mod tests {
             active_model: "b/y".into(),
             output: serde_json::Value::Null,
             error: Some("every model | failed".into()),
+            down: Vec::new(),
         };
         let mut per_model = BTreeMap::new();
         per_model.insert(

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::{Event, EventRecord, OutageNotice, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
-pub(crate) use lines::{resume_hint, Continue};
+pub(crate) use lines::{outage_resume_hint, resume_hint, Continue};
 use once::ShownOnce;
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
@@ -497,6 +497,7 @@ impl HumanSink {
             Event::RunStarted { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => self.subagent_started(task, model),
             Event::SubagentFinished {
@@ -595,6 +596,7 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
         duration_ms,
         model_fallbacks,
         active_model,
+        down,
         ..
     } = event
     else {
@@ -609,6 +611,7 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
             duration_ms: *duration_ms,
             model_fallbacks: *model_fallbacks,
             active_model,
+            down,
         },
         costs,
     )

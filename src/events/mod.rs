@@ -227,6 +227,9 @@ pub enum Event {
         /// Whether the reply called the offered tool; null on failure.
         tool_calls: Option<bool>,
         priced: bool,
+        /// Where a cloud member's credentials were found (SPEC 22).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        credentials: Option<String>,
         /// The human verdict line; not in `--json`.
         #[serde(skip)]
         line: String,
@@ -255,6 +258,20 @@ pub enum Event {
         #[serde(skip)]
         line: String,
     },
+    /// `--check`: the shared health record (SPEC 13) could not be used, a
+    /// failed check like a model's (an addition to SPEC's events): a run
+    /// with this setup would go on without it.
+    #[strum(serialize = "check.health")]
+    CheckHealth {
+        /// The record: its file, or its Redis URL without the password.
+        health_db: String,
+        ok: bool,
+        /// Why it cannot be used.
+        message: String,
+        /// The human line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
     /// `--check`: every verdict is in; `ok` when all models answered.
     #[strum(serialize = "check.finished")]
     CheckFinished { ok: bool, failed: u32 },
@@ -271,6 +288,10 @@ pub enum Event {
         active_model: String,
         output: Value,
         error: Option<String>,
+        /// After an outage (exit 75): every model with its last reason, for
+        /// the summary line (SPEC 6); not in `--json`, where `error` says it.
+        #[serde(skip)]
+        down: Vec<DownModel>,
     },
 }
 
@@ -304,6 +325,7 @@ impl Event {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckHealth { .. }
             | Event::CheckFinished { .. }
             | Event::RunFinished { .. } => None,
         }
@@ -705,6 +727,7 @@ mod tests {
             active_model: "script/a".into(),
             output: Value::Null,
             error: None,
+            down: Vec::new(),
         }
     }
 

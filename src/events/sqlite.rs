@@ -406,6 +406,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }
         | Event::CheckBudget { .. }
+        | Event::CheckHealth { .. }
         | Event::CheckFinished { .. }
         | Event::Warning { .. } => Ok(()),
     }
@@ -770,6 +771,7 @@ mod tests {
             active_model: "script/a".into(),
             output: serde_json::Value::Null,
             error: None,
+            down: Vec::new(),
         });
         emitter.finish();
         let conn = Connection::open(&path).unwrap();

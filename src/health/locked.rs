@@ -38,6 +38,7 @@ impl HealthStore for LockedStore {
         _: Millis,
         _: &str,
         _: Millis,
+        _: u64,
     ) -> Result<(), StoreError> {
         Err(StoreError("database is locked".into()))
     }

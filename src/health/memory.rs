@@ -88,11 +88,14 @@ impl HealthStore for MemoryStore {
         key: &HealthKey,
         until: Millis,
         _reason: &str,
-        _now: Millis,
+        now: Millis,
+        holder: u64,
     ) -> Result<(), StoreError> {
         let record = &mut self.entries.entry(key.clone()).or_default().record;
         record.cooling_until = Some(until);
-        record.lease = None;
+        if !record.leased_by_other(holder, now) {
+            record.lease = None;
+        }
         Ok(())
     }
 
@@ -163,10 +166,11 @@ impl<S: HealthStore> HealthStore for std::sync::Arc<std::sync::Mutex<S>> {
         until: Millis,
         reason: &str,
         now: Millis,
+        holder: u64,
     ) -> Result<(), StoreError> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .mark_cooling(key, until, reason, now)
+            .mark_cooling(key, until, reason, now, holder)
     }
     fn try_lease(
         &mut self,

@@ -122,14 +122,17 @@ pub trait HealthStore: Send {
     ) -> Result<u32, StoreError>;
     /// Clears the model's strikes and cooling record.
     fn record_success(&mut self, key: &HealthKey, now: Millis) -> Result<(), StoreError>;
-    /// Records the model as cooling down until `until`. Like a success, this
-    /// is a probe's recorded outcome: it ends any probe lease.
+    /// Records the model as cooling down until `until`, written by the run
+    /// `holder`. When `holder` holds the probe lease, this is its probe's
+    /// recorded outcome and ends the lease; a lease another run holds is
+    /// released only by its owner (or its expiry).
     fn mark_cooling(
         &mut self,
         key: &HealthKey,
         until: Millis,
         reason: &str,
         now: Millis,
+        holder: u64,
     ) -> Result<(), StoreError>;
     /// Takes the probe lease of `key` for `holder` until `now + ttl` unless
     /// another holder has a live one; returns whether `holder` holds it.

@@ -69,11 +69,18 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 1
 "#;
 
-/// Records cooling until ARGV[2] and ends any probe lease.
-/// KEYS: record hash. ARGV: now, until, reason, keep.
+/// Records cooling until ARGV[2]; ends the probe lease when it is the
+/// writer's (ARGV[5]) or expired, never another run's live one.
+/// KEYS: record hash. ARGV: now, until, reason, keep, holder.
 const COOLING: &str = r#"
 redis.call('HSET', KEYS[1], 'cooling_until', ARGV[2], 'last_reason', ARGV[3], 'updated_at', ARGV[1])
-redis.call('HDEL', KEYS[1], 'lease')
+local held = redis.call('HGET', KEYS[1], 'lease')
+if held then
+  local sep = string.find(held, ':', 1, true)
+  local holder = string.sub(held, 1, sep - 1)
+  local ends = tonumber(string.sub(held, sep + 1))
+  if holder == ARGV[5] or ends <= tonumber(ARGV[1]) then redis.call('HDEL', KEYS[1], 'lease') end
+end
 local keep = math.max(tonumber(ARGV[2]) - tonumber(ARGV[1]), 0) + tonumber(ARGV[4])
 if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 return 1
@@ -334,6 +341,7 @@ impl HealthStore for RedisStore {
         until: Millis,
         reason: &str,
         now: Millis,
+        holder: u64,
     ) -> Result<(), StoreError> {
         let (hash, _) = Self::keys(key);
         let _: i64 = self.eval(
@@ -344,6 +352,7 @@ impl HealthStore for RedisStore {
                 until.to_string(),
                 reason.to_string(),
                 KEEP_AFTER.to_string(),
+                holder.to_string(),
             ],
         )?;
         Ok(())

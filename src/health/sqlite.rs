@@ -275,15 +275,22 @@ impl HealthStore for SqliteStore {
         until: Millis,
         reason: &str,
         now: Millis,
+        holder: u64,
     ) -> Result<(), StoreError> {
+        // One statement: the lease ends only when it is the writer's own
+        // (or expired); another run's stays until its owner records.
         self.conn
             .execute(
                 "INSERT INTO model_health (model, endpoint, last_reason, cooling_until, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (model, endpoint) DO UPDATE SET
                    last_reason = excluded.last_reason, cooling_until = excluded.cooling_until,
-                   lease_holder = NULL, lease_until = NULL, updated_at = excluded.updated_at",
-                params![key.model, key.endpoint, reason, until, now],
+                   lease_until = CASE WHEN lease_holder = ?6 OR lease_until <= ?5 THEN NULL
+                                      ELSE lease_until END,
+                   lease_holder = CASE WHEN lease_holder = ?6 OR lease_until <= ?5 THEN NULL
+                                       ELSE lease_holder END,
+                   updated_at = excluded.updated_at",
+                params![key.model, key.endpoint, reason, until, now, holder as i64],
             )
             .map_err(err("cannot write"))?;
         Ok(())
@@ -341,7 +348,8 @@ mod tests {
             s.record_strike(&key(), "http_503", 62_500, 60_000).unwrap(),
             1
         );
-        s.mark_cooling(&key(), 70_000, "http_503", 62_500).unwrap();
+        s.mark_cooling(&key(), 70_000, "http_503", 62_500, 9)
+            .unwrap();
         assert_eq!(s.read(&key()).unwrap().cooling_until, Some(70_000));
         s.record_success(&key(), 63_000).unwrap();
         let r = s.read(&key()).unwrap();
@@ -364,7 +372,7 @@ mod tests {
             b.record_strike(&key(), "http_503", 1_001, 60_000).unwrap(),
             2
         );
-        b.mark_cooling(&key(), 9_000, "http_503", 1_001).unwrap();
+        b.mark_cooling(&key(), 9_000, "http_503", 1_001, 9).unwrap();
         assert_eq!(a.read(&key()).unwrap().cooling_until, Some(9_000));
     }
 

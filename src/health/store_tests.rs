@@ -49,7 +49,8 @@ fn strikes_and_success(s: &mut dyn Store) {
         s.record_strike(&key(), "http_503", 62_500, 60_000).unwrap(),
         1
     );
-    s.mark_cooling(&key(), 70_000, "http_503", 62_500).unwrap();
+    s.mark_cooling(&key(), 70_000, "http_503", 62_500, 9)
+        .unwrap();
     assert_eq!(s.read(&key()).unwrap().cooling_until, Some(70_000));
     assert_eq!(s.read(&other()).unwrap().cooling_until, None);
     s.record_success(&key(), 63_000).unwrap();
@@ -65,7 +66,8 @@ fn strikes_and_success(s: &mut dyn Store) {
 /// One holder at a time; the same holder may take it again; an expired
 /// lease can be taken; a recorded outcome ends it.
 fn probe_lease(s: &mut dyn Store) {
-    s.mark_cooling(&key(), 10_000, "http_503", 1_000).unwrap();
+    s.mark_cooling(&key(), 10_000, "http_503", 1_000, 9)
+        .unwrap();
     assert!(s.try_lease(&key(), 1, 11_000, 60_000).unwrap());
     assert!(s.try_lease(&key(), 1, 11_001, 60_000).unwrap());
     assert!(!s.try_lease(&key(), 2, 12_000, 60_000).unwrap());
@@ -73,8 +75,14 @@ fn probe_lease(s: &mut dyn Store) {
     assert!(!s.read(&key()).unwrap().leased_by_other(1, 12_000));
     // Expired: another holder takes it.
     assert!(s.try_lease(&key(), 2, 71_001, 60_000).unwrap());
-    // The probe failed: renewed cooling ends the lease.
-    s.mark_cooling(&key(), 400_000, "http_503", 72_000).unwrap();
+    // Another run's cooling record leaves the lease to its owner.
+    s.mark_cooling(&key(), 300_000, "http_503", 71_500, 9)
+        .unwrap();
+    assert!(s.read(&key()).unwrap().leased_by_other(9, 71_600));
+    assert!(!s.try_lease(&key(), 3, 71_600, 60_000).unwrap());
+    // The probe failed: the holder's renewed cooling ends the lease.
+    s.mark_cooling(&key(), 400_000, "http_503", 72_000, 2)
+        .unwrap();
     assert_eq!(s.read(&key()).unwrap().lease, None);
     assert!(s.try_lease(&key(), 3, 401_000, 60_000).unwrap());
     // A success ends it too.
@@ -120,8 +128,8 @@ fn outage_record(s: &mut dyn Store) {
     assert!(s.read(&key()).unwrap().leased_by_other(2, 2_001));
     assert_eq!(s.count_failed_probe(&key(), 2_100).unwrap(), 1);
     assert_eq!(s.schedule_probe(&key(), 6_100, 2_100, true).unwrap(), 6_100);
-    // The failed probe is recorded: cooling ends the lease.
-    s.mark_cooling(&key(), 6_100, "http_503", 2_100).unwrap();
+    // The failed probe is recorded: the holder's cooling ends the lease.
+    s.mark_cooling(&key(), 6_100, "http_503", 2_100, 1).unwrap();
     assert!(
         !s.take_due_probe(&key(), 2, 6_099, 60_000).unwrap(),
         "not due yet"
@@ -441,7 +449,8 @@ fn redis_records_expire_on_their_own() {
     let server = RedisServer::start(&[]);
     let mut s = RedisStore::connect(&server.url(0), None).unwrap();
     s.record_strike(&key(), "http_503", 1_000, 60_000).unwrap();
-    s.mark_cooling(&key(), 301_000, "http_503", 1_000).unwrap();
+    s.mark_cooling(&key(), 301_000, "http_503", 1_000, 9)
+        .unwrap();
     let mut conn = redis::Client::open(server.url(0))
         .unwrap()
         .get_connection()

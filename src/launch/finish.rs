@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::wire::Wired;
 use crate::events;
-use crate::exit::Status;
+use crate::exit::{self, Status};
 use crate::interactive::Ended;
 
 /// Runs the wired agent to its end and reports it.
@@ -42,7 +42,11 @@ pub(super) async fn run_to_the_end(wired: Wired) -> Ended {
         }
         let hint = resumable.and_then(|path| {
             let store = volatile.then(|| events::human::Continue::for_dir(store_cwd.as_deref()));
-            events::human::resume_hint(outcome.status, &path, store)
+            if outcome.exit_code == exit::TEMPFAIL {
+                Some(events::human::outage_resume_hint(&path, store))
+            } else {
+                events::human::resume_hint(outcome.status, &path, store)
+            }
         });
         if let Some(hint) = hint.filter(|_| !quiet) {
             eprintln!("{hint}");

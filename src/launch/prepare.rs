@@ -3,7 +3,7 @@
 //! subagents' chains, the job options, the instructions and the log
 //! database. It also decides where the run is kept.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{Diagnostics, Origin};
 use crate::agent::instructions::{self, Instructions};
@@ -127,6 +127,16 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         Some(path) => Some(SqliteSink::open(path).map_err(|e| SetupError(e.to_string()))?),
         None => None,
     };
+    // The same for the checkpoint: a run that asked for one never goes on
+    // without it (SPEC 7).
+    if let Some(path) = &settings.output {
+        writable(path).map_err(|e| {
+            SetupError(format!(
+                "-o {}: cannot write the trajectory: {e}",
+                path.display()
+            ))
+        })?;
+    }
     Ok(Prepared {
         settings,
         chain,
@@ -140,6 +150,41 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         tool_filter,
         session,
     })
+}
+
+/// Whether a trajectory can be written at `path` as `Checkpoint` writes it
+/// (a file beside it, then renamed over it): a missing directory, a path
+/// that is a directory or a directory without write permission is an
+/// error. Leaves nothing behind.
+fn writable(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() {
+        return Err(std::io::Error::other("it is a directory"));
+    }
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    if !dir.exists() {
+        return Err(std::io::Error::other(format!(
+            "the directory {} does not exist",
+            dir.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    // The system's reason alone ("Permission denied"), not the probe's name.
+    tempfile::Builder::new()
+        .prefix(".tinyagent-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| {
+            e.raw_os_error()
+                .map_or(e, std::io::Error::from_raw_os_error)
+        })
 }
 
 /// The directory `--continue` looks up: `-C`, else the current one, canonical.

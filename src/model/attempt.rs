@@ -128,7 +128,7 @@ impl Sending<'_> {
         let limit = deadlines.whole;
         let watcher = Watcher::new(deadlines.first_event, on_first_event);
         let bounded = async {
-            let sending = watcher.run(member.model.complete(request, observer));
+            let sending = watcher.watch(member.model.complete(request, observer));
             match limit {
                 None => sending.await,
                 Some(limit) => tokio::time::timeout(limit, sending)
@@ -186,8 +186,9 @@ fn millis(d: Duration) -> u64 {
 }
 
 /// The record of one request. A request cut short (`result` is `None`)
-/// has outcome `interrupted` and the status of its response, if one came. A success's status is the response's own
-/// (200 from a model that is not reached over HTTP: a script).
+/// has outcome `interrupted`. The status is the response's own whenever one
+/// came (SPEC 8): a 200 whose stream then dropped or carried an error is
+/// 200. Without HTTP (a script) a success is 200 and an error its own.
 fn record(
     member: &Member,
     place: Place,
@@ -208,7 +209,13 @@ fn record(
             member.cost(response),
         ),
         None => ("interrupted".to_string(), watched.status, 0, 0, 0.0),
-        Some(Err(error)) => (error.reason().to_string(), error.http_status(), 0, 0, 0.0),
+        Some(Err(error)) => (
+            error.reason().to_string(),
+            watched.status.or_else(|| error.http_status()),
+            0,
+            0,
+            0.0,
+        ),
     };
     RequestRecord {
         step: place.step,

@@ -53,12 +53,13 @@ pub(crate) enum ChainError {
     /// The active model reported a context overflow (the agent compacts).
     ContextOverflow { spec: ModelSpec, error: ModelError },
     /// Every model failed with a transient or quota cause; each model tried
-    /// with its reason, with `last_error` the final model's error; after an
-    /// outage wait (`waited`), every model with its last reason.
+    /// with its reason, with `last_error` the final model's error (`None`
+    /// when the run joined its fleet's outage wait before sending one);
+    /// after an outage wait (`waited`), every model with its last reason.
     Exhausted {
         tried: Vec<(ModelSpec, SwitchReason)>,
         attempts: u32,
-        last_error: ModelError,
+        last_error: Option<ModelError>,
         waited: Option<Waited>,
     },
     /// The gate halted the run before a request (a spent budget).
@@ -108,11 +109,11 @@ impl std::fmt::Display for ChainError {
                 } else {
                     "every model of the fallback chain failed"
                 };
-                write!(
-                    f,
-                    "{what}: {}; {waited}; last error: {last_error}",
-                    list.join(", ")
-                )
+                write!(f, "{what}: {}; {waited}", list.join(", "))?;
+                match last_error {
+                    Some(error) => write!(f, "; last error: {error}"),
+                    None => Ok(()),
+                }
             }
             ChainError::Exhausted {
                 tried,
@@ -120,9 +121,13 @@ impl std::fmt::Display for ChainError {
                 last_error,
                 waited: None,
             } => {
-                if let [(spec, _)] = tried.as_slice() {
+                if let ([(spec, reason)], last_error) = (tried.as_slice(), last_error) {
                     let plural = if *attempts == 1 { "" } else { "s" };
-                    write!(f, "{spec}: {last_error} (after {attempts} attempt{plural})")
+                    match last_error {
+                        Some(error) => write!(f, "{spec}: {error}")?,
+                        None => write!(f, "{spec}: {reason}")?,
+                    }
+                    write!(f, " (after {attempts} attempt{plural})")
                 } else {
                     let list: Vec<String> = tried
                         .iter()
@@ -466,14 +471,25 @@ impl ChainModel {
                     let exhausted = ChainError::Exhausted {
                         tried,
                         attempts,
-                        last_error,
+                        last_error: Some(last_error),
                         waited: None,
                     };
                     return self.wait_out(prompt, ctx, exhausted).await;
                 }
-                // Only a member with a later one is skipped before any
-                // request (`MemberTurn::before_send`); were the last one
-                // skipped, it would be asked after all.
+                // The last member is one the fleet waits on, and not this
+                // run's turn to probe it (SPEC 18): the run joins the wait.
+                (None, None) if self.gate.joins_the_wait(index) => {
+                    let exhausted = ChainError::Exhausted {
+                        tried,
+                        attempts,
+                        last_error: None,
+                        waited: None,
+                    };
+                    return self.wait_out(prompt, ctx, exhausted).await;
+                }
+                // Otherwise only a member with a later one is skipped
+                // before any request (`MemberTurn::before_send`); were the
+                // last one skipped, it would be asked after all.
                 (None, None) => {
                     tried.pop();
                 }

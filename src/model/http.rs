@@ -45,7 +45,13 @@ pub enum Auth {
     Bearer,
     /// `x-api-key: <key>` (Anthropic)
     XApiKey,
+    /// `x-goog-api-key: <key>` (the Gemini API)
+    XGoogApiKey,
 }
+
+/// Reads an error response's body (status, body, the Retry-After header's
+/// wait) into a classified error: `error_from_body`, or a vendor's own.
+pub(crate) type ErrorReader = fn(u16, &[u8], Option<Duration>) -> ModelError;
 
 /// An endpoint with its headers (key included) and stream timeouts.
 #[derive(Clone)]
@@ -53,6 +59,10 @@ pub struct HttpTransport {
     endpoint: String,
     headers: HeaderMap,
     timeouts: StreamTimeouts,
+    /// What authorizes each request just before it is sent, if anything
+    /// does beyond the static headers.
+    credentials: Option<std::sync::Arc<dyn super::credentials::Credentials>>,
+    errors: ErrorReader,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -85,6 +95,7 @@ impl HttpTransport {
             let (name, value) = match auth {
                 Auth::Bearer => ("authorization", format!("Bearer {key}")),
                 Auth::XApiKey => ("x-api-key", key.to_string()),
+                Auth::XGoogApiKey => ("x-goog-api-key", key.to_string()),
             };
             let mut value = HeaderValue::from_str(&value).map_err(|_| {
                 SetupError("the API key holds characters a header cannot carry".into())
@@ -96,7 +107,30 @@ impl HttpTransport {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             headers,
             timeouts,
+            credentials: None,
+            errors: error_from_body,
         })
+    }
+
+    /// Drops the credentials' cached token after a refusal saying it
+    /// expired; `true` when sending again with fresh ones may help.
+    pub(crate) fn invalidate_credentials(&self) -> bool {
+        self.credentials.as_ref().is_some_and(|c| c.invalidate())
+    }
+
+    /// Authorizes every request with `credentials` (a signer, a token).
+    pub(crate) fn with_credentials(
+        mut self,
+        credentials: std::sync::Arc<dyn super::credentials::Credentials>,
+    ) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// Reads error bodies with `reader` (a vendor's own shape).
+    pub(crate) fn with_error_reader(mut self, reader: ErrorReader) -> Self {
+        self.errors = reader;
+        self
     }
 
     /// Adds a fixed header (e.g. `anthropic-version`).
@@ -132,21 +166,48 @@ impl HttpTransport {
         path: &str,
         body: bytes::Bytes,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
+        self.post_with(path, body, |status, _, body, wait| {
+            (self.errors)(status, body, wait)
+        })
+        .await
+    }
+
+    /// `post`, with the error responses classified by `classify` (the
+    /// status, the headers, the body read up to `MAX_ERROR_BODY` and the
+    /// `Retry-After` wait): for an API whose errors say what they are in a
+    /// header (Bedrock's `x-amzn-errortype`).
+    pub(crate) async fn post_with(
+        &self,
+        path: &str,
+        body: bytes::Bytes,
+        classify: impl FnOnce(u16, &HeaderMap, &[u8], Option<Duration>) -> ModelError,
+    ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let timeouts = self.timeouts();
-        let request = shared_client()
+        let mut request = shared_client()
             .post(self.url(path))
             .headers(self.headers.clone())
             .header("content-type", "application/json")
-            .body(body);
-        let response = match tokio::time::timeout(timeouts.first_event, request.send()).await {
+            .body(body)
+            .build()
+            .map_err(|e| with_url(network_error(&e), &self.url(path)))?;
+        let send = async {
+            if let Some(credentials) = &self.credentials {
+                credentials.authorize(&mut request).await?;
+            }
+            shared_client()
+                .execute(request)
+                .await
+                .map_err(|e| with_url(network_error(&e), &self.url(path)))
+        };
+        let response = match tokio::time::timeout(timeouts.first_event, send).await {
             Err(_) => {
                 return Err(ModelError::Timeout {
                     message: "no response headers within the first-event timeout".into(),
                     deadline: Some(timeouts.first_event),
                 })
             }
-            Ok(Err(e)) => return Err(with_url(network_error(&e), &self.url(path))),
+            Ok(Err(e)) => return Err(e),
             Ok(Ok(r)) => r,
         };
         let status = response.status();
@@ -159,13 +220,14 @@ impl HttpTransport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
+        let headers = response.headers().clone();
         let body = match tokio::time::timeout(timeouts.idle, read_capped(response, MAX_ERROR_BODY))
             .await
         {
             Ok(Ok((bytes, _))) => bytes,
             _ => Vec::new(),
         };
-        let error = error_from_body(status.as_u16(), &body, header_wait);
+        let error = classify(status.as_u16(), &headers, &body, header_wait);
         Err(if status == reqwest::StatusCode::NOT_FOUND {
             with_url(error, &self.url(path))
         } else {
@@ -380,27 +442,31 @@ pub(crate) type FirstEventHook = std::sync::Arc<dyn Fn() + Send + Sync>;
 #[derive(Default)]
 struct Watch {
     deadline: Option<Duration>,
+    on_first_event: Option<FirstEventHook>,
     first_event: OnceLock<Instant>,
     response: OnceLock<(u16, Option<RateLimits>)>,
-    on_first_event: Option<FirstEventHook>,
 }
 
 tokio::task_local! {
-    /// The watch of the current request (set by `Watcher::run`; its
-    /// deadline read by `HttpTransport::timeouts`, its cells filled by the
-    /// transport and the stream readers below).
+    /// The watch of the current request (set by `watch`; its deadline read
+    /// by `HttpTransport::timeouts`, its cells filled by the transport and
+    /// the stream readers below).
     static WATCH: std::sync::Arc<Watch>;
 }
 
-/// One request's watch, readable while the request is in flight and after
-/// it was dropped (a request cut short still tells whether a response
-/// came).
+/// The watch of one model request, kept by its sender: what it saw can be
+/// read even when the request was dropped (cut by a stop, or past its whole
+/// deadline) after its response came.
 pub(crate) struct Watcher(std::sync::Arc<Watch>);
 
 impl Watcher {
     /// A watch under the first-event deadline `deadline` (the transport's
-    /// own when `None`), calling `on_first_event` at the first event.
-    pub(crate) fn new(deadline: Option<Duration>, on_first_event: Option<FirstEventHook>) -> Self {
+    /// own when `None`), calling `on_first_event` at the first stream
+    /// event, while the request is still in flight.
+    pub(crate) fn new(
+        deadline: Option<Duration>,
+        on_first_event: Option<FirstEventHook>,
+    ) -> Watcher {
         Watcher(std::sync::Arc::new(Watch {
             deadline,
             on_first_event,
@@ -408,12 +474,16 @@ impl Watcher {
         }))
     }
 
-    /// Runs `request` under this watch.
-    pub(crate) async fn run<F: std::future::Future>(&self, request: F) -> F::Output {
+    /// Runs one model request under this watch. The SSE and NDJSON readers
+    /// (and the scripted model) call `note_first_event`, the transport
+    /// notes the response and reads the deadline itself; no adapter has to
+    /// pass anything along.
+    pub(crate) async fn watch<F: std::future::Future>(&self, request: F) -> F::Output {
         WATCH.scope(self.0.clone(), request).await
     }
 
-    /// What the watch saw so far.
+    /// What the request showed so far: when its first stream event
+    /// arrived, and its response's status and rate limits.
     pub(crate) fn seen(&self) -> Watched {
         let response = self.0.response.get().copied();
         Watched {

@@ -11,10 +11,14 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod attempt;
+pub(crate) mod bedrock;
 pub(crate) mod bounds;
 pub(crate) mod chain;
+pub(crate) mod credentials;
 pub(crate) mod error;
+pub(crate) mod eventstream;
 pub(crate) mod gate;
+pub(crate) mod gemini;
 pub(crate) mod hedge;
 pub mod http;
 pub(crate) mod member;

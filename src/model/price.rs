@@ -48,6 +48,12 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
     ("claude-3-7-sonnet", 3.0, 15.0, 0.30),
     ("claude-haiku-4-5", 1.0, 5.0, 0.10),
     ("claude-3-5-haiku", 0.80, 4.0, 0.08),
+    ("gemini-3-pro-preview", 2.0, 12.0, 0.20),
+    ("gemini-3-flash-preview", 0.50, 3.0, 0.05),
+    ("gemini-2.5-pro", 1.25, 10.0, 0.125),
+    ("gemini-2.5-flash", 0.30, 2.50, 0.03),
+    ("gemini-2.5-flash-lite", 0.10, 0.40, 0.01),
+    ("gemini-2.0-flash", 0.10, 0.40, 0.025),
 ];
 
 /// The built-in price of a model of a built-in provider, if known.
@@ -56,10 +62,15 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
 pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
     if !matches!(
         provider,
-        "openai" | "responses" | "anthropic" | "openrouter"
+        "openai" | "responses" | "anthropic" | "openrouter" | "bedrock" | "gemini" | "vertex"
     ) {
         return None;
     }
+    let model = if provider == "bedrock" {
+        bedrock_name(model)
+    } else {
+        model
+    };
     let name = model.rsplit('/').next().unwrap_or(model).replace('.', "-");
     let name = if provider == "openrouter" {
         name
@@ -73,6 +84,8 @@ pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
                 || (name.starts_with(prefix)
                     && name[prefix.len()..].starts_with('-')
                     && name[prefix.len() + 1..].starts_with(|c: char| c.is_ascii_digit()))
+                // Vertex AI's ids: `claude-sonnet-4-5@20250929`.
+                || (name.starts_with(prefix) && name[prefix.len()..].starts_with('@'))
         })
         .max_by_key(|(prefix, ..)| prefix.len())
         .map(|&(_, input, output, cached_input)| Pricing {
@@ -80,6 +93,28 @@ pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
             output,
             cached_input,
         })
+}
+
+/// A Bedrock model id as the vendor's model name: without the inference
+/// profile's region (`us.`, `eu.`, `apac.`, `global.` ...), the vendor
+/// (`anthropic.`) and the version (`-v1:0`), so
+/// `us.anthropic.claude-sonnet-4-5-20250929-v1:0` is
+/// `claude-sonnet-4-5-20250929`.
+fn bedrock_name(id: &str) -> &str {
+    let mut name = id;
+    for region in [
+        "us.", "eu.", "apac.", "global.", "us-gov.", "jp.", "au.", "ca.",
+    ] {
+        if let Some(rest) = name.strip_prefix(region) {
+            name = rest;
+            break;
+        }
+    }
+    name = name.strip_prefix("anthropic.").unwrap_or(name);
+    match name.rfind("-v") {
+        Some(at) if name[at + 2..].starts_with(|c: char| c.is_ascii_digit()) => &name[..at],
+        _ => name,
+    }
 }
 
 #[cfg(test)]
@@ -102,9 +137,51 @@ mod tests {
                 .input,
             3.0
         );
+        for id in [
+            "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "anthropic.claude-sonnet-4-5-20250929-v1:0",
+            "apac.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        ] {
+            assert_eq!(
+                builtin_price("bedrock", id),
+                builtin_price("anthropic", "claude-sonnet-4-5"),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            builtin_price("bedrock", "eu.anthropic.claude-haiku-4-5-20251001-v1:0")
+                .unwrap()
+                .input,
+            1.0
+        );
+        assert!(builtin_price("bedrock", "meta.llama3-70b-instruct-v1:0").is_none());
         assert!(builtin_price("openai", "gpt-5-turbo-unknown").is_none());
         assert!(builtin_price("ollama", "gpt-5").is_none());
         assert!(builtin_price("script", "gpt-5").is_none());
+    }
+
+    #[test]
+    fn google_models_and_vertex_ids() {
+        assert_eq!(
+            builtin_price("vertex", "claude-sonnet-4-5@20250929"),
+            builtin_price("anthropic", "claude-sonnet-4-5")
+        );
+        assert_eq!(
+            builtin_price("gemini", "gemini-2.5-flash").unwrap().output,
+            2.50
+        );
+        assert_eq!(
+            builtin_price("gemini", "gemini-2.5-flash-lite")
+                .unwrap()
+                .input,
+            0.10
+        );
+        assert_eq!(
+            builtin_price("vertex", "gemini-2.5-pro").unwrap().input,
+            1.25
+        );
+        assert!(builtin_price("gemini", "gemini-9").is_none());
     }
 
     #[test]

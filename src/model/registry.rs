@@ -5,6 +5,8 @@
 use std::path::Path;
 
 use super::anthropic::AnthropicModel;
+use super::bedrock::BedrockModel;
+use super::gemini::GeminiModel;
 use super::http::{Auth, HttpTransport};
 use super::member::Member;
 use super::ollama::OllamaChat;
@@ -72,6 +74,42 @@ pub(crate) fn build_member(
             )
             .with_wire(resolved.wire),
         ),
+        WireApi::Bedrock => Box::new(
+            BedrockModel::new(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                spec.model(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        WireApi::Vertex if spec.model().starts_with("claude") => Box::new(
+            AnthropicModel::on_vertex(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                spec.model(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        // Settings let through `claude…` and `gemini…` models only; the
+        // endpoint is the publisher model's URL.
+        WireApi::Vertex => Box::new(
+            GeminiModel::new(
+                transport(resolved, Auth::Bearer, timeouts)?,
+                spec.model(),
+                String::new(),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
+        WireApi::Gemini => Box::new(
+            GeminiModel::new(
+                transport(resolved, Auth::XGoogApiKey, timeouts)?,
+                spec.model(),
+                GeminiModel::api_path(spec.model()),
+                resolved.max_output_tokens,
+            )
+            .with_wire(resolved.wire),
+        ),
         WireApi::Responses => Box::new(
             ResponsesModel::new(
                 transport(resolved, Auth::Bearer, timeouts)?,
@@ -117,14 +155,18 @@ fn transport(
     if !resolved.wire.stream {
         timeouts.first_event = timeouts.first_event.max(timeouts.idle);
     }
-    HttpTransport::new(
+    let transport = HttpTransport::new(
         &resolved.endpoint,
         resolved.api_key.as_deref(),
         auth,
         &resolved.headers,
         timeouts,
     )
-    .map_err(|e| RegistryError::Transport(e.0))
+    .map_err(|e| RegistryError::Transport(e.0))?;
+    Ok(match &resolved.credentials {
+        Some(found) => transport.with_credentials(found.0.clone()),
+        None => transport,
+    })
 }
 
 #[cfg(test)]

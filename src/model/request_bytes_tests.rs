@@ -7,6 +7,7 @@
 use serde_json::{json, Value};
 
 use super::anthropic;
+use super::gemini;
 use super::ollama;
 use super::openai::{self, Dialect};
 use super::responses;
@@ -38,6 +39,7 @@ fn adapters() -> Vec<Paths> {
     let messages = WireCache::default();
     let responses = WireCache::default();
     let ollama = WireCache::default();
+    let gemini = WireCache::default();
     vec![
         Paths {
             name: "chat completions",
@@ -115,6 +117,24 @@ fn adapters() -> Vec<Paths> {
             }),
             fresh: Box::new(|r| ollama::request_body("qwen3", Some(300), r)),
         },
+        Paths {
+            name: "gemini",
+            cached: Box::new(move |r| {
+                sent(
+                    &gemini,
+                    gemini::request_bytes(
+                        "gemini-3-pro-preview",
+                        r,
+                        Some(700),
+                        WireOptions::default(),
+                        &gemini,
+                    ),
+                )
+            }),
+            fresh: Box::new(|r| {
+                gemini::request_body("gemini-3-pro-preview", r, Some(700), WireOptions::default())
+            }),
+        },
     ]
 }
 
@@ -132,6 +152,7 @@ fn extra() -> Value {
     json!({
         "anthropic": {"content": [{"type": "thinking", "thinking": "hmm", "signature": "c2ln"}]},
         "responses": {"reasoning": [{"type": "reasoning", "id": "rs_1", "status": "completed", "summary": [], "encrypted_content": "gAAB"}]},
+        "gemini": {"parts": [{"text": "Looking.", "thoughtSignature": "c2ln"}, {"functionCall": {"name": "bash", "args": {}}}]},
     })
 }
 
@@ -319,4 +340,11 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
     let cached = ollama::request_bytes("qwen3", None, &r, options, &cache);
     let expected = fresh(ollama::request_body("qwen3", None, &r), WireApi::Ollama);
     assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
+
+    let cache = WireCache::default();
+    let cached = gemini::request_bytes("gemini-2.5-pro", &r, None, options, &cache);
+    let expected =
+        serde_json::to_string(&gemini::request_body("gemini-2.5-pro", &r, None, options)).unwrap();
+    assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
+    assert!(expected.contains(r#""toolConfig":{"functionCallingConfig":{"mode":"ANY"}}"#));
 }

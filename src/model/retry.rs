@@ -143,8 +143,11 @@ pub(crate) async fn request_with_retries_from(
     let mut attempt = 1;
     let mut hedge = opening.hedge;
     let mut failed = opening.failed_first;
+    // The last failure of this loop, for a move-on before the next request.
+    let mut failed_before: Option<ModelError> = None;
     loop {
         if let Some((error, timing)) = failed.take() {
+            failed_before = Some(error.clone());
             let next = decide(
                 error,
                 request,
@@ -159,7 +162,22 @@ pub(crate) async fn request_with_retries_from(
                 attempt += 1;
             }
         }
-        let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt).await?;
+        let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt)
+            .await
+            .map_err(|failure| match failure {
+                Failure::MovedOn {
+                    reason,
+                    attempts,
+                    error: None,
+                    reset,
+                } => Failure::MovedOn {
+                    reason,
+                    attempts,
+                    error: failed_before.take(),
+                    reset,
+                },
+                other => other,
+            })?;
         let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
         let observer = AttemptObserver {
             ctx,

@@ -131,6 +131,20 @@ pub(crate) struct ResolvedModel {
     pub reply_budget: Option<u32>,
     /// Streaming and `tool_choice`, from a named provider's config.
     pub wire: WireOptions,
+    /// Credentials found while resolving (a cloud's: SPEC 22), which
+    /// authorize each request in place of `api_key`.
+    pub credentials: Option<FoundCredentials>,
+}
+
+/// A member's credentials, found once (and shared by every member that
+/// uses the same ones).
+#[derive(Debug, Clone)]
+pub(crate) struct FoundCredentials(pub std::sync::Arc<dyn crate::model::credentials::Credentials>);
+
+impl PartialEq for FoundCredentials {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl ResolvedModel {
@@ -157,7 +171,11 @@ impl ResolvedModel {
     /// The pacing record's key (SPEC 17): the health key and a one-way
     /// fingerprint of the API key, so runs that share a key share its limit.
     pub(crate) fn pace_key(&self) -> PaceKey {
-        PaceKey::new(self.health_key(), self.api_key.as_deref())
+        let identity = self.credentials.as_ref().map(|c| c.0.identity());
+        PaceKey::new(
+            self.health_key(),
+            self.api_key.as_deref().or(identity.as_deref()),
+        )
     }
 }
 
@@ -174,6 +192,7 @@ impl fmt::Debug for ResolvedModel {
             .field("max_output_tokens", &self.max_output_tokens)
             .field("reply_budget", &self.reply_budget)
             .field("wire", &self.wire)
+            .field("credentials", &self.credentials)
             .finish()
     }
 }
@@ -242,6 +261,32 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         key_env: None,
         dialect: Dialect::Compatible,
     },
+    BuiltinProvider {
+        name: "bedrock",
+        api: WireApi::Bedrock,
+        // `{region}` is filled in by settings (SPEC 22).
+        endpoint: "https://bedrock-runtime.{region}.amazonaws.com",
+        endpoint_env: Some("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"),
+        key_env: None,
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
+        name: "vertex",
+        api: WireApi::Vertex,
+        // The publisher model's URL is made by settings (SPEC 22).
+        endpoint: "https://aiplatform.googleapis.com",
+        endpoint_env: Some("VERTEX_BASE_URL"),
+        key_env: None,
+        dialect: Dialect::Compatible,
+    },
+    BuiltinProvider {
+        name: "gemini",
+        api: WireApi::Gemini,
+        endpoint: "https://generativelanguage.googleapis.com/v1beta",
+        endpoint_env: Some("GEMINI_BASE_URL"),
+        key_env: Some("GEMINI_API_KEY"),
+        dialect: Dialect::Compatible,
+    },
 ];
 
 /// Looks up a built-in provider by name.
@@ -274,6 +319,7 @@ mod tests {
             max_output_tokens: None,
             reply_budget: None,
             wire: WireOptions::default(),
+            credentials: None,
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

@@ -42,6 +42,10 @@ pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options
         (WireApi::OpenAi | WireApi::Responses, ToolChoice::Required) => "required".into(),
         // Ollama's /api/chat has no tool_choice (settings refuse it there).
         (WireApi::Ollama | WireApi::Script, _) => return,
+        // Converse's `toolChoice` is written by its own request builder.
+        (WireApi::Bedrock, _) => return,
+        // Google's `toolConfig` is written by the Gemini adapter itself.
+        (WireApi::Gemini | WireApi::Vertex, _) => return,
     };
     body.insert("tool_choice".into(), value);
 }

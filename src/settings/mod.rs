@@ -7,8 +7,10 @@
 //! Nothing downstream sees the raw config or re-checks an option that has a
 //! default.
 
+mod bedrock;
 mod budgets;
 mod defaults;
+mod google;
 mod jobs;
 mod limits;
 mod models;
@@ -384,7 +386,7 @@ mod tests {
         let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
         assert!(
             e.0.ends_with(
-                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script"
+                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, gemini"
             ),
             "{e}"
         );

@@ -13,6 +13,7 @@ use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
 use super::defaults;
+use super::google;
 
 /// Most fallback entries a chain may have.
 pub(super) const MAX_FALLBACKS: usize = 3;
@@ -119,7 +120,7 @@ pub(crate) fn resolve(
         } else {
             endpoint
         };
-        let resolved = ResolvedModel {
+        let mut resolved = ResolvedModel {
             api: b.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: b.key_env.and_then(env),
@@ -129,8 +130,16 @@ pub(crate) fn resolve(
             max_output_tokens: None,
             reply_budget: None,
             wire: WireOptions::default(),
+            credentials: None,
             spec,
         };
+        if b.api == WireApi::Bedrock {
+            let overrides = super::bedrock::Overrides::default();
+            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+        }
+        if b.api == WireApi::Vertex {
+            google::resolve_vertex(&mut resolved, google::VertexOverrides::default(), env, what)?;
+        }
         (b.key_env.map(str::to_string), resolved)
     } else if let Some(p) = providers.get(spec.provider()) {
         let model = p.models.get(spec.model()).cloned().unwrap_or_default();
@@ -145,9 +154,10 @@ pub(crate) fn resolve(
                 })
             }
         };
-        let resolved = ResolvedModel {
+        let endpoint = google::named_endpoint(p, env).unwrap_or_default();
+        let mut resolved = ResolvedModel {
             api: p.api,
-            endpoint: p.endpoint.trim_end_matches('/').to_string(),
+            endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
             headers: p.headers.clone(),
             pricing,
@@ -158,6 +168,7 @@ pub(crate) fn resolve(
                 stream: p.stream.unwrap_or(true),
                 tool_choice: p.tool_choice,
             },
+            credentials: None,
             spec,
         };
         if p.api == WireApi::Ollama && p.tool_choice.is_some() {
@@ -167,7 +178,33 @@ pub(crate) fn resolve(
                 resolved.spec.provider()
             )));
         }
-        (p.api_key_env.clone(), resolved)
+        if p.api == WireApi::Bedrock {
+            let overrides = super::bedrock::Overrides {
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
+            };
+            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+        } else if p.api == WireApi::Vertex {
+            let overrides = google::VertexOverrides {
+                project: p.project.as_deref().filter(|v| !v.is_empty()),
+                region: p.region.as_deref().filter(|v| !v.is_empty()),
+                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+            };
+            google::resolve_vertex(&mut resolved, overrides, env, what)?;
+        } else if resolved.endpoint.is_empty() {
+            return Err(SetupError(format!(
+                "{what} '{}': provider '{}' has no endpoint (required for api: {})",
+                resolved.spec,
+                resolved.spec.provider(),
+                p.api.config_name()
+            )));
+        }
+        let key_env = p
+            .api_key_env
+            .clone()
+            .or_else(|| google::default_key_env(p.api));
+        (key_env, resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
             .iter()
@@ -176,11 +213,16 @@ pub(crate) fn resolve(
         let unknown = crate::suggest::unknown_provider(spec.provider(), known);
         return Err(SetupError(format!("{what} '{spec}': {unknown}")));
     };
+    let mut resolved = resolved;
     if let Some(var) = key_env {
         if resolved.api_key.as_deref().is_none_or(str::is_empty) {
+            resolved.api_key = google::second_key(resolved.api, &var, env);
+        }
+        if resolved.api_key.as_deref().is_none_or(str::is_empty) {
             return Err(SetupError(format!(
-                "{what} '{}': the API key variable {var} is not set",
-                resolved.spec
+                "{what} '{}': the API key variable {} is not set",
+                resolved.spec,
+                google::key_variables(resolved.api, &var)
             )));
         }
     }
@@ -351,6 +393,13 @@ mod tests {
         assert_eq!(
             (r.context_window, r.max_output_tokens),
             (Some(1000), Some(64))
+        );
+        let bare: crate::config::Config =
+            serde_yaml::from_str("providers:\n  local:\n    api: openai\n").unwrap();
+        let err = resolve(spec("local/m"), &bare.providers, &env(&[]), "model").unwrap_err();
+        assert_eq!(
+            err.0,
+            "model 'local/m': provider 'local' has no endpoint (required for api: openai)"
         );
         let e = resolve(spec("local/m"), &config.providers, &env(&[]), "model").unwrap_err();
         assert_eq!(

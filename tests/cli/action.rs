@@ -207,3 +207,31 @@ fn a_run_that_never_starts_fails_the_step_saying_so() {
         stderr(&out)
     );
 }
+
+/// An install that fails (here a version the releases do not have) fails
+/// the step with an `::error` naming why and the `exit-code` output set,
+/// instead of stopping silently under `set -e` with no outputs.
+#[test]
+fn a_failed_install_fails_the_step_with_an_error_and_the_exit_code() {
+    let runner = Runner::new();
+    let (out, outputs) = runner.run(&[("task", "Fix it"), ("version", "9.9.9")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(outputs["exit-code"], "1");
+    assert_eq!(outputs["status"], "");
+    assert_eq!(outputs["checkpoint"], "");
+    assert_eq!(outputs["answer"], "");
+    let err = stderr(&out);
+    let archive = "v9.9.9/tinyagent-9.9.9-x86_64-unknown-linux-musl.tar.gz";
+    assert!(
+        err.contains(&format!(
+            "::error title=tinyagent action::installing tinyagent 9.9.9 failed: download failed: {}/releases/{archive} (HTTP 404)\n",
+            runner.stub.url()
+        )),
+        "{err}"
+    );
+    // install.sh's own line stays in the log.
+    assert!(
+        err.contains("tinyagent install: error: download failed"),
+        "{err}"
+    );
+}

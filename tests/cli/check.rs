@@ -286,3 +286,80 @@ fn no_health_record_is_written_and_script_models_are_probed_too() {
     );
     assert!(!health.exists(), "a health record was written");
 }
+
+/// SPEC 15: `--check` finds a broken setup before it matters. A shared
+/// health record it cannot reach (a Redis nobody listens on, a file that is
+/// not a database) is a FAIL line and exit 1, a `check.health` event under
+/// `--json` and an `::error` under GitHub Actions, with the password nowhere;
+/// the budgets it would read are not shown as spent nothing.
+#[test]
+fn an_unreachable_health_record_is_a_failed_check() {
+    let env = TestEnv::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let a = Stub::start(|_, _| chat_sse_submit("call_1", "pong"));
+    let config = format!(
+        "model: a/m\nhealth_db: redis://:hunter2pw@127.0.0.1:{port}/0\nbudgets:\n  - {{usd: 50, per: day}}\nproviders:\n{}",
+        provider("a", &a.url(), true),
+    );
+    let r = check(&env, &config, &[]);
+    assert_eq!(r.code, Some(1), "{}{}", r.stdout, r.stderr);
+    let lines = shapes(&r.stdout);
+    assert_eq!(lines[0], "ok  a/m  N ms  tool calls: yes  price: known");
+    assert_eq!(
+        lines[1],
+        format!("FAIL  health_db redis://:***@127.0.0.1:{port}/0  connection refused"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines.len(), 2, "no budget line claims 0.00 spent");
+    assert!(!r.stdout.contains("hunter2pw") && !r.stderr.contains("hunter2pw"));
+
+    let r = check(&env, &config, &["--json"]);
+    assert_eq!(r.code, Some(1));
+    let ev = events(r.stdout.as_bytes());
+    let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["check.result", "check.health", "check.finished"]);
+    assert_eq!(ev[1]["ok"], false);
+    assert_eq!(
+        ev[1]["health_db"],
+        format!("redis://:***@127.0.0.1:{port}/0")
+    );
+    assert_eq!(ev[1]["message"], "connection refused");
+    assert_eq!(ev[2]["ok"], false);
+    assert_eq!(ev[2]["failed"], 1);
+    assert!(!r.stdout.contains("hunter2pw"));
+
+    let cfg = env.write("config.yaml", &config);
+    let out = env
+        .cmd()
+        .env("GW_KEY", KEY)
+        .env("GITHUB_ACTIONS", "true")
+        .args(["--check", "-c", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("::error title=tinyagent check::FAIL  health_db redis://:***@127.0.0.1:"),
+        "{stderr}"
+    );
+
+    // A file that is not a database fails the same way.
+    let not_db = env.write("health.db", &"not a database\n".repeat(200));
+    let config = format!(
+        "model: a/m\nhealth_db: {}\nproviders:\n{}",
+        not_db.display(),
+        provider("a", &a.url(), true),
+    );
+    let r = check(&env, &config, &[]);
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(&format!("FAIL  health_db {}  ", not_db.display())),
+        "{}",
+        r.stdout
+    );
+}

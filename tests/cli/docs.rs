@@ -282,7 +282,7 @@ fn install_sh_the_readme_and_cargo_toml_name_one_repository() {
     assert!(read("install.sh").contains(&format!("REPOSITORY=\"{repository}\"")));
     let readme = read("README.md");
     assert!(readme.contains(&format!(
-        "curl -fsSL https://raw.githubusercontent.com/{slug}/main/install.sh | sh"
+        "curl -fsSL https://raw.githubusercontent.com/{slug}/main/install.sh -o tinyagent-install.sh && sh tinyagent-install.sh"
     )));
     assert!(readme.contains(&format!("uses: {slug}@v1")));
     for doc in documents() {
@@ -292,6 +292,50 @@ fn install_sh_the_readme_and_cargo_toml_name_one_repository() {
                 text[at..].starts_with(&format!("raw.githubusercontent.com/{slug}/")),
                 "{}",
                 doc.display()
+            );
+        }
+    }
+}
+
+/// docs/events-and-logs.md gives the log database's schema as a run writes
+/// it: the version in `PRAGMA user_version`, and every column of every
+/// table in the table's row.
+#[test]
+fn the_log_database_guide_gives_the_schema_a_run_writes() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", "- text: done\n");
+    let db = env.file("log.db");
+    env.cmd()
+        .args(["-m", &model, "--log-db", db.to_str().unwrap(), "task"])
+        .assert()
+        .success();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: u32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let guide = read("docs/events-and-logs.md");
+    assert!(
+        guide.contains(&format!("`PRAGMA user_version` (currently {version})")),
+        "the guide does not give schema version {version}"
+    );
+    for table in ["runs", "events", "tool_calls", "model_requests"] {
+        let row = guide
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{table}` |")))
+            .unwrap_or_else(|| panic!("no row for {table}"));
+        let mut columns = conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .unwrap();
+        let names: Vec<String> = columns
+            .query_map([table], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert!(!names.is_empty(), "{table}");
+        for name in names {
+            assert!(
+                row.contains(&format!("`{name}`")),
+                "{table}.{name} is not in the guide"
             );
         }
     }

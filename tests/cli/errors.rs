@@ -185,3 +185,46 @@ fn counts_of_tries_below_one_name_the_key_and_the_file() {
         }
     }
 }
+
+/// SPEC 7: a `-o` FILE that cannot be written is exit 2 before any request,
+/// naming the path and why (as an unusable `--log-db` is), `-q` or not: a
+/// run never goes on without the checkpoint it asked for.
+#[test]
+fn an_unwritable_trajectory_path_is_exit_2_before_any_request() {
+    let env = TestEnv::new();
+    let stub = Stub::sequence(vec![Reply::status(503)]);
+    let base = format!("{}/v1", stub.url());
+    let a_file = env.write("plain.txt", "not a directory\n");
+    let cases = [
+        (env.file("missing-dir/t.json"), "does not exist"),
+        (env.file(""), "is a directory"),
+        (a_file.join("t.json"), "plain.txt is not a directory"),
+    ];
+    for (path, why) in cases {
+        for quiet in [false, true] {
+            let mut cmd = env.cmd();
+            cmd.env("OPENAI_API_KEY", "sk-test")
+                .env("OPENAI_BASE_URL", &base)
+                .args(["-m", "openai/gpt-4o-mini", "-o", path.to_str().unwrap()]);
+            if quiet {
+                cmd.arg("-q");
+            }
+            let out = cmd.arg("task").output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{path:?}: {stderr}");
+            assert!(
+                stderr.starts_with("tinyagent: error: -o ")
+                    && stderr.contains(path.to_str().unwrap())
+                    && stderr.contains(why)
+                    && stderr.lines().count() == 1,
+                "{path:?}: {stderr}"
+            );
+        }
+    }
+    assert_eq!(stub.count(), 0, "no request was sent");
+    let left: Vec<_> = std::fs::read_dir(env.file(""))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("plain.txt")]);
+}

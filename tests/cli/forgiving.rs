@@ -55,7 +55,7 @@ fn an_unknown_provider_lists_the_known_ones_named_ones_included() {
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(
         err,
-        "tinyagent: error: model 'antropic/claude-sonnet-4-5': unknown provider 'antropic' (did you mean 'anthropic'?); known providers: openai, responses, anthropic, ollama, openrouter, script, gateway\n"
+        "tinyagent: error: model 'antropic/claude-sonnet-4-5': unknown provider 'antropic' (did you mean 'anthropic'?); known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, gateway\n"
     );
 }
 
@@ -169,4 +169,29 @@ fn a_time_limit_hint_says_the_limit_counts_from_the_resume() {
             "to resume: tinyagent --resume {} --time-limit DURATION (a time limit counts from the resume)",
             out.display()
         )));
+}
+
+/// Claude Code's `--dangerously-skip-permissions` and Codex's `--yolo` and
+/// `--full-auto` are told `--approval auto` (SPEC 20), not clap's tip to
+/// pass them as a value; before or after the task, alone on one line.
+#[test]
+fn the_flags_that_skip_asking_elsewhere_are_told_approval_auto() {
+    let env = TestEnv::new();
+    for flag in [
+        "--yolo",
+        "--dangerously-skip-permissions",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--full-auto",
+    ] {
+        for args in [[flag, "fix it"], ["fix it", flag]] {
+            let (code, err) = fails(&env, &args);
+            assert_eq!(code, Some(2), "{err}");
+            assert_eq!(
+                err,
+                format!(
+                    "tinyagent: error: unexpected argument '{flag}' (did you mean --approval auto?)\n"
+                )
+            );
+        }
+    }
 }

@@ -48,6 +48,7 @@ fn the_man_page_is_roff_with_every_flag() {
     assert!(man.contains(".TH tinyagent 1"), "{man}");
     for flag in [
         "fallback\\-model",
+        "\\-p\\fR, \\fB\\-\\-prompt",
         "instructions",
         "generate",
         "step\\-limit",

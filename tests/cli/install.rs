@@ -334,3 +334,116 @@ fn an_unknown_platform_asks_for_nothing_and_installs_nothing() {
     }
     assert_eq!(stub.count(), 0);
 }
+
+/// Nothing publishes tinyagent to crates.io: where there is no release,
+/// the script says how to build it that works (`--git`, `--locked`).
+#[test]
+fn an_unknown_platform_is_told_a_build_command_that_works() {
+    let machine = Machine::new("FreeBSD", "amd64");
+    let out = machine.install(&[("TINYAGENT_DOWNLOAD_URL", "http://127.0.0.1:9/r")], false);
+    let stderr = text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr.contains(
+            "elsewhere build it: cargo install --locked --git https://github.com/tinyagent/tinyagent tinyagent)"
+        ),
+        "{stderr}"
+    );
+}
+
+/// Every install command of the README and docs/ci-and-fleets.md (a
+/// Dockerfile's `RUN` included), with its continuation lines joined.
+fn documented_install_commands() -> Vec<(&'static str, String)> {
+    let mut commands = Vec::new();
+    for doc in ["README.md", "docs/ci-and-fleets.md"] {
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let line = line.trim();
+            if !line.contains("raw.githubusercontent.com/") || !line.contains("/install.sh") {
+                continue;
+            }
+            let mut command = line.trim_start_matches("RUN ").to_string();
+            while let Some(head) = command.strip_suffix('\\') {
+                command = format!("{head} {}", lines.next().unwrap().trim());
+            }
+            commands.push((doc, command));
+        }
+    }
+    commands
+}
+
+/// SPEC 21's failed download exits non-zero; the documented way to run the
+/// script must too (`curl … | sh` runs an empty script and exits 0). Each
+/// install command of the docs, pointed at a loopback server, fails when
+/// the script's download 404s (nothing installed) and installs when it is
+/// served.
+#[test]
+fn the_documented_install_commands_fail_when_the_download_fails() {
+    let script = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh")).unwrap();
+    let releases = release().to_path_buf();
+    let stub = Stub::start(move |_, req| {
+        let body = if req.path == "/main/install.sh" {
+            Some(script.clone())
+        } else {
+            req.path
+                .strip_prefix("/releases/")
+                .map(|p| releases.join(p))
+                .filter(|p| !req.path.contains("..") && p.is_file())
+                .map(|p| std::fs::read(p).unwrap())
+        };
+        match body {
+            Some(bytes) => Reply {
+                status: 200,
+                headers: vec![("content-type".into(), "text/plain".into())],
+                delay: Duration::ZERO,
+                chunks: vec![(Duration::ZERO, bytes)],
+                end: End::Complete,
+            },
+            None => Reply::status(404),
+        }
+    });
+    let commands = documented_install_commands();
+    let per_doc = |doc: &str| commands.iter().filter(|(d, _)| *d == doc).count();
+    assert_eq!(
+        (per_doc("README.md"), per_doc("docs/ci-and-fleets.md")),
+        (2, 3),
+        "{commands:#?}"
+    );
+    let documented = "https://raw.githubusercontent.com/tinyagent/tinyagent/main/install.sh";
+    for (doc, command) in &commands {
+        assert!(command.contains(documented), "{doc}: {command}");
+        for (script_url, ok) in [
+            (format!("{}/missing/install.sh", stub.url()), false),
+            (format!("{}/main/install.sh", stub.url()), true),
+        ] {
+            let machine = Machine::new("Linux", "x86_64");
+            let dir = machine.install_dir();
+            let line = command
+                .replace(documented, &script_url)
+                .replace("0.1.0", VERSION)
+                .replace("/tmp/", &format!("{}/", machine.dir.path().display()))
+                .replace("/usr/local/bin", dir.to_str().unwrap());
+            let out = Command::new("sh")
+                .args(["-c", &line])
+                .env_clear()
+                .env("PATH", machine.path())
+                .env("HOME", machine.dir.path().join("home"))
+                .env("TINYAGENT_INSTALL_DIR", &dir)
+                .env("TINYAGENT_VERSION", VERSION)
+                .env("TINYAGENT_DOWNLOAD_URL", format!("{}/releases", stub.url()))
+                .current_dir(machine.dir.path())
+                .output()
+                .unwrap();
+            let stderr = text(&out.stderr);
+            if ok {
+                assert_eq!(out.status.code(), Some(0), "{doc}: {line}: {stderr}");
+                assert_eq!(machine.installed(), ["tinyagent"], "{doc}: {line}");
+            } else {
+                assert_ne!(out.status.code(), Some(0), "{doc}: {line} passed");
+                assert!(machine.installed().is_empty(), "{doc}: {line}");
+            }
+        }
+    }
+}

@@ -430,3 +430,89 @@ fn a_database_from_a_newer_tinyagent_is_refused_and_not_altered() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert_eq!(std::fs::read(&db).unwrap(), before);
 }
+
+#[test]
+fn the_status_is_the_responses_own_when_a_200_stream_drops_or_carries_an_error() {
+    use crate::support::openai::{chunk, data};
+    use crate::support::stub::End;
+    use serde_json::json;
+
+    let env = TestEnv::new();
+    // 1: the server answered 200 and dropped the connection mid-reply;
+    // 2: a 200 stream whose event is an error naming status 502 (an
+    //    OpenRouter-style upstream failure); 3: an answer.
+    let dropped = Reply::sse(vec![
+        chunk(json!({"role": "assistant", "content": "hal"}), None),
+        chunk(json!({"content": "f"}), None),
+    ])
+    .end(End::Drop);
+    let error_inside = Reply::sse(vec![data(&json!({
+        "error": {"code": 502, "message": "Provider disconnected"}
+    }))]);
+    let stub = Stub::sequence(vec![
+        dropped,
+        error_inside,
+        chat_sse_submit("call_1", "done"),
+    ]);
+    let config = env.write(
+        "c.yaml",
+        &format!(
+            "{FAST_RETRY}providers:\n  gw:\n    api: openai\n    endpoint: {}/v1\n    api_key_env: GW_KEY\n    models:\n      m: {{}}\n",
+            stub.url()
+        ),
+    );
+    let db = env.file("log.db");
+    let out = env
+        .cmd()
+        .env("GW_KEY", KEY)
+        .args(["-m", "gw/m", "-q", "--log-db", db.to_str().unwrap(), "-c"])
+        .arg(&config)
+        .arg("task")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<(i64, String, Option<i64>)> =
+        rows(&db).into_iter().map(|r| (r.4, r.6, r.7)).collect();
+    assert_eq!(
+        got,
+        [
+            (1, "network".to_string(), Some(200)),
+            (2, "http_502".to_string(), Some(200)),
+            (3, "ok".to_string(), Some(200)),
+        ]
+    );
+}
+
+#[test]
+fn the_status_is_null_only_when_no_response_came() {
+    let env = TestEnv::new();
+    // A port that was free a moment ago: the connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = env.write(
+        "c.yaml",
+        &format!(
+            "retry: {{attempts: 1}}\nproviders:\n  gw:\n    api: openai\n    endpoint: http://127.0.0.1:{port}/v1\n    api_key_env: GW_KEY\n    models:\n      m: {{}}\n"
+        ),
+    );
+    let db = env.file("log.db");
+    let out = env
+        .cmd()
+        .env("GW_KEY", KEY)
+        .args(["-m", "gw/m", "-q", "--log-db", db.to_str().unwrap(), "-c"])
+        .arg(&config)
+        .arg("task")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let got: Vec<(String, Option<i64>)> = rows(&db).into_iter().map(|r| (r.6, r.7)).collect();
+    assert_eq!(got, [("network".to_string(), None)]);
+}

@@ -584,3 +584,73 @@ fn on_a_terminal_the_wait_counts_down_to_the_next_try() {
         .unwrap();
     s.exp_string("submitted after 2 steps").unwrap();
 }
+
+/// SPEC 6: an outage's summary (exit 75) says that every model was down,
+/// naming each with its last reason, `-q` or not; a run with a checkpoint
+/// then says how to resume it, with `--outage-wait` and `--fallback-model`
+/// as the ways past the outage.
+#[test]
+fn an_outage_summary_names_every_model_down_and_how_to_resume_past_it() {
+    let env = machine("");
+    let provider = Provider::start(&env.file("log"), None);
+    let dead = env.script("dead.yaml", "- error: {kind: network}\n");
+    let traj = env.file("run.json");
+    let out = run(
+        &env,
+        &provider,
+        &[
+            "--fallback-model",
+            &dead,
+            "-o",
+            traj.to_str().unwrap(),
+            "fix it",
+        ],
+    );
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    let summary = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error after 1 step · "))
+        .unwrap_or_else(|| panic!("no summary: {}", out.stderr));
+    assert!(
+        summary.ends_with(&format!(
+            " · every model was down (openai/gpt-5: http_503, {dead}: network)"
+        )),
+        "{summary}"
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "\nto resume: tinyagent --resume {} --outage-wait DURATION (to wait for a model to answer again; or --fallback-model SPEC to go on with another model)\n",
+            traj.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(read_json(&traj)["status"], "error");
+
+    // Kept in the run store only: `--continue`, and `--resume` of its file.
+    let quiet = run(&env, &provider, &["-q", "fix it"]);
+    assert_eq!(quiet.code, Some(75));
+    assert!(
+        quiet
+            .stderr
+            .contains(" · every model was down (openai/gpt-5: http_503)\n"),
+        "{}",
+        quiet.stderr
+    );
+    assert!(!quiet.stderr.contains("to resume"), "-q: {}", quiet.stderr);
+    let stored = run(&env, &provider, &["fix it"]);
+    assert!(
+        stored
+            .stderr
+            .contains("to resume: tinyagent --continue --outage-wait DURATION (to wait"),
+        "{}",
+        stored.stderr
+    );
+    assert!(
+        stored.stderr.contains("       or: tinyagent --resume ")
+            && stored.stderr.contains(".json --outage-wait DURATION\n"),
+        "{}",
+        stored.stderr
+    );
+}

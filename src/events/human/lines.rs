@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::events::DownModel;
 use crate::exit::Status;
 
 /// What a tool call is about, from its arguments: the command for `bash`,
@@ -176,10 +177,13 @@ pub(crate) struct Summary<'a> {
     pub duration_ms: u64,
     pub model_fallbacks: u32,
     pub active_model: &'a str,
+    /// After an outage (exit 75): every model with its last reason.
+    pub down: &'a [DownModel],
 }
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`,
-/// with `(a $x, b $y)` after the cost when more than one model answered.
+/// with `(a $x, b $y)` after the cost when more than one model answered,
+/// and after an outage `· every model was down (<spec>: <reason>, ...)`.
 pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> String {
     let mut cost = format!("${:.4}", s.cost_usd);
     if cost_per_model.len() > 1 {
@@ -204,6 +208,14 @@ pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> Stri
             if s.model_fallbacks == 1 { "" } else { "s" },
             s.active_model
         ));
+    }
+    if !s.down.is_empty() {
+        let list: Vec<String> = s
+            .down
+            .iter()
+            .map(|m| format!("{}: {}", m.model, m.reason))
+            .collect();
+        line.push_str(&format!(" · every model was down ({})", list.join(", ")));
     }
     line
 }
@@ -261,8 +273,26 @@ pub(crate) fn resume_hint(
         Status::BudgetLimit => ("", " (once the budget's period has rolled over)"),
         _ => return None,
     };
+    Some(resume_lines(checkpoint, store, flag, note))
+}
+
+/// How to go on with a run that ended with exit 75 (every model down) and
+/// has a checkpoint at `checkpoint`: resume it with `--outage-wait`, or
+/// with a `--fallback-model` that is up (SPEC 6).
+pub(crate) fn outage_resume_hint(checkpoint: &Path, store: Option<Continue>) -> String {
+    resume_lines(
+        checkpoint,
+        store,
+        " --outage-wait DURATION",
+        " (to wait for a model to answer again; or --fallback-model SPEC to go on with another model)",
+    )
+}
+
+/// `to resume: tinyagent --resume FILE<flag><note>`, or for a run kept in
+/// the run store `--continue` first and `--resume` of its file after.
+fn resume_lines(checkpoint: &Path, store: Option<Continue>, flag: &str, note: &str) -> String {
     let path = shell_word(&checkpoint.display().to_string());
-    Some(match store {
+    match store {
         None => format!("to resume: tinyagent --resume {path}{flag}{note}"),
         Some(how) => {
             let dir = match how {
@@ -273,7 +303,7 @@ pub(crate) fn resume_hint(
                 "to resume: tinyagent{dir} --continue{flag}{note}\n       or: tinyagent --resume {path}{flag}"
             )
         }
-    })
+    }
 }
 
 /// A path quoted for a POSIX shell when it needs it.
@@ -369,6 +399,7 @@ mod tests {
             duration_ms: 72_000,
             model_fallbacks: 1,
             active_model: "openai/gpt-5",
+            down: &[],
         };
         assert_eq!(
             summary(&s, &[("openai/gpt-5".into(), 0.1831)]),
@@ -376,6 +407,45 @@ mod tests {
         );
         let two = [("a/x".to_string(), 0.1), ("b/y".to_string(), 0.0831)];
         assert!(summary(&s, &two).contains("$0.1831 (a/x $0.1000, b/y $0.0831) · 1m12s"));
+        let down = [
+            DownModel {
+                model: "a/x".into(),
+                reason: "http_503".into(),
+            },
+            DownModel {
+                model: "b/y".into(),
+                reason: "quota".into(),
+            },
+        ];
+        let outage = Summary {
+            status: "error",
+            steps: 0,
+            tokens: 0,
+            cost_usd: 0.0,
+            duration_ms: 100,
+            model_fallbacks: 0,
+            active_model: "a/x",
+            down: &down,
+        };
+        assert_eq!(
+            summary(&outage, &[]),
+            "error after 0 steps · 0 tokens · $0.0000 · 0.1s · every model was down (a/x: http_503, b/y: quota)"
+        );
+    }
+
+    #[test]
+    fn an_outage_hint_gives_the_wait_and_the_fallback_as_ways_past_it() {
+        assert_eq!(
+            outage_resume_hint(Path::new("t.json"), None),
+            "to resume: tinyagent --resume t.json --outage-wait DURATION (to wait for a model \
+             to answer again; or --fallback-model SPEC to go on with another model)"
+        );
+        assert_eq!(
+            outage_resume_hint(Path::new("/s/runs/r1.json"), Some(Continue::Here)),
+            "to resume: tinyagent --continue --outage-wait DURATION (to wait for a model to \
+             answer again; or --fallback-model SPEC to go on with another model)\n       \
+             or: tinyagent --resume /s/runs/r1.json --outage-wait DURATION"
+        );
     }
 
     #[test]

@@ -494,6 +494,7 @@ impl Spans {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
         }
     }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 #[cfg(test)]
 pub(crate) use request::request_body;
-pub(crate) use request::request_bytes;
+pub(crate) use request::{request_bytes, request_bytes_on_vertex};
 pub(crate) use stream::Assembly;
 
 use super::http::HttpTransport;
@@ -32,6 +32,9 @@ pub(crate) struct AnthropicModel {
     cache: WireCache<request::Blocks>,
     /// The provider's `stream` and `tool_choice` options.
     wire: WireOptions,
+    /// On Vertex AI: the body in its form, sent to the model's own URL
+    /// (`:streamRawPredict`) instead of `/v1/messages`.
+    on_vertex: bool,
 }
 
 impl AnthropicModel {
@@ -47,6 +50,25 @@ impl AnthropicModel {
             max_output_tokens,
             cache: WireCache::default(),
             wire: WireOptions::default(),
+            on_vertex: false,
+        }
+    }
+
+    /// Claude on Vertex AI (SPEC 22): `transport`'s endpoint is the
+    /// publisher model's URL and it authorizes with a Google token; the
+    /// version goes in the body, errors are read in Google's shape too.
+    pub(crate) fn on_vertex(
+        transport: HttpTransport,
+        model: &str,
+        max_output_tokens: Option<u32>,
+    ) -> Self {
+        AnthropicModel {
+            transport: transport.with_error_reader(super::gemini::error_from_google_body),
+            model: model.to_string(),
+            max_output_tokens,
+            cache: WireCache::default(),
+            wire: WireOptions::default(),
+            on_vertex: true,
         }
     }
 
@@ -64,20 +86,20 @@ impl Model for AnthropicModel {
         request: &Request<'_>,
         observer: &dyn StreamObserver,
     ) -> Result<Response, ModelError> {
-        let body = request_bytes(
+        let (write, path): (fn(_, _, _, _, _) -> _, _) = match (self.on_vertex, self.wire.stream) {
+            (false, _) => (request_bytes, "/v1/messages"),
+            (true, true) => (request_bytes_on_vertex, ":streamRawPredict"),
+            (true, false) => (request_bytes_on_vertex, ":rawPredict"),
+        };
+        let body = write(
             &self.model,
             request,
             self.max_output_tokens,
             self.wire,
             &self.cache,
         );
-        super::wire::complete::<Assembly>(
-            &self.transport,
-            "/v1/messages",
-            self.cache.lend(body),
-            observer,
-        )
-        .await
+        super::wire::complete::<Assembly>(&self.transport, path, self.cache.lend(body), observer)
+            .await
     }
 }
 

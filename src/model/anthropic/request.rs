@@ -94,6 +94,38 @@ pub(crate) fn request_bytes(
     wire: WireOptions,
     cache: &WireCache<Blocks>,
 ) -> WireBody {
+    body_bytes(model, request, configured_max, wire, cache, false)
+}
+
+/// The version Vertex AI's `rawPredict` takes in the body (SPEC 22).
+pub(crate) const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
+/// `request_bytes` as Vertex AI takes it: no `model` (the URL names it),
+/// `anthropic_version` first.
+pub(crate) fn request_bytes_on_vertex(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+    wire: WireOptions,
+    cache: &WireCache<Blocks>,
+) -> WireBody {
+    body_bytes(model, request, configured_max, wire, cache, true)
+}
+
+/// A body's fields as Vertex AI takes them.
+pub(crate) fn on_vertex(body: &mut Map<String, Value>) {
+    body.shift_remove("model");
+    body.shift_insert(0, "anthropic_version".into(), json!(VERTEX_VERSION));
+}
+
+fn body_bytes(
+    model: &str,
+    request: &Request<'_>,
+    configured_max: Option<u32>,
+    wire: WireOptions,
+    cache: &WireCache<Blocks>,
+    vertex: bool,
+) -> WireBody {
     let mut fill = cache.fill();
     let mut parts = Vec::with_capacity(request.messages.len());
     for message in request.messages {
@@ -122,6 +154,9 @@ pub(crate) fn request_bytes(
     }));
     let mut body = fields(model, request, configured_max, can_think);
     apply_options(&mut body, WireApi::Anthropic, wire);
+    if vertex {
+        on_vertex(&mut body);
+    }
     let last = parts.last().map(|p| p.slot);
     fill.body(&body, "messages", |fill, array| {
         for turn in turns {
@@ -409,192 +444,4 @@ fn block_id(id: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{ToolCall, ToolSpec};
-
-    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
-        Request {
-            system: "be brief",
-            messages,
-            tools,
-            output_schema: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            spec,
-        }
-    }
-
-    fn call(id: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: "bash".into(),
-            arguments: args,
-            garbled: false,
-            oversized: None,
-        }
-    }
-
-    fn conversation(extra: Option<Value>) -> Vec<Message> {
-        let c1 = call("toolu_1", json!({"command": "ls"}));
-        let c2 = call("toolu_2", json!({"command": "pwd"}));
-        vec![
-            Message::new(Role::User, "task", 0),
-            Message {
-                tool_calls: vec![c1.clone(), c2.clone()],
-                model: Some("anthropic/claude-sonnet-4-5".into()),
-                extra,
-                ..Message::new(Role::Assistant, "Looking.", 1)
-            },
-            Message::tool_result(&c1, "a.txt", 1),
-            Message::tool_result(&c2, "/work", 1),
-            Message::new(Role::User, "keep going", 1),
-        ]
-    }
-
-    #[test]
-    fn tool_results_merge_into_one_user_message() {
-        let msgs = conversation(None);
-        let tools = [ToolSpec {
-            name: "bash".into(),
-            description: "run".into(),
-            parameters: json!({"type": "object"}),
-        }];
-        let body = request_body(
-            "claude-sonnet-4-5",
-            &request(&msgs, &tools, "anthropic/claude-sonnet-4-5"),
-            None,
-        );
-        assert_eq!(body["system"], "be brief");
-        assert_eq!(body["stream"], true);
-        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
-        assert_eq!(
-            body["tools"][0],
-            json!({"name": "bash", "description": "run", "input_schema": {"type": "object"}})
-        );
-        let m = body["messages"].as_array().unwrap();
-        assert_eq!(m.len(), 3);
-        assert_eq!(
-            m[0],
-            json!({"role": "user", "content": [{"type": "text", "text": "task"}]})
-        );
-        assert_eq!(
-            m[1],
-            json!({"role": "assistant", "content": [
-                {"type": "text", "text": "Looking."},
-                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
-                {"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"command": "pwd"}},
-            ]})
-        );
-        assert_eq!(
-            m[2],
-            json!({"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"},
-                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "/work"},
-                {"type": "text", "text": "keep going", "cache_control": {"type": "ephemeral"}},
-            ]})
-        );
-        assert!(body.get("thinking").is_none());
-    }
-
-    #[test]
-    fn thinking_is_replayed_only_to_the_same_spec() {
-        let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "sig=="});
-        let msgs = conversation(Some(json!({"anthropic": {"content": [thinking.clone()]}})));
-        let same = request_body(
-            "claude-sonnet-4-5",
-            &request(&msgs, &[], "anthropic/claude-sonnet-4-5"),
-            None,
-        );
-        assert_eq!(same["messages"][1]["content"][0], thinking);
-        let other = request_body(
-            "claude-haiku-4-5",
-            &request(&msgs, &[], "anthropic/claude-haiku-4-5"),
-            None,
-        );
-        assert_eq!(other["messages"][1]["content"][0]["type"], "text");
-    }
-
-    #[test]
-    fn thinking_stays_off_for_a_turn_begun_without_it() {
-        let thinking = json!({"type": "thinking", "thinking": "hmm", "signature": "sig=="});
-        let with = conversation(Some(json!({"anthropic": {"content": [thinking]}})));
-        // Ends in tool results: the assistant's tool-use turn is still open.
-        let open_turn = &with[..4];
-        let mut r = request(open_turn, &[], "anthropic/claude-sonnet-4-5");
-        r.reasoning_effort = Some("low");
-        assert!(request_body("claude-sonnet-4-5", &r, None)
-            .get("thinking")
-            .is_some());
-        r.spec = "anthropic/claude-haiku-4-5";
-        assert!(request_body("claude-haiku-4-5", &r, None)
-            .get("thinking")
-            .is_none());
-        // A new user message starts a new turn: thinking is fine again.
-        let mut r = request(&with, &[], "anthropic/claude-haiku-4-5");
-        r.reasoning_effort = Some("low");
-        assert!(request_body("claude-haiku-4-5", &r, None)
-            .get("thinking")
-            .is_some());
-    }
-
-    #[test]
-    fn garbled_calls_and_foreign_ids_stay_valid() {
-        let mut bad = call("call.9/x", Value::String("{\"command\": ".into()));
-        bad.garbled = true;
-        let msgs = vec![
-            Message::new(Role::User, "task", 0),
-            Message {
-                tool_calls: vec![bad.clone()],
-                ..Message::new(Role::Assistant, "", 1)
-            },
-            Message::tool_result(&bad, "", 1),
-        ];
-        let body = request_body("claude-sonnet-4-5", &request(&msgs, &[], "x/y"), None);
-        let m = &body["messages"];
-        assert_eq!(
-            m[1]["content"],
-            json!([{"type": "tool_use", "id": "call_9_x", "name": "bash", "input": {}}])
-        );
-        assert_eq!(m[2]["content"][0]["tool_use_id"], "call_9_x");
-        assert_eq!(m[2]["content"][0]["content"], "(no output)");
-    }
-
-    #[test]
-    fn max_tokens_and_thinking_budgets() {
-        let msgs = [Message::new(Role::User, "t", 0)];
-        let mut r = request(&msgs, &[], "a/b");
-        assert_eq!(
-            request_body("claude-3-5-haiku-latest", &r, None)["max_tokens"],
-            8192
-        );
-        assert_eq!(
-            request_body("claude-3-haiku-20240307", &r, None)["max_tokens"],
-            4096
-        );
-        assert_eq!(
-            request_body("claude-opus-4-1", &r, Some(32000))["max_tokens"],
-            32000
-        );
-        r.reasoning_effort = Some("high");
-        let body = request_body("claude-sonnet-4-5", &r, None);
-        assert_eq!(body["max_tokens"], 20_480 + 8_192);
-        assert_eq!(
-            body["thinking"],
-            json!({"type": "enabled", "budget_tokens": 20_480})
-        );
-        r.reasoning_effort = Some("low");
-        assert_eq!(
-            request_body("claude-sonnet-4-5", &r, None)["max_tokens"],
-            DEFAULT_MAX_TOKENS
-        );
-        r.max_output_tokens = Some(6000);
-        let body = request_body("claude-sonnet-4-5", &r, None);
-        assert_eq!(body["max_tokens"], 6000);
-        assert_eq!(body["thinking"]["budget_tokens"], 3000);
-        r.max_output_tokens = Some(1500);
-        assert!(request_body("claude-sonnet-4-5", &r, None)
-            .get("thinking")
-            .is_none());
-    }
-}
+mod tests;

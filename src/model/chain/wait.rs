@@ -33,7 +33,7 @@ struct Waiting {
     reminded: Instant,
     /// The requests sent during the wait.
     probes: u32,
-    last_error: ModelError,
+    last_error: Option<ModelError>,
 }
 
 impl ChainModel {
@@ -61,8 +61,14 @@ impl ChainModel {
             return Err(ChainError::Stopped(cause));
         }
         let started = Instant::now();
+        // The failure that ended the chain was the last member tried; its
+        // server's Retry-After holds off that member's first probe.
+        let asked = tried
+            .last()
+            .and_then(|(spec, _)| self.members.iter().position(|m| m.spec == *spec))
+            .zip(last_error.as_ref().and_then(ModelError::retry_after));
         let mut wait = Waiting {
-            outage: self.gate.begin_outage(self.last_reasons(tried)),
+            outage: self.gate.begin_outage(self.last_reasons(tried), asked),
             started,
             deadline: started + limit,
             reminded: started,
@@ -77,13 +83,28 @@ impl ChainModel {
             next_try: wait.outage.next_try(&self.gate),
         });
         loop {
-            let Some(index) = self.next_request(&mut wait, ctx).await? else {
+            let Some((index, followed)) = self.next_request(&mut wait, ctx).await? else {
                 return Err(self.gave_up(wait));
             };
-            wait.probes += 1;
-            let rules = self.gate.probe(index, prompt.estimated_input_tokens);
+            let tokens = prompt.estimated_input_tokens;
+            // A recovery is followed like any request (it may find the
+            // fleet waiting again); a probe's lease is this run's already.
+            let rules = if followed {
+                self.gate.probe(index, tokens)
+            } else {
+                self.gate.wait_probe(index, tokens)
+            };
             match self.turn(rules, index, prompt, ctx, None, None).await {
-                Turn::Answered(answer) => return Ok(self.outage_over(index, answer, &wait, ctx)),
+                Turn::Answered(answer) => {
+                    wait.probes += 1;
+                    return Ok(self.outage_over(index, answer, &wait, ctx));
+                }
+                // Not sent: the fleet waits on the member again.
+                Turn::MovedOn {
+                    reason: SwitchReason::Cooldown,
+                    attempts: 0,
+                    ..
+                } => {}
                 Turn::MovedOn {
                     reason,
                     error,
@@ -93,7 +114,8 @@ impl ChainModel {
                     // A Retry-After, or a pacing reset, is taken when it is
                     // longer than the wait's interval (SPEC 18).
                     let asked = error.as_ref().and_then(ModelError::retry_after).or(reset);
-                    if let Some(error) = error {
+                    wait.probes += 1;
+                    if error.is_some() {
                         wait.last_error = error;
                     }
                     wait.outage.failed(&self.gate, index, reason, asked);
@@ -106,27 +128,28 @@ impl ChainModel {
     }
 
     /// Sleeps as the gate says until a member is to be asked, printing a
-    /// reminder line every `REMIND_EVERY`; `None` when the wait runs out
-    /// first.
+    /// reminder line every `REMIND_EVERY`: the member, and whether it is a
+    /// recovery followed (else this run's probe); `None` when the wait runs
+    /// out first.
     async fn next_request(
         &self,
         wait: &mut Waiting,
         ctx: RequestCtx<'_>,
-    ) -> Result<Option<usize>, ChainError> {
+    ) -> Result<Option<(usize, bool)>, ChainError> {
         loop {
             let now = Instant::now();
             if now >= wait.deadline {
                 return Ok(None);
             }
             match wait.outage.next(&self.gate) {
-                Next::Probe(index) => return Ok(Some(index)),
+                Next::Probe(index) => return Ok(Some((index, false))),
                 Next::Follow { index, after } => {
                     let until = (now + after).min(wait.deadline);
                     ctx.stop
                         .sleep(until - now)
                         .await
                         .map_err(ChainError::Stopped)?;
-                    return Ok((until < wait.deadline).then_some(index));
+                    return Ok((until < wait.deadline).then_some((index, true)));
                 }
                 Next::Sleep(pause) => {
                     let remind_at = wait.reminded + REMIND_EVERY;

@@ -224,6 +224,8 @@ impl Gate {
             may_move_on: has_next,
             can_leave: has_next,
             rate_limit_room: !has_next,
+            kind: TurnKind::Normal,
+            fleet_probe: AtomicBool::new(false),
             glitch_retried: AtomicBool::new(false),
             rate_limit_waited: Mutex::new(Duration::ZERO),
         }
@@ -238,6 +240,7 @@ impl Gate {
             may_move_on: false,
             can_leave: true,
             rate_limit_room: false,
+            kind: TurnKind::Probe,
             ..self.turn(index, estimated_input_tokens)
         }
     }
@@ -344,6 +347,18 @@ impl Gate {
     }
 }
 
+/// Which requests a `MemberTurn` sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TurnKind {
+    /// A member's turn in a step.
+    Normal,
+    /// One request after a cooldown, or after another run's recovery.
+    Probe,
+    /// An outage wait's probe: the run took the member's probe lease
+    /// (`Outage::next`), and the wait records its outcome (`Outage::failed`).
+    WaitProbe,
+}
+
 /// The rules one member's retry loop runs under in one step: a normal turn
 /// or a probe.
 pub(crate) struct MemberTurn<'g> {
@@ -363,6 +378,10 @@ pub(crate) struct MemberTurn<'g> {
     /// The chain's last member or a lone model, not a probe: rate limits get
     /// their own, larger budget of tries.
     rate_limit_room: bool,
+    kind: TurnKind,
+    /// The request being sent took the fleet's due outage probe of the
+    /// member (`Gate::fleet_turn`): its failure is recorded as the fleet's.
+    fleet_probe: AtomicBool,
     /// Whether a glitch was already retried at once in this loop.
     glitch_retried: AtomicBool,
     /// What this turn has waited on rate limits so far.
@@ -413,6 +432,9 @@ impl Referee for MemberTurn<'_> {
         if let Some(admission) = self.budget_admission() {
             return admission;
         }
+        if let Some(admission) = self.outage_admission() {
+            return admission;
+        }
         if self.skip_for_cooldown() {
             return Admission::MoveOn(SwitchReason::Cooldown);
         }
@@ -435,6 +457,9 @@ impl Referee for MemberTurn<'_> {
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
         self.learn(failed.timing);
+        if let Some(verdict) = self.after_outage_probe(failed) {
+            return verdict;
+        }
         let strike = self
             .gate
             .record

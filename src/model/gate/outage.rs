@@ -20,12 +20,22 @@
 //!   that member within a random spread of `SPREAD` after it;
 //! - the other waiting runs read the record (`POLL`) instead of asking.
 //!
+//! Every request to a member the fleet waits on goes through the same
+//! lease (`Gate::fleet_turn`), not only the wait's own probes: a run that
+//! has not begun to wait yet (it joins late, or its own retry falls due)
+//! sends only when it takes the due probe; else it skips the member, or,
+//! on its chain's last member with `--outage-wait`, joins the wait. The
+//! lease ends only when its holder records the outcome, and a failed
+//! probe's next due time is written before its lease ends
+//! (`Gate::probe_failed`), so no run finds the old due time free.
+//!
 //! With the record off (or broken) the run keeps the same schedule alone.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::shared::LEASE_FOR;
-use super::Gate;
+use super::{Admission, Failed, Gate, MemberTurn, TurnKind, Verdict};
 use crate::health::Millis;
 use crate::model::reason::SwitchReason;
 
@@ -58,6 +68,65 @@ fn ms(d: Duration) -> Millis {
 
 fn duration(ms: Millis) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
+}
+
+/// Whose turn a request to a member is, as the fleet's outage record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FleetTurn {
+    /// No waiting run scheduled a probe of it.
+    Free,
+    /// Its probe is due and this run took the lease: the request is it.
+    Probe,
+    /// Another run's turn: not due yet, or its lease is held.
+    Held,
+}
+
+impl MemberTurn<'_> {
+    /// Before a request other than an outage wait's own probe: while the
+    /// fleet waits on the member, only its due probe is sent (this run
+    /// takes the lease), else the member is skipped (`cooldown`): the
+    /// chain moves on, or, on its last member with `--outage-wait`, the run
+    /// joins the wait. A run that does not wait asks its last member as
+    /// always (SPEC 13).
+    pub(super) fn outage_admission(&self) -> Option<Admission> {
+        if self.kind == TurnKind::WaitProbe {
+            return None;
+        }
+        match self.gate.fleet_turn(self.index) {
+            FleetTurn::Free => None,
+            FleetTurn::Probe => {
+                self.fleet_probe.store(true, Ordering::Relaxed);
+                None
+            }
+            FleetTurn::Held => {
+                let skip = self.may_move_on
+                    || self.kind == TurnKind::Probe
+                    || !self.gate.outage_wait.is_zero();
+                skip.then_some(Admission::MoveOn(SwitchReason::Cooldown))
+            }
+        }
+    }
+
+    /// After a failed outage probe: the wait's own is recorded by the wait
+    /// (`Outage::failed`); one this turn took from the fleet is recorded
+    /// here. Either way the member is left for this step, and the strike
+    /// writes no cooling record (that would end the lease before the next
+    /// probe is scheduled). `None` for any other request.
+    pub(super) fn after_outage_probe(&self, failed: &Failed<'_>) -> Option<Verdict> {
+        let taken = self.fleet_probe.swap(false, Ordering::Relaxed);
+        if self.kind != TurnKind::WaitProbe && !taken {
+            return None;
+        }
+        let reason = SwitchReason::from(failed.reason);
+        self.gate
+            .record
+            .strike_only(self.key(), &failed.reason.to_string());
+        if taken {
+            self.gate
+                .probe_failed(self.index, &reason, failed.error.retry_after());
+        }
+        Some(Verdict::MoveOn(reason))
+    }
 }
 
 /// What a waiting run does next.
@@ -108,9 +177,16 @@ impl Gate {
     }
 
     /// The run begins waiting; `reasons` holds each member's last reason
-    /// (chain order). Schedules each member's first probe unless the fleet
-    /// already did.
-    pub(crate) fn begin_outage(&self, reasons: Vec<SwitchReason>) -> Outage {
+    /// (chain order), `last` the member whose failure ended the chain and
+    /// the wait its server asked for (a Retry-After), if any. Schedules
+    /// each member's first probe unless the fleet already did; member
+    /// `last`'s no sooner than its server asked (SPEC 18: a Retry-After is
+    /// taken when longer than the interval).
+    pub(crate) fn begin_outage(
+        &self,
+        reasons: Vec<SwitchReason>,
+        last: Option<(usize, Duration)>,
+    ) -> Outage {
         let now = self.record.now();
         let mut outage = Outage {
             started: now,
@@ -119,16 +195,71 @@ impl Gate {
             reasons,
         };
         for index in 0..self.len() {
-            outage.due_at(self, index, now);
+            let asked = last.filter(|(i, _)| *i == index).map(|(_, asked)| asked);
+            outage.schedule_first(self, index, now, asked);
         }
         outage
+    }
+
+    /// The rules of an outage wait's probe of member `index`, whose probe
+    /// lease this run took (`Outage::next`): one request, its outcome
+    /// recorded by the wait (`Outage::failed`).
+    pub(crate) fn wait_probe(&self, index: usize, estimated_input_tokens: u64) -> MemberTurn<'_> {
+        MemberTurn {
+            kind: TurnKind::WaitProbe,
+            ..self.probe(index, estimated_input_tokens)
+        }
+    }
+
+    /// What the fleet's outage record says of a request to member `index`
+    /// now: nothing (no waiting run scheduled a probe of it), the request
+    /// is the fleet's due probe and this run took its lease, or it is
+    /// another run's turn (not due yet, or its lease is held).
+    fn fleet_turn(&self, index: usize) -> FleetTurn {
+        let key = &self.keys[index];
+        let token = self.record.health().token();
+        self.record
+            .health()
+            .with(|store, now| {
+                if store.read_outage(key)?.next_probe_at.is_none() {
+                    return Ok(FleetTurn::Free);
+                }
+                Ok(if store.take_due_probe(key, token, now, LEASE_FOR)? {
+                    FleetTurn::Probe
+                } else {
+                    FleetTurn::Held
+                })
+            })
+            .unwrap_or(FleetTurn::Free)
+    }
+
+    /// A probe of member `index` in an outage failed for `reason` (the
+    /// server asked for `asked` more): one more failed probe for the fleet,
+    /// the next one scheduled after the interval its count gives, then the
+    /// member recorded as cooling down until then, which ends this run's
+    /// lease: in that order, so no run finds the old due time free.
+    /// Returns the fleet's count and the next due time; `None` with the
+    /// record off.
+    fn probe_failed(
+        &self,
+        index: usize,
+        reason: &SwitchReason,
+        asked: Option<Duration>,
+    ) -> Option<(u32, Millis)> {
+        let key = &self.keys[index];
+        let health = self.record.health();
+        let failures = health.with(|store, now| store.count_failed_probe(key, now))?;
+        let at = self.record.now() + ms(interval(self.retry.backoff, failures, asked));
+        health.with(|store, now| store.schedule_probe(key, at, now, true))?;
+        self.record.cool_until(key, at, &reason.to_string());
+        Some((failures, at))
     }
 
     /// Whether a failed request to member `index` joins a wait its fleet is
     /// already in, instead of spending the rest of its retries: the run
     /// waits out outages, and the shared record says the member is down
     /// (cooling down, or a waiting run scheduled its next probe).
-    pub(super) fn joins_the_wait(&self, index: usize) -> bool {
+    pub(crate) fn joins_the_wait(&self, index: usize) -> bool {
         if self.outage_wait.is_zero() {
             return false;
         }
@@ -188,18 +319,21 @@ impl Outage {
         reason: SwitchReason,
         asked: Option<Duration>,
     ) {
-        let key = &gate.keys[index];
-        let health = gate.record.health();
         let own = &mut self.own[index];
-        own.failures = health
-            .with(|store, now| store.count_failed_probe(key, now))
-            .unwrap_or(own.failures + 1);
-        let now = gate.record.now();
-        let at = now + ms(interval(gate.retry.backoff, own.failures, asked));
-        own.next_at = Some(at);
-        // Scheduled before the lease ends, so no run finds the old due time.
-        health.with(|store, now| store.schedule_probe(key, at, now, true));
-        gate.record.cool_until(key, at, &reason.to_string());
+        *own = match gate.probe_failed(index, &reason, asked) {
+            Some((failures, at)) => Own {
+                failures,
+                next_at: Some(at),
+            },
+            None => {
+                let failures = own.failures + 1;
+                let at = gate.record.now() + ms(interval(gate.retry.backoff, failures, asked));
+                Own {
+                    failures,
+                    next_at: Some(at),
+                }
+            }
+        };
         self.reasons[index] = reason;
     }
 
@@ -239,6 +373,39 @@ impl Outage {
             return Some(Next::Follow { index, after });
         }
         None
+    }
+
+    /// Member `index`'s first probe of this wait: as `due_at`, but no
+    /// sooner than `asked` from now (the wait the server asked for in the
+    /// failure that ended the chain), moving the fleet's schedule later
+    /// when it is sooner.
+    fn schedule_first(&mut self, gate: &Gate, index: usize, now: Millis, asked: Option<Duration>) {
+        let Some(asked) = asked else {
+            self.due_at(gate, index, now);
+            return;
+        };
+        let key = &gate.keys[index];
+        let backoff = gate.retry.backoff;
+        let shared = gate.record.health().with(|store, now| {
+            let record = store.read_outage(key)?;
+            let wanted = now + ms(interval(backoff, record.failures, Some(asked)));
+            let at = match record.next_probe_at {
+                Some(at) if at >= wanted => at,
+                _ => store.schedule_probe(key, wanted, now, true)?,
+            };
+            Ok((at, record.failures))
+        });
+        let own = &mut self.own[index];
+        *own = match shared {
+            Some((at, failures)) => Own {
+                failures,
+                next_at: Some(at),
+            },
+            None => Own {
+                failures: own.failures,
+                next_at: Some(now + ms(interval(backoff, own.failures, Some(asked)))),
+            },
+        };
     }
 
     /// When member `index`'s next probe is due: the record's schedule,

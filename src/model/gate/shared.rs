@@ -94,7 +94,7 @@ impl SharedRecord {
     pub(super) fn cool_until(&self, key: &HealthKey, until: Millis, reason: &str) {
         let written = self
             .health
-            .with(|store, now| store.mark_cooling(key, until, reason, now));
+            .with(|store, now| store.mark_cooling(key, until, reason, now, self.health.token()));
         if written.is_some() {
             self.mine(key, |mine| mine.until = Some(until));
         }
@@ -146,8 +146,9 @@ impl SharedRecord {
         if cooling == 0 {
             return;
         }
+        let token = self.health.token();
         let written = self.health.with(|store, now| {
-            store.mark_cooling(key, now + cooling, reason, now)?;
+            store.mark_cooling(key, now + cooling, reason, now, token)?;
             Ok(now + cooling)
         });
         if let Some(until) = written {
@@ -162,6 +163,7 @@ impl SharedRecord {
         let window = ms(self.policy.cooldown.strike_window());
         let cooling = ms(self.policy.cooldown.recorded());
         let switch_after = self.policy.switch_after;
+        let token = self.health.token();
         let outcome = self.health.with(|store, now| {
             let before = store.read(key)?.cooling_until;
             let strikes = store.record_strike(key, reason, now, window)?;
@@ -169,7 +171,7 @@ impl SharedRecord {
             if cooling == 0 || (!probe && strikes < switch_after) {
                 return Ok((now, strikes, None));
             }
-            store.mark_cooling(key, now + cooling, reason, now)?;
+            store.mark_cooling(key, now + cooling, reason, now, token)?;
             Ok((now, strikes, Some((before, probe))))
         });
         let Some((now, strikes, written)) = outcome else {
@@ -195,6 +197,15 @@ impl SharedRecord {
                 Strike::Counted
             }
         })
+    }
+
+    /// Records a transient failure of a probe in an outage (SPEC 18) as a
+    /// strike only: its cooling record, which ends the probe lease, is
+    /// written once the fleet's next probe is scheduled (`Gate::probe_failed`).
+    pub(crate) fn strike_only(&self, key: &HealthKey, reason: &str) {
+        let window = ms(self.policy.cooldown.strike_window());
+        self.health
+            .with(|store, now| store.record_strike(key, reason, now, window));
     }
 
     /// The model answered: its strikes and cooling record are cleared for

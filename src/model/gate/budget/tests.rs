@@ -47,9 +47,16 @@ impl HealthStore for Breakable {
         self.check()?;
         self.inner.record_success(key, now)
     }
-    fn mark_cooling(&mut self, k: &HealthKey, u: i64, r: &str, n: i64) -> Result<(), StoreError> {
+    fn mark_cooling(
+        &mut self,
+        k: &HealthKey,
+        u: i64,
+        r: &str,
+        n: i64,
+        h: u64,
+    ) -> Result<(), StoreError> {
         self.check()?;
-        self.inner.mark_cooling(k, u, r, n)
+        self.inner.mark_cooling(k, u, r, n, h)
     }
     fn try_lease(&mut self, k: &HealthKey, h: u64, n: i64, t: i64) -> Result<bool, StoreError> {
         self.check()?;

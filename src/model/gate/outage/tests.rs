@@ -92,7 +92,10 @@ fn a_fleet_sends_one_probe_per_interval() {
     let store = Shared::default();
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let gates: Vec<Gate> = (0..4).map(|_| gate(&["a"], Some(&store), &clock)).collect();
-    let mut waits: Vec<Outage> = gates.iter().map(|g| g.begin_outage(down(1))).collect();
+    let mut waits: Vec<Outage> = gates
+        .iter()
+        .map(|g| g.begin_outage(down(1), None))
+        .collect();
     // The first waiting run scheduled the first probe one backoff on.
     for (g, w) in gates.iter().zip(&mut waits) {
         assert_eq!(w.next(g), Next::Sleep(secs(1.0)));
@@ -127,7 +130,7 @@ fn while_another_run_holds_the_lease_the_others_read_the_record() {
         gate(&["a"], Some(&store), &clock),
         gate(&["a"], Some(&store), &clock),
     );
-    let (mut wa, mut wb) = (a.begin_outage(down(1)), b.begin_outage(down(1)));
+    let (mut wa, mut wb) = (a.begin_outage(down(1), None), b.begin_outage(down(1), None));
     clock.fetch_add(1_000, Ordering::SeqCst);
     assert_eq!(wa.next(&a), Next::Probe(0));
     // a's probe is on its way: b polls.
@@ -149,7 +152,7 @@ fn a_lease_held_by_a_run_that_died_expires() {
         gate(&["a"], Some(&store), &clock),
         gate(&["a"], Some(&store), &clock),
     );
-    let (mut wa, mut wb) = (a.begin_outage(down(1)), b.begin_outage(down(1)));
+    let (mut wa, mut wb) = (a.begin_outage(down(1), None), b.begin_outage(down(1), None));
     clock.fetch_add(1_000, Ordering::SeqCst);
     assert_eq!(wa.next(&a), Next::Probe(0));
     drop(wa);
@@ -168,7 +171,7 @@ fn a_success_another_run_recorded_is_followed_once_within_the_spread() {
         gate(&["a", "b"], Some(&store), &clock),
     );
     discover(&a);
-    let mut wa = a.begin_outage(down(2));
+    let mut wa = a.begin_outage(down(2), None);
     clock.fetch_add(2_000, Ordering::SeqCst);
     // A run that is not waiting answers on b.
     let outsider = gate(&["a", "b"], Some(&store), &clock);
@@ -180,7 +183,7 @@ fn a_success_another_run_recorded_is_followed_once_within_the_spread() {
     // The same success is not followed twice (the request may fail).
     assert!(!matches!(wa.next(&a), Next::Follow { .. }));
     // A success recorded before the wait began is no recovery.
-    let mut wb = b.begin_outage(down(2));
+    let mut wb = b.begin_outage(down(2), None);
     assert!(!matches!(wb.next(&b), Next::Follow { .. }));
 }
 
@@ -189,7 +192,7 @@ fn the_first_probe_follows_the_chain_order() {
     let store = Shared::default();
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let g = gate(&["a", "b"], Some(&store), &clock);
-    let mut w = g.begin_outage(down(2));
+    let mut w = g.begin_outage(down(2), None);
     clock.fetch_add(1_000, Ordering::SeqCst);
     assert_eq!(w.next(&g), Next::Probe(0));
     w.failed(&g, 0, failed_503(), None);
@@ -207,7 +210,7 @@ fn the_first_probe_follows_the_chain_order() {
 fn a_run_alone_keeps_the_same_schedule_without_the_record() {
     let clock = Arc::new(AtomicI64::new(1_000_000));
     let g = gate(&["a"], None, &clock);
-    let mut w = g.begin_outage(down(1));
+    let mut w = g.begin_outage(down(1), None);
     assert_eq!(w.next(&g), Next::Sleep(secs(1.0)));
     let mut probes_at = Vec::new();
     for tick in 0..40 {
@@ -227,7 +230,7 @@ fn a_failure_joins_a_wait_only_when_the_run_waits_and_the_fleet_found_the_model_
     let g = gate(&["a"], Some(&store), &clock);
     assert!(!g.joins_the_wait(0), "nothing recorded");
     let waiting = gate(&["a"], Some(&store), &clock);
-    let _w = waiting.begin_outage(down(1));
+    let _w = waiting.begin_outage(down(1), None);
     assert!(g.joins_the_wait(0), "a run of the fleet waits on it");
     let no_wait = gate(&["a"], Some(&store), &clock).with_outage_wait(Duration::ZERO);
     assert!(!no_wait.joins_the_wait(0), "a run without --outage-wait");
@@ -237,4 +240,79 @@ fn a_failure_joins_a_wait_only_when_the_run_waits_and_the_fleet_found_the_model_
     assert!(fresh.joins_the_wait(0), "cooling");
     fresh.record.success(&key("a"));
     assert!(!fresh.joins_the_wait(0), "answered since");
+}
+
+#[test]
+fn the_first_probe_waits_for_the_retry_after_of_the_failure_that_ended_the_chain() {
+    for store in [Some(Shared::default()), None] {
+        let clock = Arc::new(AtomicI64::new(1_000_000));
+        let g = gate(&["a", "b"], store.as_ref(), &clock);
+        // b's server asked for 3 s; a's first probe is one backoff on.
+        let mut w = g.begin_outage(down(2), Some((1, secs(3.0))));
+        assert_eq!(w.next_try(&g), secs(1.0));
+        assert_eq!(w.own[1].next_at, Some(1_003_000));
+        clock.fetch_add(2_999, Ordering::SeqCst);
+        assert_eq!(w.next(&g), Next::Probe(0));
+        w.failed(&g, 0, failed_503(), None);
+        assert_eq!(w.next(&g), Next::Sleep(Duration::from_millis(1)));
+        clock.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(w.next(&g), Next::Probe(1));
+    }
+    // A fleet's schedule sooner than the server asked is moved later.
+    let store = Shared::default();
+    let clock = Arc::new(AtomicI64::new(1_000_000));
+    let (a, b) = (
+        gate(&["a"], Some(&store), &clock),
+        gate(&["a"], Some(&store), &clock),
+    );
+    let _wa = a.begin_outage(down(1), None);
+    let wb = b.begin_outage(down(1), Some((0, secs(5.0))));
+    assert_eq!(wb.next_try(&b), secs(5.0));
+}
+
+#[test]
+fn a_run_that_has_not_begun_to_wait_sends_only_the_fleets_due_probe() {
+    use crate::model::gate::{Referee, Timing};
+    use crate::model::ModelError;
+    let store = Shared::default();
+    let clock = Arc::new(AtomicI64::new(1_000_000));
+    let waiting = gate(&["a"], Some(&store), &clock);
+    let mut w = waiting.begin_outage(down(1), None);
+    let late = gate(&["a"], Some(&store), &clock);
+    assert_eq!(
+        late.turn(0, 0).before_send(1),
+        Admission::MoveOn(SwitchReason::Cooldown),
+        "not due: the run joins the wait"
+    );
+    clock.fetch_add(1_000, Ordering::SeqCst);
+    let turn = late.turn(0, 0);
+    assert!(
+        matches!(turn.before_send(1), Admission::Send { .. }),
+        "due: its request is the fleet's probe"
+    );
+    assert_eq!(w.next(&waiting), Next::Sleep(POLL), "the lease is held");
+    let error = ModelError::Status {
+        status: 503,
+        message: String::new(),
+        retry_after: None,
+    };
+    let failed = Failed {
+        attempt: 1,
+        reason: FailureReason::Http(503),
+        error: &error,
+        timing: Timing {
+            first_event: None,
+            deadline: Duration::from_secs(1),
+        },
+    };
+    assert_eq!(turn.after_failure(&failed), Verdict::MoveOn(failed_503()));
+    // Counted for the fleet: the next probe is two backoffs on, for all.
+    assert_eq!(w.next_try(&waiting), secs(2.0));
+    assert_eq!(w.next(&waiting), Next::Sleep(POLL));
+    // A run without --outage-wait asks its last member as always.
+    let alone = gate(&["a"], Some(&store), &clock).with_outage_wait(Duration::ZERO);
+    assert!(matches!(
+        alone.turn(0, 0).before_send(1),
+        Admission::Send { .. }
+    ));
 }

@@ -1,0 +1,179 @@
+//! The Amazon Bedrock adapter (SPEC 22): one `POST
+//! {endpoint}/model/{modelId}/converse-stream` per call, the reply in AWS
+//! event-stream framing (`model::eventstream`). `request.rs` translates our
+//! conversation to the Converse form, `stream.rs` assembles the events into
+//! a `Response`, `errors.rs` classifies Bedrock's exceptions, whether they
+//! come as HTTP errors or inside the stream. The transport's credentials
+//! (a bearer token or a SigV4 signer) authorize each request.
+
+mod errors;
+mod request;
+mod stream;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::HeaderMap;
+
+use super::eventstream::{header, FrameReader};
+use super::http::HttpTransport;
+use super::spec::WireOptions;
+use super::{Model, ModelError, Request, Response, StreamObserver};
+use stream::{Assembly, Stage};
+
+/// How long the `metadata` event (the usage) is awaited after `messageStop`:
+/// the reply is whole already, so a server that sends none costs this much.
+const METADATA_GRACE: Duration = Duration::from_secs(5);
+
+/// One Bedrock model (a model id or inference profile) behind one endpoint.
+#[derive(Debug)]
+pub(crate) struct BedrockModel {
+    transport: HttpTransport,
+    model_id: String,
+    /// The named model's configured `max_output_tokens`, used when the
+    /// request carries none.
+    max_output_tokens: Option<u32>,
+    /// The provider's `tool_choice`.
+    wire: WireOptions,
+}
+
+impl BedrockModel {
+    /// `transport` carries the member's credentials.
+    pub(crate) fn new(
+        transport: HttpTransport,
+        model_id: &str,
+        max_output_tokens: Option<u32>,
+    ) -> Self {
+        BedrockModel {
+            transport: transport.with_header("accept", "application/vnd.amazon.eventstream"),
+            model_id: model_id.to_string(),
+            max_output_tokens,
+            wire: WireOptions::default(),
+        }
+    }
+
+    /// Sends requests as the provider's config asks (`tool_choice`).
+    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
+        self.wire = wire;
+        self
+    }
+}
+
+/// The path of a model's ConverseStream; the id is one path segment
+/// (`us.anthropic.claude-sonnet-4-5-20250929-v1:0` sends its `:` encoded,
+/// as the AWS SDKs do).
+pub(crate) fn converse_stream_path(model_id: &str) -> String {
+    let mut segment = String::with_capacity(model_id.len());
+    for byte in model_id.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            segment.push(char::from(byte));
+        } else {
+            segment.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("/model/{segment}/converse-stream")
+}
+
+/// An HTTP error response as the exception its `x-amzn-errortype` names.
+fn http_error(status: u16, headers: &HeaderMap, body: &[u8], wait: Option<Duration>) -> ModelError {
+    let name = headers
+        .get("x-amzn-errortype")
+        .and_then(|v| v.to_str().ok());
+    errors::exception(name, Some(status), errors::body_message(body), wait)
+}
+
+#[async_trait]
+impl Model for BedrockModel {
+    async fn complete(
+        &self,
+        request: &Request<'_>,
+        observer: &dyn StreamObserver,
+    ) -> Result<Response, ModelError> {
+        let body =
+            request::request_body(&self.model_id, request, self.max_output_tokens, self.wire);
+        let body = serde_json::to_vec(&body).map_err(|e| ModelError::Invalid {
+            message: format!("cannot write the request: {e}"),
+        })?;
+        let path = converse_stream_path(&self.model_id);
+        let body = bytes::Bytes::from(body);
+        let (response, sent) = match self
+            .transport
+            .post_with(&path, body.clone(), http_error)
+            .await
+        {
+            // Credentials that expired are fetched again and the request
+            // sent again at once, without using up a retry (SPEC 22).
+            Err(e) if errors::says_expired(&e) && self.transport.invalidate_credentials() => {
+                self.transport.post_with(&path, body, http_error).await?
+            }
+            other => other?,
+        };
+        let mut frames = FrameReader::new(response, sent, self.transport.timeouts());
+        let mut assembly = Assembly::default();
+        loop {
+            let frame = match frames.next().await {
+                Ok(Some(frame)) => frame,
+                // The reply was whole at `messageStop`: only the usage is missing.
+                Ok(None) | Err(ModelError::Timeout { .. } | ModelError::Dropped { .. })
+                    if assembly.stage() != Stage::Open =>
+                {
+                    return assembly.finish()
+                }
+                Ok(None) => return Err(ModelError::StreamIncomplete),
+                Err(e) => return Err(e),
+            };
+            let payload =
+                std::str::from_utf8(frame.payload()).map_err(|_| ModelError::StreamIncomplete)?;
+            match header(&frame, ":message-type") {
+                Some("event") => {
+                    let event = header(&frame, ":event-type").unwrap_or_default();
+                    assembly.apply(event, payload, observer)?;
+                    match assembly.stage() {
+                        Stage::Done => return assembly.finish(),
+                        Stage::Stopped => frames.shorten_idle(METADATA_GRACE),
+                        Stage::Open => {}
+                    }
+                }
+                Some("exception") => {
+                    return Err(errors::exception(
+                        header(&frame, ":exception-type"),
+                        None,
+                        errors::body_message(payload.as_bytes()),
+                        None,
+                    ))
+                }
+                Some("error") => {
+                    let message: String = header(&frame, ":error-message")
+                        .unwrap_or_default()
+                        .chars()
+                        .take(crate::model::bounds::MAX_MESSAGE_CHARS)
+                        .collect();
+                    return Err(errors::exception(
+                        header(&frame, ":error-code"),
+                        None,
+                        message,
+                        None,
+                    ));
+                }
+                _ => return Err(ModelError::StreamIncomplete),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_are_one_encoded_segment() {
+        assert_eq!(
+            converse_stream_path("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse-stream"
+        );
+        assert_eq!(
+            converse_stream_path("arn:aws:bedrock:us-east-1:1:inference-profile/x"),
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fx/converse-stream"
+        );
+    }
+}

@@ -1,0 +1,511 @@
+//! Google Application Default Credentials for Vertex AI (SPEC 22), found in
+//! gcloud's order: the file named by `GOOGLE_APPLICATION_CREDENTIALS` (a
+//! service account key, whose signed JWT is exchanged at the file's
+//! `token_uri`; or an `authorized_user` refresh token, exchanged at the
+//! file's `token_uri` or Google's), else gcloud's
+//! `application_default_credentials.json` (under `CLOUDSDK_CONFIG`, else
+//! `~/.config/gcloud`), else the metadata server (`GCE_METADATA_HOST`, or
+//! `metadata.google.internal` on a machine that says it is on Google Cloud).
+//!
+//! `find` only reads files (validation, exit 2); the first token is fetched
+//! with the first request, cached, and refreshed a minute before it
+//! expires, once however many requests are waiting (`GoogleCredentials`).
+//! The JWT is signed here with `jsonwebtoken` (RS256): `google-cloud-auth`'s
+//! service accounts sign their own tokens and never ask a `token_uri`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{HeaderValue, AUTHORIZATION};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use super::Credentials;
+use crate::model::http::{display_url, shared_client};
+use crate::model::ModelError;
+use crate::setup::Env;
+
+/// Google's OAuth token endpoint, for a refresh token whose file names none.
+const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+/// What Vertex AI needs.
+const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+/// The metadata server's name on Google Cloud (never asked elsewhere).
+const METADATA_HOST: &str = "metadata.google.internal";
+/// A token is refreshed this long before it expires.
+const REFRESH_EARLY: Duration = Duration::from_secs(60);
+/// The most a token endpoint's answer may hold.
+const MAX_TOKEN_REPLY: usize = 64 << 10;
+/// How long a token endpoint may take.
+const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the credentials are and what they hold (secrets included: never
+/// printed, see `Debug`).
+enum Kind {
+    ServiceAccount {
+        client_email: String,
+        private_key: String,
+        token_uri: String,
+    },
+    AuthorizedUser {
+        client_id: String,
+        client_secret: String,
+        refresh_token: String,
+        token_uri: String,
+    },
+    Metadata {
+        host: String,
+    },
+}
+
+/// Credentials found, with their cached token.
+pub(crate) struct GoogleCredentials {
+    kind: Kind,
+    /// Where they were found, for `--check` and errors.
+    source: String,
+    /// The project the file names (`project_id`, `quota_project_id`).
+    project: Option<String>,
+    token: Mutex<Option<(HeaderValue, Instant)>>,
+}
+
+impl std::fmt::Debug for GoogleCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoogleCredentials")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why no credentials could be used: every place looked in, or the file
+/// that is not what it claims.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FindError {
+    #[error("no Google credentials found (looked in {})", .0.join(", "))]
+    NotFound(Vec<String>),
+    #[error("{}: {why}", .path.display())]
+    BadFile { path: PathBuf, why: &'static str },
+}
+
+#[derive(Deserialize)]
+struct CredentialsFile {
+    #[serde(rename = "type", default)]
+    kind: String,
+    client_email: Option<String>,
+    private_key: Option<String>,
+    token_uri: Option<String>,
+    project_id: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    refresh_token: Option<String>,
+    quota_project_id: Option<String>,
+}
+
+/// Finds Application Default Credentials in gcloud's order.
+pub(crate) fn find(env: Env) -> Result<GoogleCredentials, FindError> {
+    let mut looked = Vec::new();
+    match env("GOOGLE_APPLICATION_CREDENTIALS").filter(|v| !v.is_empty()) {
+        Some(path) => {
+            return read_file(
+                Path::new(&path),
+                format!("GOOGLE_APPLICATION_CREDENTIALS ({path})"),
+            )
+        }
+        None => looked.push("GOOGLE_APPLICATION_CREDENTIALS (not set)".to_string()),
+    }
+    let gcloud = env("CLOUDSDK_CONFIG")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".config/gcloud")));
+    if let Some(dir) = gcloud {
+        let path = dir.join("application_default_credentials.json");
+        if path.is_file() {
+            let source = format!(
+                "gcloud application default credentials ({})",
+                path.display()
+            );
+            return read_file(&path, source);
+        }
+        looked.push(format!("{} (not found)", path.display()));
+    }
+    let host = env("GCE_METADATA_HOST").filter(|v| !v.is_empty());
+    let host = host.or_else(|| on_google_cloud().then(|| METADATA_HOST.to_string()));
+    match host {
+        Some(host) => Ok(GoogleCredentials::new(
+            Kind::Metadata { host: host.clone() },
+            format!("the metadata server ({host})"),
+            None,
+        )),
+        None => {
+            looked.push(
+                "the metadata server (GCE_METADATA_HOST not set, not on Google Cloud)".into(),
+            );
+            Err(FindError::NotFound(looked))
+        }
+    }
+}
+
+/// Whether this machine says it is a Google Compute Engine VM (what
+/// Google's libraries check before asking the metadata server).
+fn on_google_cloud() -> bool {
+    std::fs::read_to_string("/sys/class/dmi/id/product_name")
+        .is_ok_and(|name| name.trim().starts_with("Google"))
+}
+
+fn read_file(path: &Path, source: String) -> Result<GoogleCredentials, FindError> {
+    let bad = |why| FindError::BadFile {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = std::fs::read(path).map_err(|_| bad("cannot be read"))?;
+    let file: CredentialsFile = serde_json::from_slice(&text)
+        .map_err(|_| bad("not a Google credentials file (not JSON of the kind it claims)"))?;
+    let present = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let kind = match file.kind.as_str() {
+        "service_account" => Kind::ServiceAccount {
+            client_email: present(file.client_email)
+                .ok_or_else(|| bad("a service account key without client_email"))?,
+            private_key: present(file.private_key)
+                .ok_or_else(|| bad("a service account key without private_key"))?,
+            token_uri: present(file.token_uri).unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
+        },
+        "authorized_user" => Kind::AuthorizedUser {
+            client_id: present(file.client_id)
+                .ok_or_else(|| bad("authorized_user credentials without client_id"))?,
+            client_secret: present(file.client_secret)
+                .ok_or_else(|| bad("authorized_user credentials without client_secret"))?,
+            refresh_token: present(file.refresh_token)
+                .ok_or_else(|| bad("authorized_user credentials without refresh_token"))?,
+            token_uri: present(file.token_uri).unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
+        },
+        _ => {
+            return Err(bad(
+                "not a service_account or authorized_user credentials file",
+            ))
+        }
+    };
+    if let Kind::ServiceAccount { private_key, .. } = &kind {
+        jsonwebtoken::EncodingKey::from_rsa_pem(private_key.as_bytes())
+            .map_err(|_| bad("a service account key whose private_key is not an RSA key"))?;
+    }
+    let project = present(file.project_id).or(present(file.quota_project_id));
+    Ok(GoogleCredentials::new(kind, source, project))
+}
+
+#[derive(Deserialize)]
+struct TokenReply {
+    access_token: String,
+    #[serde(default)]
+    expires_in: Option<u64>,
+}
+
+impl GoogleCredentials {
+    fn new(kind: Kind, source: String, project: Option<String>) -> Self {
+        GoogleCredentials {
+            kind,
+            source,
+            project,
+            token: Mutex::new(None),
+        }
+    }
+
+    /// The project the credentials file names, if any.
+    pub(crate) fn project(&self) -> Option<&str> {
+        self.project.as_deref()
+    }
+
+    /// The metadata server's address, for metadata-server credentials.
+    pub(crate) fn metadata_host(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Metadata { host } => Some(host),
+            _ => None,
+        }
+    }
+
+    /// A fresh token and when it expires.
+    async fn fetch(&self) -> Result<(String, Duration), ModelError> {
+        let client = shared_client();
+        let (url, request) = match &self.kind {
+            Kind::ServiceAccount {
+                client_email,
+                private_key,
+                token_uri,
+            } => {
+                let assertion = signed_jwt(client_email, private_key, token_uri)
+                    .map_err(|()| self.refused(401, "its private key could not sign a token"))?;
+                let form = [
+                    ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
+                    ("assertion", assertion.as_str()),
+                ];
+                (token_uri.clone(), client.post(token_uri).form(&form))
+            }
+            Kind::AuthorizedUser {
+                client_id,
+                client_secret,
+                refresh_token,
+                token_uri,
+            } => {
+                let form = [
+                    ("grant_type", "refresh_token"),
+                    ("client_id", client_id.as_str()),
+                    ("client_secret", client_secret.as_str()),
+                    ("refresh_token", refresh_token.as_str()),
+                ];
+                (token_uri.clone(), client.post(token_uri).form(&form))
+            }
+            Kind::Metadata { host } => {
+                let url = format!(
+                    "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
+                );
+                let request = client.get(&url).header("Metadata-Flavor", "Google");
+                (url, request)
+            }
+        };
+        let unreachable = || ModelError::Network {
+            message: format!(
+                "the token endpoint {} could not be reached ({})",
+                display_url(&url),
+                self.source
+            ),
+        };
+        let answer = async {
+            let response = request.send().await.map_err(|_| unreachable())?;
+            let status = response.status();
+            let body = read_capped(response).await.map_err(|()| unreachable())?;
+            Ok::<_, ModelError>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(TOKEN_TIMEOUT, answer)
+            .await
+            .map_err(|_| unreachable())??;
+        if status.is_client_error() {
+            return Err(self.refused(status.as_u16(), "the token endpoint refused them"));
+        }
+        let garbled = || ModelError::Network {
+            message: format!(
+                "the token endpoint {} answered without a token ({})",
+                display_url(&url),
+                self.source
+            ),
+        };
+        if !status.is_success() {
+            return Err(garbled());
+        }
+        let reply: TokenReply = serde_json::from_slice(&body).map_err(|_| garbled())?;
+        if reply.access_token.is_empty() {
+            return Err(garbled());
+        }
+        let lifetime = Duration::from_secs(reply.expires_in.unwrap_or(3600).min(24 * 3600));
+        Ok((reply.access_token, lifetime))
+    }
+
+    /// An auth error naming where the credentials came from, never them.
+    fn refused(&self, status: u16, why: &str) -> ModelError {
+        ModelError::Status {
+            status: if status == 403 { 403 } else { 401 },
+            message: format!("the Google credentials from {}: {why}", self.source),
+            retry_after: None,
+        }
+    }
+}
+
+/// Reads a token reply within its bound.
+async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, ()> {
+    use futures::StreamExt;
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| ())?;
+        if body.len() + chunk.len() > MAX_TOKEN_REPLY {
+            return Err(());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The JWT a service account exchanges for a token (RFC 7523).
+fn signed_jwt(client_email: &str, private_key: &str, token_uri: &str) -> Result<String, ()> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let claims = serde_json::json!({
+        "iss": client_email,
+        "scope": SCOPE,
+        "aud": token_uri,
+        "iat": now,
+        "exp": now + 3600,
+    });
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(private_key.as_bytes()).map_err(|_| ())?;
+    let header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    jsonwebtoken::encode(&header, &claims, &key).map_err(|_| ())
+}
+
+#[async_trait::async_trait]
+impl Credentials for GoogleCredentials {
+    async fn authorize(&self, request: &mut reqwest::Request) -> Result<(), ModelError> {
+        // One fetch at a time: requests in flight wait for the same token.
+        let mut token = self.token.lock().await;
+        let fresh = token
+            .as_ref()
+            .is_some_and(|(_, expires)| Instant::now() + REFRESH_EARLY < *expires);
+        if !fresh {
+            let (value, lifetime) = self.fetch().await?;
+            let mut header = HeaderValue::from_str(&format!("Bearer {value}")).map_err(|_| {
+                ModelError::Network {
+                    message: format!("the token from {} cannot be sent", self.source),
+                }
+            })?;
+            header.set_sensitive(true);
+            *token = Some((header, Instant::now() + lifetime));
+        }
+        if let Some((header, _)) = token.as_ref() {
+            request.headers_mut().insert(AUTHORIZATION, header.clone());
+        }
+        Ok(())
+    }
+
+    fn identity(&self) -> String {
+        match &self.kind {
+            Kind::ServiceAccount { client_email, .. } => format!("google:{client_email}"),
+            Kind::AuthorizedUser { client_id, .. } => format!("google:user:{client_id}"),
+            Kind::Metadata { host } => format!("google:metadata:{host}"),
+        }
+    }
+
+    fn source(&self) -> String {
+        self.source.clone()
+    }
+
+    fn invalidate(&self) -> bool {
+        match self.token.try_lock() {
+            Ok(mut token) => token.take().is_some(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// The metadata server's project id, asked with a 2 s bound (only for
+/// metadata-server credentials with no project given).
+pub(crate) fn metadata_project(host: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(host)
+        .ok()?
+        .next()?;
+    let limit = Duration::from_secs(2);
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, limit).ok()?;
+    stream.set_read_timeout(Some(limit)).ok()?;
+    stream.set_write_timeout(Some(limit)).ok()?;
+    let request = format!(
+        "GET /computeMetadata/v1/project/project-id HTTP/1.0\r\nHost: {host}\r\nMetadata-Flavor: Google\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut reply = Vec::new();
+    stream.take(64 << 10).read_to_end(&mut reply).ok()?;
+    let reply = String::from_utf8(reply).ok()?;
+    let (head, body) = reply.split_once("\r\n\r\n")?;
+    let ok = head.lines().next()?.split_whitespace().nth(1)? == "200";
+    let project = body.trim();
+    (ok && !project.is_empty() && project.len() < 128 && !project.contains(char::is_whitespace))
+        .then(|| project.to_string())
+}
+
+/// A file's parsed contents, for tests of what `find` reads.
+#[cfg(test)]
+fn kind_name(c: &GoogleCredentials) -> &'static str {
+    match c.kind {
+        Kind::ServiceAccount { .. } => "service_account",
+        Kind::AuthorizedUser { .. } => "authorized_user",
+        Kind::Metadata { .. } => "metadata",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment of these variables (owned, unlike `fixed_env`).
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    fn dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tinyagent-google-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn the_order_is_the_variable_then_gclouds_file_then_the_metadata_server() {
+        let d = dir();
+        let file = d.join("user.json");
+        std::fs::write(
+            &file,
+            r#"{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r","quota_project_id":"qp"}"#,
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let c = find(&env_of(&[("GOOGLE_APPLICATION_CREDENTIALS", path)])).unwrap();
+        assert_eq!(kind_name(&c), "authorized_user");
+        assert_eq!(c.project(), Some("qp"));
+        assert!(c.source().contains("GOOGLE_APPLICATION_CREDENTIALS"));
+
+        let gcloud = d.join("gcloud");
+        std::fs::create_dir_all(&gcloud).unwrap();
+        std::fs::copy(&file, gcloud.join("application_default_credentials.json")).unwrap();
+        let c = find(&env_of(&[("CLOUDSDK_CONFIG", gcloud.to_str().unwrap())])).unwrap();
+        assert!(c
+            .source()
+            .starts_with("gcloud application default credentials"));
+
+        let c = find(&env_of(&[
+            ("CLOUDSDK_CONFIG", d.to_str().unwrap()),
+            ("GCE_METADATA_HOST", "127.0.0.1:9"),
+        ]))
+        .unwrap();
+        assert_eq!(c.metadata_host(), Some("127.0.0.1:9"));
+        assert_eq!(c.source(), "the metadata server (127.0.0.1:9)");
+    }
+
+    #[test]
+    fn nothing_found_names_every_place_and_a_bad_file_names_itself() {
+        let d = dir();
+        let e = find(&env_of(&[("CLOUDSDK_CONFIG", d.to_str().unwrap())])).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("GOOGLE_APPLICATION_CREDENTIALS (not set)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("application_default_credentials.json (not found)"),
+            "{text}"
+        );
+        assert!(text.contains("the metadata server"), "{text}");
+
+        let file = d.join("bad.json");
+        std::fs::write(&file, "not json {").unwrap();
+        let e = find(&env_of(&[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            file.to_str().unwrap(),
+        )]))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("bad.json: not a Google credentials file"),
+            "{e}"
+        );
+        std::fs::write(
+            &file,
+            r#"{"type":"service_account","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n"}"#,
+        )
+        .unwrap();
+        let e = find(&env_of(&[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            file.to_str().unwrap(),
+        )]))
+        .unwrap_err();
+        assert!(e.to_string().contains("not an RSA key"), "{e}");
+        assert!(!e.to_string().contains("nope"));
+    }
+}

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""A loopback fake of Amazon Bedrock's ConverseStream (stdlib only).
+
+    python3 tests/fakes/bedrock.py --port 0 --log FILE [--script FILE]
+        [--credentials AKID:SECRET[:SESSION_TOKEN]]... [--bearer TOKEN]...
+
+Binds 127.0.0.1, prints its port as the first line of stdout, appends each
+request to FILE as one JSON line ({"method", "path", "model", "auth",
+"signature_ok", "headers", "body"}), and answers
+`POST /model/{modelId}/converse-stream` in AWS event-stream framing.
+
+Every request must be authorized: `Authorization: Bearer TOKEN` with a
+token given by --bearer, or AWS SigV4 (service `bedrock`) whose signature
+the fake recomputes itself from the secret of the access key id given by
+--credentials (and, when that key has a session token, the request's
+`X-Amz-Security-Token` must match). Anything else is answered as AWS does:
+403 with `x-amzn-errortype: UnrecognizedClientException` (unknown key) or
+`InvalidSignatureException` (a signature that does not match).
+
+--script names a JSON file {"replies": [...]}; each request takes the next
+reply (past the end: a plain text reply "done"). A reply is one of:
+  {"text": "...", "tool_use": [{"name", "input", "id"?}], "stop": "end_turn",
+   "usage": {"inputTokens", "outputTokens", ...}}  a streamed reply
+  {"http_error": {"status", "type", "message"}}     an HTTP error
+  {"exception": {"type", "message"}}                 an in-stream exception
+                                                     after messageStart
+  {"stall_before_headers": SECONDS}                  then the next reply
+  {"stall_after_start": SECONDS}                     messageStart, silence
+  {"hostile": "bad_crc" | "huge_length" | "unknown_header_type" |
+              "lying_length" | "no_stop" | "trickle"}
+"""
+import argparse
+import hashlib
+import hmac
+import json
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DEFAULT_CREDENTIALS = "AKIDTINYAGENTFAKE:tinyagent/fake/secret+key"
+
+
+def header_bytes(name, value, kind=7):
+    name = name.encode()
+    value = value.encode()
+    return bytes([len(name)]) + name + bytes([kind]) + struct.pack(">H", len(value)) + value
+
+
+def frame(headers, payload, *, corrupt_crc=False, total_override=None, raw_headers=None):
+    head = raw_headers if raw_headers is not None else b"".join(header_bytes(k, v) for k, v in headers)
+    total = 12 + len(head) + len(payload) + 4
+    if total_override is not None:
+        total = total_override
+    prelude = struct.pack(">II", total, len(head))
+    prelude += struct.pack(">I", zlib.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + head + payload
+    crc = zlib.crc32(message) & 0xFFFFFFFF
+    if corrupt_crc:
+        crc ^= 0xDEADBEEF
+    return message + struct.pack(">I", crc)
+
+
+def event(kind, body):
+    return frame(
+        [(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")],
+        json.dumps(body).encode(),
+    )
+
+
+def exception(kind, message):
+    return frame(
+        [(":exception-type", kind), (":content-type", "application/json"), (":message-type", "exception")],
+        json.dumps({"message": message}).encode(),
+    )
+
+
+def reply_frames(reply):
+    """The frames of a streamed reply (without the hostile ones)."""
+    out = [event("messageStart", {"role": "assistant"})]
+    index = 0
+    text = reply.get("text", "")
+    if text:
+        for i in range(0, len(text), 7):
+            out.append(event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": text[i:i + 7]}}))
+        out.append(event("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    tools = reply.get("tool_use", [])
+    for tool in tools:
+        tool_id = tool.get("id") or "tooluse_" + uuid.uuid4().hex[:20]
+        out.append(event("contentBlockStart", {"contentBlockIndex": index, "start": {"toolUse": {"toolUseId": tool_id, "name": tool["name"]}}}))
+        args = json.dumps(tool.get("input", {}))
+        for i in range(0, len(args), 9):
+            out.append(event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"toolUse": {"input": args[i:i + 9]}}}))
+        out.append(event("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    stop = reply.get("stop") or ("tool_use" if tools else "end_turn")
+    out.append(event("messageStop", {"stopReason": stop}))
+    usage = reply.get("usage", {"inputTokens": 120, "outputTokens": 30, "totalTokens": 150})
+    out.append(event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}}))
+    return out
+
+
+def sign_key(secret, date, region, service):
+    k = hmac.new(("AWS4" + secret).encode(), date.encode(), hashlib.sha256).digest()
+    for part in (region, service, "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    return k
+
+
+def check_sigv4(method, raw_path, headers, body, credentials):
+    """'ok', or the AWS exception type a bad request gets."""
+    auth = headers.get("authorization", "")
+    if not auth.startswith("AWS4-HMAC-SHA256 "):
+        return "MissingAuthenticationTokenException"
+    fields = dict(
+        part.strip().split("=", 1) for part in auth[len("AWS4-HMAC-SHA256 "):].split(",") if "=" in part
+    )
+    try:
+        akid, date, region, service, terminal = fields["Credential"].split("/")
+    except (KeyError, ValueError):
+        return "IncompleteSignatureException"
+    if akid not in credentials:
+        return "UnrecognizedClientException"
+    secret, token = credentials[akid]
+    if token is not None and headers.get("x-amz-security-token") != token:
+        return "UnrecognizedClientException"
+    if service != "bedrock" or terminal != "aws4_request":
+        return "InvalidSignatureException"
+    signed = fields.get("SignedHeaders", "").split(";")
+    if "host" not in signed or "x-amz-date" not in signed:
+        return "InvalidSignatureException"
+    path, _, query = raw_path.partition("?")
+    canonical_uri = urllib.parse.quote(path, safe="/~")
+    pairs = sorted(urllib.parse.parse_qsl(query, keep_blank_values=True))
+    canonical_query = "&".join(
+        f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}" for k, v in pairs
+    )
+    canonical_headers = "".join(f"{h}:{' '.join(headers.get(h, '').split())}\n" for h in signed)
+    payload_hash = headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
+    if payload_hash != "UNSIGNED-PAYLOAD" and payload_hash != hashlib.sha256(body).hexdigest():
+        return "InvalidSignatureException"
+    canonical = "\n".join(
+        [method, canonical_uri, canonical_query, canonical_headers, ";".join(signed), payload_hash]
+    )
+    amz_date = headers.get("x-amz-date", "")
+    scope = f"{date}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
+    expected = hmac.new(sign_key(secret, date, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, fields.get("Signature", "")):
+        return "InvalidSignatureException"
+    return "ok"
+
+
+class Fake:
+    def __init__(self, args):
+        self.log = args.log
+        self.lock = threading.Lock()
+        self.replies = []
+        if args.script:
+            with open(args.script) as f:
+                self.replies = json.load(f).get("replies", [])
+        self.credentials = {}
+        for entry in args.credentials or [DEFAULT_CREDENTIALS]:
+            akid, secret, *token = entry.split(":", 2)
+            self.credentials[akid] = (secret, token[0] if token else None)
+        self.bearers = set(args.bearer or [])
+
+    def next_reply(self):
+        with self.lock:
+            return self.replies.pop(0) if self.replies else {"text": "done"}
+
+    def record(self, entry):
+        with self.lock, open(self.log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def make_handler(fake):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def error(self, status, kind, message):
+            body = json.dumps({"message": message}).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("x-amzn-errortype", f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/")
+            self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0") or 0)
+            body = self.rfile.read(length)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            path = self.path
+            parts = path.split("?")[0].split("/")
+            model = urllib.parse.unquote(parts[2]) if len(parts) == 4 and parts[1] == "model" else None
+            auth = headers.get("authorization", "")
+            if auth.startswith("Bearer "):
+                verdict = "ok" if auth[len("Bearer "):] in fake.bearers else "UnrecognizedClientException"
+                kind = "bearer"
+            else:
+                verdict = check_sigv4("POST", path, headers, body, fake.credentials)
+                kind = "sigv4"
+            try:
+                parsed = json.loads(body or b"null")
+            except ValueError:
+                parsed = None
+            fake.record({
+                "method": "POST", "path": path, "model": model, "auth": kind,
+                "signature_ok": verdict == "ok", "headers": headers, "body": parsed,
+            })
+            if verdict != "ok":
+                message = {
+                    "UnrecognizedClientException": "The security token included in the request is invalid.",
+                    "InvalidSignatureException": "The request signature we calculated does not match the signature you provided.",
+                }.get(verdict, "Authorization is missing or malformed.")
+                return self.error(403, verdict, message)
+            if model is None or parts[3] != "converse-stream":
+                return self.error(404, "UnknownOperationException", "unknown operation")
+            if not isinstance(parsed, dict) or not parsed.get("messages"):
+                return self.error(400, "ValidationException", "Malformed input request: messages required")
+            reply = fake.next_reply()
+            if "stall_before_headers" in reply:
+                time.sleep(reply["stall_before_headers"])
+                reply = fake.next_reply()
+            if "http_error" in reply:
+                e = reply["http_error"]
+                return self.error(e.get("status", 500), e.get("type", "InternalServerException"), e.get("message", ""))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+            self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.stream(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def send(self, data):
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        def stream(self, reply):
+            start = event("messageStart", {"role": "assistant"})
+            if "exception" in reply:
+                e = reply["exception"]
+                self.send(start)
+                self.send(exception(e.get("type", "internalServerException"), e.get("message", "")))
+                return
+            if "stall_after_start" in reply:
+                self.send(start)
+                time.sleep(reply["stall_after_start"])
+                return
+            hostile = reply.get("hostile")
+            if hostile == "bad_crc":
+                self.send(start)
+                self.send(frame([(":event-type", "contentBlockDelta"), (":message-type", "event")],
+                                b'{"contentBlockIndex":0,"delta":{"text":"x"}}', corrupt_crc=True))
+                return
+            if hostile == "huge_length":
+                self.send(start)
+                self.send(frame([(":message-type", "event")], b"{}", total_override=100 << 20))
+                return
+            if hostile == "lying_length":
+                self.send(start)
+                self.send(frame([(":message-type", "event")], b"{}", total_override=8))
+                return
+            if hostile == "unknown_header_type":
+                self.send(start)
+                self.send(frame([], b"{}", raw_headers=b"\x01x\x2a"))
+                return
+            frames = reply_frames(reply)
+            if hostile == "no_stop":
+                frames = [f for f in frames if b"messageStop" not in f and b"metadata" not in f]
+            if hostile == "trickle":
+                # Bytes that never complete a frame, one every half second.
+                self.send(start)
+                for b in frames[1][:-1]:
+                    self.send(bytes([b]))
+                    time.sleep(0.5)
+                return
+            for f in frames:
+                self.send(f)
+
+    return Handler
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--log", required=True)
+    p.add_argument("--script")
+    p.add_argument("--credentials", action="append")
+    p.add_argument("--bearer", action="append")
+    args = p.parse_args()
+    fake = Fake(args)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(fake))
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

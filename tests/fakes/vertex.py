@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""A loopback fake of Google Vertex AI with its token endpoint and metadata
+server (stdlib only; the Gemini wire form is gemini.py's).
+
+    python3 tests/fakes/vertex.py --port 0 --log FILE [--script FILE] [--token-mode MODE]
+
+Serves, as Google documents them:
+- `POST /v1/projects/{p}/locations/{r}/publishers/google/models/{m}:streamGenerateContent?alt=sse`
+  (and `:generateContent`): Gemini replies, the script's as in gemini.py;
+- `POST …/publishers/anthropic/models/{m}:streamRawPredict` (and
+  `:rawPredict`): Anthropic Messages SSE (the body must carry
+  `anthropic_version: "vertex-2023-10-16"` and no `model`); a script reply
+  `{"text", "calls": [{"name", "args"}]}` is streamed as Anthropic events;
+  `{"http": N}`, `{"retry_delay"}` and `{"stall"}` as in gemini.py;
+- `POST /token`: an OAuth token endpoint taking a service account's signed
+  JWT (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`) or a
+  refresh token; answers `{"access_token": "ya29.fake-<n>", "expires_in":
+  3600, "token_type": "Bearer"}`;
+- `GET /computeMetadata/v1/instance/service-accounts/default/token` and
+  `GET /computeMetadata/v1/project/project-id` (`Metadata-Flavor: Google`
+  required), a metadata server.
+Model requests need `Authorization: Bearer ya29.fake-…` (one the token
+endpoint handed out), else 401 UNAUTHENTICATED.
+
+`--token-mode`: `ok` (default), `refuse` (400 invalid_grant), `hang` (never
+answers), `garbage` (200 with a body that is not JSON).
+"""
+import argparse
+import base64
+import json
+import sys
+import threading
+import time
+import urllib.parse
+
+import gemini
+
+ISSUED = set()
+LOCK = threading.Lock()
+
+
+def anthropic_events(reply, model):
+    def ev(kind, **fields):
+        fields["type"] = kind
+        return f"event: {kind}\ndata: {json.dumps(fields)}\n\n"
+
+    out = [ev("message_start", message={"id": "msg_vrtx_1", "type": "message", "role": "assistant", "content": [], "model": model, "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 30, "output_tokens": 1}})]
+    index = 0
+    if reply.get("text"):
+        out.append(ev("content_block_start", index=index, content_block={"type": "text", "text": ""}))
+        out.append(ev("content_block_delta", index=index, delta={"type": "text_delta", "text": reply["text"]}))
+        out.append(ev("content_block_stop", index=index))
+        index += 1
+    for n, call in enumerate(reply.get("calls", [])):
+        out.append(ev("content_block_start", index=index, content_block={"type": "tool_use", "id": f"toolu_vrtx_{n}", "name": call["name"], "input": {}}))
+        out.append(ev("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": json.dumps(call.get("args", {}))}))
+        out.append(ev("content_block_stop", index=index))
+        index += 1
+    stop = "tool_use" if reply.get("calls") else "end_turn"
+    out.append(ev("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": 10}))
+    out.append(ev("message_stop"))
+    return out
+
+
+class Handler(gemini.Handler):
+    def do_GET(self):
+        entry = gemini.log_request(self.server.fake.log, self, b"")
+        path = entry["path"]
+        if entry["headers"].get("metadata-flavor") != "Google":
+            return self.send_json(403, {"error": "Metadata-Flavor: Google is required"})
+        if path == "/computeMetadata/v1/project/project-id":
+            data = b"fake-metadata-project"
+            self.send_response(200)
+            self.send_header("content-type", "application/text")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
+        if path == "/computeMetadata/v1/instance/service-accounts/default/token":
+            return self.send_token()
+        self.send_json(404, {"error": "not found"})
+
+    def send_token(self):
+        mode = self.server.fake.token_mode
+        if mode == "hang":
+            time.sleep(60)
+            return
+        if mode == "refuse":
+            return self.send_json(400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."})
+        if mode == "garbage":
+            data = b"<html>oops</html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            return self.wfile.write(data)
+        with LOCK:
+            token = f"ya29.fake-{len(ISSUED) + 1}"
+            ISSUED.add(token)
+        self.send_json(200, {"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
+
+    def handle_other(self, entry):
+        path = entry["path"]
+        if path == "/token":
+            form = dict(urllib.parse.parse_qsl(entry["body"] if isinstance(entry["body"], str) else ""))
+            grant = form.get("grant_type")
+            if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+                parts = form.get("assertion", "").split(".")
+                try:
+                    claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+                except (IndexError, ValueError):
+                    self.send_json(400, {"error": "invalid_grant", "error_description": "not a JWT"})
+                    return True
+                if len(parts) != 3 or "cloud-platform" not in claims.get("scope", "") or not claims.get("iss"):
+                    self.send_json(400, {"error": "invalid_grant", "error_description": "bad claims"})
+                    return True
+            elif grant == "refresh_token":
+                if not form.get("refresh_token"):
+                    self.send_json(400, {"error": "invalid_grant"})
+                    return True
+            else:
+                self.send_json(400, {"error": "unsupported_grant_type"})
+                return True
+            self.send_token()
+            return True
+        if "/publishers/" not in path:
+            return False
+        auth = entry["headers"].get("authorization", "")
+        with LOCK:
+            known = auth.removeprefix("Bearer ") in ISSUED
+        if not known:
+            self.send_json(401, gemini.google_error(401, "Request had invalid authentication credentials."))
+            return True
+        if "/publishers/anthropic/" in path:
+            self.answer_claude(entry)
+            return True
+        return False
+
+    def authorized(self, entry):
+        return True
+
+    def answer_claude(self, entry):
+        body = entry["body"] or {}
+        if body.get("anthropic_version") != "vertex-2023-10-16" or "model" in body:
+            return self.send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic_version: vertex-2023-10-16 required; model is not allowed"}})
+        model = entry["path"].rsplit("/", 1)[-1].split(":", 1)[0]
+        reply = self.server.fake.script.take({"contents": []})
+        if "retry_delay" in reply or "http" in reply:
+            return self.answer(reply, model, True)
+        if "stall" in reply:
+            self.start_stream()
+            time.sleep(reply["stall"])
+            return
+        events = anthropic_events(reply, model)
+        if ":rawPredict" in entry["path"]:
+            return self.send_json(400, {"error": "only streamed here"})
+        self.start_stream()
+        for e in events:
+            self.wfile.write(e.encode())
+            self.wfile.flush()
+
+
+class Fake(gemini.Fake):
+    def __init__(self, log, script, token_mode):
+        super().__init__(log, script, None)
+        self.token_mode = token_mode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--script")
+    parser.add_argument("--token-mode", default="ok", choices=["ok", "refuse", "hang", "garbage"])
+    args = parser.parse_args()
+    gemini.serve(Handler, Fake(args.log, args.script, args.token_mode), args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
