@@ -552,3 +552,43 @@ fn auto_hedges_at_twice_the_recorded_p95_from_the_health_record() {
     let after = hedge[0]["after_seconds"].as_f64().unwrap();
     assert!((5.2..6.5).contains(&after), "{after}");
 }
+
+#[test]
+fn auto_learns_from_the_runs_own_requests_with_the_health_record_off() {
+    // Ten quick steps teach the run the primary's first-event times; the
+    // eleventh request stalls and is hedged at the 5 s floor, not at the
+    // 20 s of a model with fewer than ten known.
+    let slow = Stub::start(|i, _| {
+        if i < 10 {
+            crate::support::openai::chat_sse_tool_call(
+                &format!("c{i}"),
+                "bash",
+                r#"{"command":"true"}"#,
+            )
+        } else {
+            Reply::sse(vec![]).cut_after(0, End::Stall(Duration::from_secs(40)))
+        }
+    });
+    let fast = Stub::sequence(vec![chat_sse_submit("c1", "by-fast")]);
+    let env = TestEnv::new();
+    let r = run(
+        &env,
+        &providers(&slow, &fast),
+        &[
+            "-m",
+            "slow/m",
+            "--fallback-model",
+            "fast/m",
+            "--hedge-after",
+            "auto",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert_eq!(finished(&r.events)["output"], "by-fast");
+    let hedge = of_type(&r.events, "model.hedge");
+    assert_eq!(hedge.len(), 1, "{:?}", r.events);
+    assert_eq!(hedge[0]["step"], 11);
+    let after = hedge[0]["after_seconds"].as_f64().unwrap();
+    assert!((5.0..6.5).contains(&after), "{after}");
+    assert!(r.took < Duration::from_secs(15), "took {:?}", r.took);
+}

@@ -82,14 +82,15 @@ impl Hedging {
 }
 
 /// The `auto` delay from `known` first-event times for a request of
-/// `estimated_input_tokens`.
+/// `estimated_input_tokens`: twice their 95th percentile grown for the
+/// size, never before `AUTO_FLOOR`; `AUTO_UNKNOWN` while too few are known.
 pub(super) fn auto_delay(known: &[Duration], estimated_input_tokens: u64) -> Duration {
-    let base = if known.len() < AUTO_MIN_KNOWN {
-        AUTO_UNKNOWN
-    } else {
-        percentile_95(known).saturating_mul(2)
-    };
-    base.saturating_add(size_growth(estimated_input_tokens))
+    if known.len() < AUTO_MIN_KNOWN {
+        return AUTO_UNKNOWN;
+    }
+    percentile_95(known)
+        .saturating_mul(2)
+        .saturating_add(size_growth(estimated_input_tokens))
         .max(AUTO_FLOOR)
 }
 
@@ -222,7 +223,11 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::health::{Health, HealthKey, LockedStore, MemoryStore};
+    use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
@@ -232,7 +237,13 @@ mod tests {
     fn auto_waits_twenty_seconds_until_ten_are_known() {
         let nine = vec![secs(0.2); 9];
         assert_eq!(auto_delay(&nine, 0), secs(20.0));
-        assert_eq!(auto_delay(&[], 100_000), secs(30.0), "grown for the size");
+        assert_eq!(
+            auto_delay(&[], 100_000),
+            secs(20.0),
+            "not grown: a fixed wait"
+        );
+        let ten = vec![secs(0.2); 10];
+        assert_eq!(auto_delay(&ten, 0), secs(5.0), "ten known: the rule");
     }
 
     #[test]
@@ -244,6 +255,75 @@ mod tests {
         let fast = vec![secs(0.3); 50];
         assert_eq!(auto_delay(&fast, 0), secs(5.0));
         assert_eq!(auto_delay(&fast, 600_000), secs(60.6));
+        let slow = vec![secs(4.0); 50];
+        assert_eq!(auto_delay(&slow, 0), secs(8.0));
+        assert_eq!(auto_delay(&slow, 50_000), secs(13.0), "grown for the size");
+    }
+
+    fn keys() -> Vec<HealthKey> {
+        ["a", "b"]
+            .map(|name| HealthKey {
+                model: format!("gw/{name}"),
+                endpoint: format!("http://127.0.0.1:9/{name}"),
+            })
+            .to_vec()
+    }
+
+    /// A gate of two members hedging with `auto` on `health`.
+    fn auto_gate(health: Health) -> Gate {
+        let retry = RetryPolicy::default();
+        let fallback = FallbackPolicy::new(3, Cooldown::Never, retry.attempts);
+        Gate::new(keys(), retry, fallback, health).with_hedging(HedgePolicy {
+            after: HedgeAfter::Auto,
+            budget: 0.10,
+        })
+    }
+
+    fn auto_after(gate: &Gate) -> Duration {
+        gate.hedge(0, 0).expect("a partner may be asked").after
+    }
+
+    #[test]
+    fn auto_learns_from_the_runs_own_memory_with_the_record_off() {
+        let gate = auto_gate(Health::off());
+        for _ in 0..9 {
+            gate.record_first_event(0, secs(3.0));
+        }
+        assert_eq!(auto_after(&gate), secs(20.0), "nine known");
+        gate.record_first_event(0, secs(3.0));
+        assert_eq!(auto_after(&gate), secs(6.0));
+        gate.record_first_event(1, secs(9.0));
+        assert_eq!(auto_after(&gate), secs(6.0), "another member's are its own");
+    }
+
+    #[test]
+    fn a_fleet_on_one_record_learns_first_events_together() {
+        let store: Arc<Mutex<MemoryStore>> = Arc::default();
+        let shared = || Health::new(Box::new(store.clone()), "test", |_| {});
+        let (one, two) = (auto_gate(shared()), auto_gate(shared()));
+        for _ in 0..10 {
+            one.record_first_event(0, secs(4.0));
+        }
+        assert_eq!(auto_after(&two), secs(8.0), "learned from the other run");
+        for _ in 0..50 {
+            two.record_first_event(0, secs(1.0));
+        }
+        assert_eq!(auto_after(&one), secs(5.0), "the last fifty only");
+    }
+
+    #[test]
+    fn a_broken_record_leaves_the_runs_own_memory() {
+        let warned = Arc::new(AtomicU32::new(0));
+        let count = warned.clone();
+        let health = Health::new(Box::new(LockedStore), "test", move |_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        let gate = auto_gate(health);
+        for _ in 0..10 {
+            gate.record_first_event(0, secs(3.5));
+        }
+        assert_eq!(auto_after(&gate), secs(7.0));
+        assert_eq!(warned.load(Ordering::Relaxed), 1, "one warning");
     }
 
     #[test]
