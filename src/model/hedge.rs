@@ -409,7 +409,7 @@ fn admit_hedge(
         }
         HedgeAdmission::OverBudget { first: true } => {
             ctx.emitter.warn(format!(
-                "hedge budget reached: hedges are held to {}% of this run's requests (fallback.hedge_budget); later late first events are not hedged",
+                "hedge budget reached: hedges are held to {} of this run's requests (fallback.hedge_budget); later late first events are not hedged",
                 partner.rules.budget_percent()
             ));
             None

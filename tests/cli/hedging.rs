@@ -12,16 +12,17 @@ use crate::support::openai::{chat_sse_submit, chat_sse_text};
 use crate::support::stub::{End, Reply, Stub};
 use crate::support::{events, finished, of_type, read_json, TestEnv};
 
-const FAST_RETRY: &str = "retry: {attempts: 3, backoff: 1ms, max_backoff: 5ms, jitter: 0}\n";
+pub(super) const FAST_RETRY: &str =
+    "retry: {attempts: 3, backoff: 1ms, max_backoff: 5ms, jitter: 0}\n";
 
-struct Run {
-    code: Option<i32>,
-    events: Vec<Value>,
-    stderr: String,
-    took: Duration,
+pub(super) struct Run {
+    pub code: Option<i32>,
+    pub events: Vec<Value>,
+    pub stderr: String,
+    pub took: Duration,
 }
 
-fn run(env: &TestEnv, config: &str, args: &[&str]) -> Run {
+pub(super) fn run(env: &TestEnv, config: &str, args: &[&str]) -> Run {
     let cfg = env.write("config.yaml", &format!("health_db: off\n{config}"));
     let started = Instant::now();
     let out = env
@@ -43,7 +44,7 @@ fn run(env: &TestEnv, config: &str, args: &[&str]) -> Run {
 
 /// Two OpenAI-compatible providers on loopback stubs, each with one priced
 /// model `m`: `slow/m` (the primary) and `fast/m`.
-fn providers(slow: &Stub, fast: &Stub) -> String {
+pub(super) fn providers(slow: &Stub, fast: &Stub) -> String {
     let provider = |name: &str, stub: &Stub, key: &str| {
         format!(
             "  {name}:\n    api: openai\n    endpoint: {}/v1\n    api_key_env: {key}\n    models:\n      m: {{input_price: 2.0, output_price: 8.0}}\n",
@@ -59,9 +60,9 @@ fn providers(slow: &Stub, fast: &Stub) -> String {
 
 /// `(model, attempt, first_event_ms, outcome, http_status, input_tokens,
 /// output_tokens, cost_usd)` of every request, in order.
-type Row = (String, i64, Option<i64>, String, Option<i64>, i64, i64, f64);
+pub(super) type Row = (String, i64, Option<i64>, String, Option<i64>, i64, i64, f64);
 
-fn rows(db: &std::path::Path) -> Vec<Row> {
+pub(super) fn rows(db: &std::path::Path) -> Vec<Row> {
     let conn = Connection::open(db).unwrap();
     let mut stmt = conn
         .prepare(
@@ -363,7 +364,7 @@ fn the_hedge_budget_holds_back_later_hedges_with_one_warning() {
     let b = env.script("b.yaml", "- text: late\n  delay: 10s\n");
     let r = run(
         &env,
-        "fallback: {hedge_after: 100ms, hedge_budget: 0%}\n",
+        "fallback: {hedge_after: 100ms, hedge_budget: 2.5%}\n",
         &["-m", &a, "--fallback-model", &b],
     );
     assert_eq!(r.code, Some(0), "{}", r.stderr);
@@ -378,7 +379,7 @@ fn the_hedge_budget_holds_back_later_hedges_with_one_warning() {
         .filter(|w| w.contains("hedge budget"))
         .collect();
     assert_eq!(held.len(), 1, "{held:?}");
-    assert!(held[0].contains("0%"), "{held:?}");
+    assert!(held[0].contains("held to 2.5% of"), "{held:?}");
 }
 
 #[test]
@@ -488,107 +489,4 @@ fn hedge_settings_are_validated_naming_the_key_and_the_file() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-}
-
-#[test]
-fn auto_hedges_at_twice_the_recorded_p95_from_the_health_record() {
-    // The primary answers at once the first time, then goes silent.
-    let slow = Stub::start(|i, _| {
-        if i == 0 {
-            chat_sse_submit("c1", "by-slow")
-        } else {
-            Reply::sse(vec![]).cut_after(0, End::Stall(Duration::from_secs(30)))
-        }
-    });
-    let fast = Stub::sequence(vec![chat_sse_submit("c1", "by-fast")]);
-    let env = TestEnv::new();
-    let health = env.file("health.db");
-    let config = format!(
-        "health_db: {}\n{}",
-        health.display(),
-        providers(&slow, &fast)
-    );
-    let cfg = env.write("auto.yaml", &config);
-    let args = |cfg: &std::path::Path| {
-        let mut cmd = env.cmd();
-        cmd.env("SLOW_KEY", "sk-test-slow")
-            .env("FAST_KEY", "sk-test-fast")
-            .args(["-c", cfg.to_str().unwrap(), "--json"])
-            .args(["-m", "slow/m", "--fallback-model", "fast/m"])
-            .args(["--hedge-after", "auto", "task"]);
-        cmd
-    };
-    let first = args(&cfg).output().unwrap();
-    assert_eq!(first.status.code(), Some(0));
-    // The record learned that first event; 49 more successes of 2.6 s make
-    // its 95th percentile 2.6 s, so the hedge goes at 5.2 s.
-    let conn = Connection::open(&health).unwrap();
-    let (model, endpoint): (String, String) = conn
-        .query_row("SELECT model, endpoint FROM model_first_events", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
-    assert_eq!(model, "slow/m");
-    for _ in 0..49 {
-        conn.execute(
-            "INSERT INTO model_first_events (model, endpoint, first_event_ms, recorded_at)
-             VALUES (?1, ?2, 2600, 0)",
-            (&model, &endpoint),
-        )
-        .unwrap();
-    }
-    drop(conn);
-    let second = args(&cfg).output().unwrap();
-    let ev = events(&second.stdout);
-    assert_eq!(
-        second.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
-    );
-    assert_eq!(finished(&ev)["output"], "by-fast");
-    let hedge = of_type(&ev, "model.hedge");
-    assert_eq!(hedge.len(), 1, "{ev:?}");
-    let after = hedge[0]["after_seconds"].as_f64().unwrap();
-    assert!((5.2..6.5).contains(&after), "{after}");
-}
-
-#[test]
-fn auto_learns_from_the_runs_own_requests_with_the_health_record_off() {
-    // Ten quick steps teach the run the primary's first-event times; the
-    // eleventh request stalls and is hedged at the 5 s floor, not at the
-    // 20 s of a model with fewer than ten known.
-    let slow = Stub::start(|i, _| {
-        if i < 10 {
-            crate::support::openai::chat_sse_tool_call(
-                &format!("c{i}"),
-                "bash",
-                r#"{"command":"true"}"#,
-            )
-        } else {
-            Reply::sse(vec![]).cut_after(0, End::Stall(Duration::from_secs(40)))
-        }
-    });
-    let fast = Stub::sequence(vec![chat_sse_submit("c1", "by-fast")]);
-    let env = TestEnv::new();
-    let r = run(
-        &env,
-        &providers(&slow, &fast),
-        &[
-            "-m",
-            "slow/m",
-            "--fallback-model",
-            "fast/m",
-            "--hedge-after",
-            "auto",
-        ],
-    );
-    assert_eq!(r.code, Some(0), "{}", r.stderr);
-    assert_eq!(finished(&r.events)["output"], "by-fast");
-    let hedge = of_type(&r.events, "model.hedge");
-    assert_eq!(hedge.len(), 1, "{:?}", r.events);
-    assert_eq!(hedge[0]["step"], 11);
-    let after = hedge[0]["after_seconds"].as_f64().unwrap();
-    assert!((5.0..6.5).contains(&after), "{after}");
-    assert!(r.took < Duration::from_secs(15), "took {:?}", r.took);
 }

@@ -19,6 +19,8 @@ mod github;
 mod health;
 mod health_redis;
 mod hedging;
+mod hedging_auto;
+mod hedging_costs;
 mod hooks;
 mod install;
 mod instructions;

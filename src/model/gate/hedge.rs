@@ -94,6 +94,14 @@ pub(super) fn auto_delay(known: &[Duration], estimated_input_tokens: u64) -> Dur
         .max(AUTO_FLOOR)
 }
 
+/// A share of 0 to 1 as a percentage without float noise: 0.07 is `7%`,
+/// 0.025 `2.5%`.
+fn percent(share: f64) -> String {
+    let text = format!("{:.4}", share * 100.0);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}%")
+}
+
 /// The 95th percentile (nearest rank) of a non-empty list.
 fn percentile_95(times: &[Duration]) -> Duration {
     let mut sorted = times.to_vec();
@@ -152,12 +160,10 @@ impl HedgeTurn<'_> {
         }
     }
 
-    /// The run's hedge budget as a percentage, for the warning.
-    pub(crate) fn budget_percent(&self) -> f64 {
-        self.gate
-            .hedging
-            .as_ref()
-            .map_or(0.0, |h| h.policy.budget * 100.0)
+    /// The run's hedge budget as the percentage it was given (`10%`,
+    /// `2.5%`), for the warning.
+    pub(crate) fn budget_percent(&self) -> String {
+        percent(self.gate.hedging.as_ref().map_or(0.0, |h| h.policy.budget))
     }
 }
 
@@ -354,6 +360,15 @@ mod tests {
         assert!(none.within_budget(), "0 % still allows the first");
         none.hedges.store(1, Ordering::Relaxed);
         assert!(!none.within_budget());
+    }
+
+    #[test]
+    fn the_budget_reads_back_as_the_percentage_it_was_given() {
+        assert_eq!(percent(0.07), "7%");
+        assert_eq!(percent(0.10), "10%");
+        assert_eq!(percent(0.025), "2.5%");
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(percent(1.0), "100%");
     }
 
     #[test]

@@ -56,14 +56,17 @@ pub(super) async fn attempt(
             let hedge_answered = hedge.result.is_ok();
             let hedge_reason = hedge.result.as_ref().err().and_then(transient_reason);
             if hedge_won || (hedge_answered && original.result.is_err()) {
-                // The original failed before the hedge's first event.
-                let reason = if hedge_won {
-                    SwitchReason::Hedge
-                } else {
-                    original_reason.map_or(SwitchReason::Hedge, Into::into)
-                };
+                // The original failed before the hedge's first event: the
+                // hedge that answers is the winner, a switch of reason
+                // `hedge` like any winning hedge.
                 count_original(original, referee, deadline, attempts);
-                Err(won(partner, hedge, hedge_deadline, reason, attempts))
+                Err(won(
+                    partner,
+                    hedge,
+                    hedge_deadline,
+                    SwitchReason::Hedge,
+                    attempts,
+                ))
             } else {
                 match (original_reason, hedge_reason, raced.winner, hedge.result) {
                     (Some(reason), Some(_), None, Err(error)) => {
