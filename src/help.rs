@@ -26,12 +26,15 @@ pub(crate) fn after_help() -> String {
             ("bedrock", _) => {
                 "AWS credentials or AWS_BEARER_TOKEN_BEDROCK, region AWS_REGION".to_string()
             }
+            ("vertex", _) => {
+                "Google Application Default Credentials, project GOOGLE_CLOUD_PROJECT".to_string()
+            }
             (_, Some(key)) => format!("key {key}"),
             (_, None) => "no key".to_string(),
         };
         let endpoint = match p.endpoint_env {
             // The clouds' endpoints follow their region (SPEC 22).
-            Some(_) if p.name == "bedrock" => String::new(),
+            Some(_) if matches!(p.name, "bedrock" | "vertex") => String::new(),
             Some(var) => format!(", endpoint {var}"),
             None => String::new(),
         };

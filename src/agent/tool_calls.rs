@@ -65,6 +65,8 @@ impl Agent {
                     }
                 }
             } else if let Some(declined) = self.declined(call).await {
+                // The time spent answering is not the tool's: a declined call took none.
+                started = Instant::now();
                 ToolOutput::err(declined)
             } else {
                 // The time spent waiting for an answer is not the tool's.

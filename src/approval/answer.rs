@@ -68,9 +68,19 @@ pub(crate) struct Keys {
     escape: Escape,
     /// `Some` once `n` was pressed: the reason typed so far.
     reason: Option<Vec<u8>>,
+    /// `a` is no answer (the question does not offer "always").
+    no_always: bool,
 }
 
 impl Keys {
+    /// The input of a question that offers `a` (always) or not.
+    pub(crate) fn offering_always(always: bool) -> Keys {
+        Keys {
+            no_always: !always,
+            ..Keys::default()
+        }
+    }
+
     /// Forgets input in flight (a paste, an escape sequence) after the
     /// caller discarded what followed it; a reason being typed stays.
     pub(crate) fn reset_input(&mut self) {
@@ -160,7 +170,9 @@ impl Keys {
             0x04 => Fed::Answer(Answer::Eof),
             b'\r' | b'\n' if word.is_empty() => Fed::Answer(Answer::No(None)),
             b'y' | b'Y' if word == b"y" || word == b"yes" => Fed::Answer(Answer::Yes),
-            b'a' | b'A' if word == b"a" || word == b"always" => Fed::Answer(Answer::Always),
+            b'a' | b'A' if (word == b"a" || word == b"always") && !self.no_always => {
+                Fed::Answer(Answer::Always)
+            }
             b'n' | b'N' => {
                 self.reason = Some(Vec::new());
                 // `no reason` reads as `n` with the reason `reason`.
@@ -294,6 +306,10 @@ mod tests {
         assert_eq!(answer(&[b"y\n"]), Fed::Answer(Answer::Yes));
         assert_eq!(answer(&[b"yes\r\n"]), Fed::Answer(Answer::Yes));
         assert_eq!(answer(&[b"always\r"]), Fed::Answer(Answer::Always));
+        // Where "always" is not offered, `a` is a key that asks again.
+        let mut keys = Keys::offering_always(false);
+        assert_eq!(keys.feed(b"a"), Fed::Again);
+        assert_eq!(keys.feed(b"y"), Fed::Answer(Answer::Yes));
     }
 
     #[test]

@@ -83,11 +83,16 @@ impl Always {
 }
 
 /// What an "always" answer would cover, said at the question: `cargo test`
-/// commands, or every file change.
-pub(crate) fn always_covers(kind: Kind<'_>) -> String {
+/// commands, or every file change. `None` for a command that no "always"
+/// can cover (one holding shell control characters, SPEC 20): it is not
+/// offered, since the same command would be asked again.
+pub(crate) fn always_covers(kind: Kind<'_>) -> Option<String> {
     match kind {
-        Kind::Command(command) => format!("`{}` commands", first_two_words(command).join(" ")),
-        _ => "every file change".into(),
+        Kind::Command(command) => {
+            let words = first_two_words(command);
+            same_first_words(&words, command).then(|| format!("`{}` commands", words.join(" ")))
+        }
+        _ => Some("every file change".into()),
     }
 }
 
@@ -189,11 +194,16 @@ mod tests {
 
     #[test]
     fn the_question_says_what_always_covers() {
+        let covers = |kind| always_covers(kind).unwrap_or_default();
         assert_eq!(
-            always_covers(Kind::Command("cargo test -q")),
+            covers(Kind::Command("cargo test -q")),
             "`cargo test` commands"
         );
-        assert_eq!(always_covers(Kind::Command("make")), "`make` commands");
-        assert_eq!(always_covers(Kind::FileChange), "every file change");
+        assert_eq!(covers(Kind::Command("make")), "`make` commands");
+        assert_eq!(covers(Kind::FileChange), "every file change");
+        // No "always" could cover these: it is not offered.
+        for command in ["sleep 30; echo built", "cargo build && ls", "ls | head", "; ls"] {
+            assert_eq!(always_covers(Kind::Command(command)), None, "{command}");
+        }
     }
 }

@@ -61,8 +61,9 @@ pub(crate) struct Question {
     pub body: String,
     /// `Run it?` or `Apply it?`
     verb: &'static str,
-    /// What `a` covers: `` `cargo test` commands ``, `every file change`.
-    always: String,
+    /// What `a` covers: `` `cargo test` commands ``, `every file change`;
+    /// `None` when `a` is not offered (a command with shell control).
+    always: Option<String>,
 }
 
 /// The question about a call of `kind` to `tool`, at `width` columns; `None`
@@ -342,19 +343,21 @@ pub(crate) enum Prompt<'a> {
 }
 
 impl Question {
+    /// Whether `a` (always) is an answer to this question.
+    pub(crate) fn offers_always(&self) -> bool {
+        self.always.is_some()
+    }
+
     /// The prompt line in `state`, fitting `width` columns except once
     /// answered (nothing is redrawn after that).
     pub(crate) fn prompt(&self, state: Prompt<'_>, width: usize, paint: Paint) -> String {
         let verb = paint.ask(self.verb);
         match state {
             Prompt::Asking { again } => {
-                let keys = |always: &str| {
-                    format!(
-                        "{} yes · {} no · {} always ({always})",
-                        paint.bold("y"),
-                        paint.bold("n"),
-                        paint.bold("a")
-                    )
+                let yes_no = format!("{} yes · {} no", paint.bold("y"), paint.bold("n"));
+                let Some(always) = &self.always else {
+                    let note = if again { "please press y or n · " } else { "" };
+                    return format!("{verb} {}{yes_no} › ", paint.dim(note));
                 };
                 let note = if again {
                     "please press y, n or a · "
@@ -363,8 +366,12 @@ impl Question {
                 };
                 // 38: the verb's space, the keys, ` › ` and the cursor.
                 let room = width.saturating_sub(self.verb.len() + note.len() + 31);
-                let always = cut(&self.always, room.max(8));
-                format!("{verb} {}{} › ", paint.dim(note), keys(&always))
+                let always = cut(always, room.max(8));
+                format!(
+                    "{verb} {}{yes_no} · {} always ({always}) › ",
+                    paint.dim(note),
+                    paint.bold("a")
+                )
             }
             Prompt::Reason(reason) => {
                 let head = "no · why? (optional; Enter to send) › ";
@@ -377,7 +384,10 @@ impl Question {
             Prompt::Answered(answer) => {
                 let said = match answer {
                     Answer::Yes => paint.green("yes"),
-                    Answer::Always => paint.green(&format!("yes, and always for {}", self.always)),
+                    Answer::Always => paint.green(&format!(
+                        "yes, and always for {}",
+                        self.always.as_deref().unwrap_or_default()
+                    )),
                     Answer::No(None) => paint.red("no"),
                     Answer::No(Some(reason)) => {
                         format!("{} {}", paint.red("no:"), printable(reason))
@@ -601,6 +611,24 @@ mod tests {
         assert_eq!(
             short.prompt(Prompt::Answered(&Answer::Always), 80, OFF),
             "Run it? yes, and always for `cargo test` commands"
+        );
+        let chained = build(
+            "bash",
+            &json!({}),
+            Kind::Command("sleep 30; echo built"),
+            Path::new("/"),
+            80,
+            OFF,
+        )
+        .unwrap();
+        assert!(!chained.offers_always());
+        assert_eq!(
+            chained.prompt(Prompt::Asking { again: false }, 80, OFF),
+            "Run it? y yes · n no › "
+        );
+        assert_eq!(
+            chained.prompt(Prompt::Asking { again: true }, 80, OFF),
+            "Run it? please press y or n · y yes · n no › "
         );
     }
 }

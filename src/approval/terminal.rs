@@ -188,7 +188,7 @@ pub(crate) async fn ask(
 
 /// Reads keys until they make an answer.
 async fn read_answer(raw: &Raw, question: &Question, width: usize, paint: Paint) -> Answer {
-    let mut keys = Keys::default();
+    let mut keys = Keys::offering_always(question.offers_always());
     let mut buf = vec![0u8; 4096];
     loop {
         let n = match raw.read(&mut buf).await {

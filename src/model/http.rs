@@ -1,8 +1,5 @@
-//! The HTTP side shared by every wire adapter: one reqwest client (rustls,
-//! proxies from the environment), sending a streaming request, turning error
-//! responses into classified `ModelError`s (Retry-After included), and
-//! The HTTP side shared by every wire adapter: one reqwest client (rustls,
-//! proxies from the environment), sending a streaming request, turning error
+//! The HTTP side shared by every wire adapter: sending a streaming request
+//! through the process's one client (`client.rs`), turning error
 //! responses into classified `ModelError`s (Retry-After included), and
 //! reading SSE streams under the first-event and idle timeouts (NDJSON
 //! streams: `ndjson.rs`), and telling the request's watcher (`watch`) what
@@ -18,6 +15,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AF
 use serde_json::Value;
 
 use super::bounds::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
+pub(crate) use super::client::{display_url, shared_client};
 use super::error::classify_status;
 use super::ratelimit::RateLimits;
 pub use super::sse::SseEvent;
@@ -25,18 +23,6 @@ use super::sse::{SseDecoder, SseError};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
-
-/// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
-pub(crate) fn shared_client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        reqwest::Client::builder()
-            .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .unwrap_or_default()
-    })
-}
 
 /// How a provider wants its key sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,23 +233,6 @@ fn with_url(mut error: ModelError, url: &str) -> ModelError {
         };
     }
     error
-}
-
-/// A URL as it may be shown: scheme, host, port and path; never a user,
-/// password, query or fragment (where keys hide).
-pub(crate) fn display_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(u) => {
-            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
-            format!(
-                "{}://{}{port}{}",
-                u.scheme(),
-                u.host_str().unwrap_or(""),
-                u.path()
-            )
-        }
-        Err(_) => "an invalid URL".into(),
-    }
 }
 
 /// Reads a body up to `cap` bytes; the rest is not read. Says whether the

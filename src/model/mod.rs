@@ -14,6 +14,7 @@ pub(crate) mod attempt;
 pub(crate) mod bedrock;
 pub(crate) mod bounds;
 pub(crate) mod chain;
+pub(crate) mod client;
 pub(crate) mod credentials;
 pub(crate) mod error;
 pub(crate) mod eventstream;

@@ -8,7 +8,9 @@ use crate::cli::Cli;
 use crate::config::{Config, FallbackEntry, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
-use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
+use crate::model::spec::{
+    builtin, BuiltinProvider, ModelSpec, ResolvedModel, WireApi, WireOptions,
+};
 use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
@@ -110,101 +112,9 @@ pub(crate) fn resolve(
     what: &str,
 ) -> Result<ResolvedModel, SetupError> {
     let (key_env, resolved) = if let Some(b) = builtin(spec.provider()) {
-        let endpoint = b
-            .endpoint_env
-            .and_then(env)
-            .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| b.endpoint.to_string());
-        let endpoint = if b.api == WireApi::Ollama {
-            ollama_host(&endpoint)
-        } else {
-            endpoint
-        };
-        let mut resolved = ResolvedModel {
-            api: b.api,
-            endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: b.key_env.and_then(env),
-            headers: BTreeMap::new(),
-            pricing: builtin_price(spec.provider(), spec.model()).or_else(|| script_pricing(&spec)),
-            context_window: None,
-            max_output_tokens: None,
-            reply_budget: None,
-            wire: WireOptions::default(),
-            credentials: None,
-            spec,
-        };
-        if b.api == WireApi::Bedrock {
-            let overrides = super::bedrock::Overrides::default();
-            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        }
-        if b.api == WireApi::Vertex {
-            google::resolve_vertex(&mut resolved, google::VertexOverrides::default(), env, what)?;
-        }
-        (b.key_env.map(str::to_string), resolved)
+        resolve_builtin(b, spec, env, what)?
     } else if let Some(p) = providers.get(spec.provider()) {
-        let model = p.models.get(spec.model()).cloned().unwrap_or_default();
-        let pricing = match (model.input_price, model.output_price) {
-            (None, None) => None,
-            (input, output) => {
-                let input = input.unwrap_or(0.0);
-                Some(Pricing {
-                    input,
-                    output: output.unwrap_or(0.0),
-                    cached_input: model.cached_input_price.unwrap_or(input),
-                })
-            }
-        };
-        let endpoint = google::named_endpoint(p, env).unwrap_or_default();
-        let mut resolved = ResolvedModel {
-            api: p.api,
-            endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: p.api_key_env.as_deref().and_then(env),
-            headers: p.headers.clone(),
-            pricing,
-            context_window: model.context_window,
-            max_output_tokens: model.max_output_tokens,
-            reply_budget: None,
-            wire: WireOptions {
-                stream: p.stream.unwrap_or(true),
-                tool_choice: p.tool_choice,
-            },
-            credentials: None,
-            spec,
-        };
-        if p.api == WireApi::Ollama && p.tool_choice.is_some() {
-            return Err(SetupError(format!(
-                "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
-                resolved.spec,
-                resolved.spec.provider()
-            )));
-        }
-        if p.api == WireApi::Bedrock {
-            let overrides = super::bedrock::Overrides {
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
-            };
-            super::bedrock::resolve(&mut resolved, overrides, env, what)?;
-        } else if p.api == WireApi::Vertex {
-            let overrides = google::VertexOverrides {
-                project: p.project.as_deref().filter(|v| !v.is_empty()),
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-            };
-            google::resolve_vertex(&mut resolved, overrides, env, what)?;
-        } else if resolved.endpoint.is_empty() {
-            return Err(SetupError(format!(
-                "{what} '{}': provider '{}' has no endpoint (required for api: {})",
-                resolved.spec,
-                resolved.spec.provider(),
-                p.api.config_name()
-            )));
-        }
-        let key_env = p
-            .api_key_env
-            .clone()
-            .or_else(|| google::default_key_env(p.api));
-        (key_env, resolved)
+        resolve_named(p, spec, env, what)?
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
             .iter()
@@ -227,6 +137,122 @@ pub(crate) fn resolve(
         }
     }
     Ok(resolved)
+}
+
+/// A built-in provider's model: its endpoint (the environment's override
+/// first), key, price, and a cloud's region and credentials (SPEC 22).
+/// Returns the key variable the provider needs, if any.
+fn resolve_builtin(
+    b: &BuiltinProvider,
+    spec: ModelSpec,
+    env: Env,
+    what: &str,
+) -> Result<(Option<String>, ResolvedModel), SetupError> {
+    let endpoint = b
+        .endpoint_env
+        .and_then(env)
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| b.endpoint.to_string());
+    let endpoint = if b.api == WireApi::Ollama {
+        ollama_host(&endpoint)
+    } else {
+        endpoint
+    };
+    let mut resolved = ResolvedModel {
+        api: b.api,
+        endpoint: endpoint.trim_end_matches('/').to_string(),
+        api_key: b.key_env.and_then(env),
+        headers: BTreeMap::new(),
+        pricing: builtin_price(spec.provider(), spec.model()).or_else(|| script_pricing(&spec)),
+        context_window: None,
+        max_output_tokens: None,
+        reply_budget: None,
+        wire: WireOptions::default(),
+        credentials: None,
+        spec,
+    };
+    if b.api == WireApi::Bedrock {
+        let overrides = super::bedrock::Overrides::default();
+        super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+    }
+    if b.api == WireApi::Vertex {
+        google::resolve_vertex(&mut resolved, google::VertexOverrides::default(), env, what)?;
+    }
+    Ok((b.key_env.map(str::to_string), resolved))
+}
+
+/// A named provider's model (SPEC 3): its endpoint, headers, prices and
+/// wire options from the config, a cloud's own overrides (SPEC 22).
+/// Returns the key variable the provider needs, if any.
+fn resolve_named(
+    p: &ProviderConfig,
+    spec: ModelSpec,
+    env: Env,
+    what: &str,
+) -> Result<(Option<String>, ResolvedModel), SetupError> {
+    let model = p.models.get(spec.model()).cloned().unwrap_or_default();
+    let pricing = match (model.input_price, model.output_price) {
+        (None, None) => None,
+        (input, output) => {
+            let input = input.unwrap_or(0.0);
+            Some(Pricing {
+                input,
+                output: output.unwrap_or(0.0),
+                cached_input: model.cached_input_price.unwrap_or(input),
+            })
+        }
+    };
+    let endpoint = google::named_endpoint(p, env).unwrap_or_default();
+    let mut resolved = ResolvedModel {
+        api: p.api,
+        endpoint: endpoint.trim_end_matches('/').to_string(),
+        api_key: p.api_key_env.as_deref().and_then(env),
+        headers: p.headers.clone(),
+        pricing,
+        context_window: model.context_window,
+        max_output_tokens: model.max_output_tokens,
+        reply_budget: None,
+        wire: WireOptions {
+            stream: p.stream.unwrap_or(true),
+            tool_choice: p.tool_choice,
+        },
+        credentials: None,
+        spec,
+    };
+    if p.api == WireApi::Ollama && p.tool_choice.is_some() {
+        return Err(SetupError(format!(
+            "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
+            resolved.spec,
+            resolved.spec.provider()
+        )));
+    }
+    if p.api == WireApi::Bedrock {
+        let overrides = super::bedrock::Overrides {
+            region: p.region.as_deref().filter(|v| !v.is_empty()),
+            endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+            profile: p.profile.as_deref().filter(|v| !v.is_empty()),
+        };
+        super::bedrock::resolve(&mut resolved, overrides, env, what)?;
+    } else if p.api == WireApi::Vertex {
+        let overrides = google::VertexOverrides {
+            project: p.project.as_deref().filter(|v| !v.is_empty()),
+            region: p.region.as_deref().filter(|v| !v.is_empty()),
+            endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+        };
+        google::resolve_vertex(&mut resolved, overrides, env, what)?;
+    } else if resolved.endpoint.is_empty() {
+        return Err(SetupError(format!(
+            "{what} '{}': provider '{}' has no endpoint (required for api: {})",
+            resolved.spec,
+            resolved.spec.provider(),
+            p.api.config_name()
+        )));
+    }
+    let key_env = p
+        .api_key_env
+        .clone()
+        .or_else(|| google::default_key_env(p.api));
+    Ok((key_env, resolved))
 }
 
 /// A script whose replies state their `cost:` is priced (at $0 for any

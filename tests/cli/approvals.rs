@@ -530,3 +530,51 @@ fn slash_commands_are_answered_and_never_reach_a_model() {
         3
     );
 }
+
+/// SPEC 20: "always" never covers a command holding shell control (`;`,
+/// `&&`, `|`, ...), so it is not offered for one (`a` asks again); and a
+/// person's thinking time before "no" is not the tool's `duration_ms`.
+#[test]
+fn always_is_not_offered_for_chained_commands_and_no_takes_no_tool_time() {
+    let env = TestEnv::new();
+    let script = [
+        bash("echo built > chained.txt; echo done"),
+        bash("echo ran > declined.txt && echo ok"),
+        SUBMIT.into(),
+    ]
+    .concat();
+    let mut s = session(&env, &script, &["--log-db", "log.db"]);
+    expect(&mut s, "echo built > chained.txt; echo done").unwrap();
+    expect(&mut s, "Run it? y yes · n no › ").unwrap();
+    press(&mut s, "a");
+    expect(&mut s, "please press y or n · ").unwrap();
+    expect(&mut s, "› ").unwrap();
+    press(&mut s, "y");
+    expect(&mut s, "Run it? yes").unwrap();
+    expect(&mut s, "echo ran > declined.txt && echo ok").unwrap();
+    let before = expect(&mut s, "› ").unwrap();
+    assert!(!before.contains("always"), "{before}");
+    // Think for a while, then decline.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    press(&mut s, "n");
+    expect(&mut s, "why?").unwrap();
+    s.send_line("").unwrap();
+    expect(&mut s, "submitted after 3 steps").unwrap();
+    expect(&mut s, "> ").unwrap();
+    s.send_line("exit").unwrap();
+    assert_eq!(exit_code(&mut s), 0);
+    assert!(env.work().join("chained.txt").exists());
+    assert!(!env.work().join("declined.txt").exists());
+
+    let db = rusqlite::Connection::open(env.work().join("log.db")).unwrap();
+    let rows: Vec<(bool, i64)> = db
+        .prepare("SELECT ok, duration_ms FROM tool_calls WHERE tool = 'bash' ORDER BY started_at")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows[0].0 && !rows[1].0, "{rows:?}");
+    assert!(rows[1].1 < 500, "the declined call counted the thinking time: {rows:?}");
+}

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use tokio::sync::Mutex;
 
 use super::Credentials;
-use crate::model::http::{display_url, shared_client};
+use crate::model::client::{display_url, shared_client};
 use crate::model::ModelError;
 use crate::setup::Env;
 
