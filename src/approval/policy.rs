@@ -202,7 +202,12 @@ mod tests {
         assert_eq!(covers(Kind::Command("make")), "`make` commands");
         assert_eq!(covers(Kind::FileChange), "every file change");
         // No "always" could cover these: it is not offered.
-        for command in ["sleep 30; echo built", "cargo build && ls", "ls | head", "; ls"] {
+        for command in [
+            "sleep 30; echo built",
+            "cargo build && ls",
+            "ls | head",
+            "; ls",
+        ] {
             assert_eq!(always_covers(Kind::Command(command)), None, "{command}");
         }
     }

@@ -576,5 +576,8 @@ fn always_is_not_offered_for_chained_commands_and_no_takes_no_tool_time() {
         .collect();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert!(rows[0].0 && !rows[1].0, "{rows:?}");
-    assert!(rows[1].1 < 500, "the declined call counted the thinking time: {rows:?}");
+    assert!(
+        rows[1].1 < 500,
+        "the declined call counted the thinking time: {rows:?}"
+    );
 }
