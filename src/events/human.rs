@@ -4,6 +4,7 @@
 
 pub(crate) mod lines;
 pub(crate) mod once;
+mod spinner;
 
 use std::collections::HashMap;
 use std::io::{self, IsTerminal, Write};
@@ -11,13 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressFinish, ProgressStyle};
+use indicatif::ProgressBar;
 use serde_json::Value;
 
 use super::{Event, EventRecord, OutageNotice, Sink};
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{outage_resume_hint, resume_hint, Continue};
 use once::ShownOnce;
+pub(crate) use spinner::clear_terminal_line;
+use spinner::new_spinner;
 
 /// Line width when stderr is not a terminal and `COLUMNS` is not set.
 const PIPE_WIDTH: usize = 120;
@@ -559,27 +562,6 @@ impl HumanSink {
     }
 }
 
-/// A spinner whose last frame is cleared when it is dropped, with the time
-/// left of a retry wait counting down after its message.
-fn new_spinner(wait_until: &WaitUntil) -> ProgressBar {
-    let wait = wait_until.clone();
-    let style = ProgressStyle::with_template("{spinner} {msg}{wait}")
-        .unwrap_or_else(|_| ProgressStyle::default_spinner())
-        .with_key(
-            "wait",
-            move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let until = *wait.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(left) = until.and_then(|u| u.checked_duration_since(Instant::now())) {
-                    let _ = write!(w, " in {:.1}s", left.as_secs_f64());
-                }
-            },
-        );
-    let bar = ProgressBar::new_spinner().with_finish(ProgressFinish::AndClear);
-    bar.set_style(style);
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
-}
-
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`
 pub(crate) fn summary_line(event: &Event) -> String {
     summary_with_costs(event, &[])
@@ -615,13 +597,4 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
         },
         costs,
     )
-}
-
-/// Clears the spinner's line on a terminal, for an exit that skips the
-/// sink's own cleanup (a second Ctrl-C).
-pub(crate) fn clear_terminal_line() {
-    if io::stderr().is_terminal() {
-        eprint!("\r\x1b[2K");
-        let _ = io::stderr().flush();
-    }
 }

@@ -164,12 +164,29 @@ impl HttpTransport {
     /// `post`, with the error responses classified by `classify` (the
     /// status, the headers, the body read up to `MAX_ERROR_BODY` and the
     /// `Retry-After` wait): for an API whose errors say what they are in a
-    /// header (Bedrock's `x-amzn-errortype`).
+    /// header (Bedrock's `x-amzn-errortype`). A refusal saying the
+    /// credentials expired drops the cached ones and sends the request
+    /// again at once with fresh ones, without using up a retry (SPEC 22).
     pub(crate) async fn post_with(
         &self,
         path: &str,
         body: bytes::Bytes,
-        classify: impl FnOnce(u16, &HeaderMap, &[u8], Option<Duration>) -> ModelError,
+        classify: impl Fn(u16, &HeaderMap, &[u8], Option<Duration>) -> ModelError,
+    ) -> Result<(reqwest::Response, Instant), ModelError> {
+        match self.post_once(path, body.clone(), &classify).await {
+            Err(e) if refused_as_expired(&e) && self.invalidate_credentials() => {
+                self.post_once(path, body, &classify).await
+            }
+            other => other,
+        }
+    }
+
+    /// One POST of `post_with`.
+    async fn post_once(
+        &self,
+        path: &str,
+        body: bytes::Bytes,
+        classify: &impl Fn(u16, &HeaderMap, &[u8], Option<Duration>) -> ModelError,
     ) -> Result<(reqwest::Response, Instant), ModelError> {
         let sent = Instant::now();
         let timeouts = self.timeouts();
@@ -222,6 +239,21 @@ impl HttpTransport {
         } else {
             error
         })
+    }
+}
+
+/// Whether a refusal says the request's credentials expired: a 401, or a
+/// 400/403 whose message says so (Bedrock's `ExpiredTokenException`).
+/// Only credentials that can be fetched again act on it (`invalidate`).
+fn refused_as_expired(error: &ModelError) -> bool {
+    match error {
+        ModelError::Status { status: 401, .. } => true,
+        ModelError::Status {
+            status: 400 | 403,
+            message,
+            ..
+        } => message.to_ascii_lowercase().contains("expired"),
+        _ => false,
     }
 }
 

@@ -7,6 +7,7 @@ mod action;
 mod approvals;
 mod budgets;
 mod check;
+mod cloud_chain;
 mod compaction;
 mod core;
 mod deadlines;

@@ -318,3 +318,31 @@ fn a_hanging_or_garbled_token_endpoint_is_a_retried_failure() {
         assert!(model_requests(&fake).is_empty(), "{mode}");
     }
 }
+
+/// SPEC 22: a 401 for a token that expired early fetches a new token and
+/// sends the request again at once, without using up a retry.
+#[test]
+fn a_token_refused_as_expired_is_fetched_again_and_the_request_resent() {
+    let env = env_with("");
+    let expired = json!({"http": 401, "error": {"error": {"code": 401, "message": "Request had invalid authentication credentials. Expected OAuth 2 access token.", "status": "UNAUTHENTICATED"}}});
+    let fake = fake(&env, json!([expired, submit()]), "ok");
+    let sa = service_account(&env, &fake);
+    let out = cmd(&env, &fake)
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &sa)
+        .args(["-m", GEMINI, "--json", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ev = events(&out.stdout);
+    assert!(retry_reasons(&ev).is_empty(), "no retry was used up");
+    let tokens = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"] == "/token")
+        .count();
+    assert_eq!(tokens, 2, "a fresh token for the resend");
+    let reqs = model_requests(&fake);
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["headers"]["authorization"], "Bearer ya29.fake-1");
+    assert_eq!(reqs[1]["headers"]["authorization"], "Bearer ya29.fake-2");
+}

@@ -8,8 +8,8 @@ Serves, as Google documents them:
 - `POST /v1/projects/{p}/locations/{r}/publishers/google/models/{m}:streamGenerateContent?alt=sse`
   (and `:generateContent`): Gemini replies, the script's as in gemini.py;
 - `POST …/publishers/anthropic/models/{m}:streamRawPredict` (and
-  `:rawPredict`): Anthropic Messages SSE (the body must carry
-  `anthropic_version: "vertex-2023-10-16"` and no `model`); a script reply
+  `:rawPredict`): Anthropic Messages SSE (the body must carry an
+  `anthropic_version`, documented as `"vertex-2023-10-16"`, and no `model`); a script reply
   `{"text", "calls": [{"name", "args"}]}` is streamed as Anthropic events;
   `{"http": N}`, `{"retry_delay"}` and `{"stall"}` as in gemini.py;
 - `POST /token`: an OAuth token endpoint taking a service account's signed
@@ -140,8 +140,10 @@ class Handler(gemini.Handler):
 
     def answer_claude(self, entry):
         body = entry["body"] or {}
-        if body.get("anthropic_version") != "vertex-2023-10-16" or "model" in body:
-            return self.send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic_version: vertex-2023-10-16 required; model is not allowed"}})
+        # Vertex's documented version is vertex-2023-10-16; newer SDKs send
+        # dated ones, which Vertex takes too.
+        if not body.get("anthropic_version") or "model" in body:
+            return self.send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic_version is required; model is not allowed"}})
         model = entry["path"].rsplit("/", 1)[-1].split(":", 1)[0]
         reply = self.server.fake.script.take({"contents": []})
         if "retry_delay" in reply or "http" in reply:

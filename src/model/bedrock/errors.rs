@@ -39,13 +39,6 @@ pub(crate) fn body_message(body: &[u8]) -> String {
     message.chars().take(MAX_MESSAGE_CHARS).collect()
 }
 
-/// Whether a refusal says the credentials expired (`ExpiredTokenException`:
-/// "The security token included in the request is expired").
-pub(crate) fn says_expired(error: &ModelError) -> bool {
-    matches!(error, ModelError::Status { status: 400 | 401 | 403, message, .. }
-        if message.to_ascii_lowercase().contains("expired"))
-}
-
 /// Classifies an exception by its name (`None`: no header came), the HTTP
 /// status it came with (an in-stream one has none), and its message.
 pub(crate) fn exception(

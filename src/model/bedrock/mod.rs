@@ -96,18 +96,8 @@ impl Model for BedrockModel {
         })?;
         let path = converse_stream_path(&self.model_id);
         let body = bytes::Bytes::from(body);
-        let (response, sent) = match self
-            .transport
-            .post_with(&path, body.clone(), http_error)
-            .await
-        {
-            // Credentials that expired are fetched again and the request
-            // sent again at once, without using up a retry (SPEC 22).
-            Err(e) if errors::says_expired(&e) && self.transport.invalidate_credentials() => {
-                self.transport.post_with(&path, body, http_error).await?
-            }
-            other => other?,
-        };
+        // Credentials that expired are fetched again by the transport.
+        let (response, sent) = self.transport.post_with(&path, body, http_error).await?;
         let mut frames = FrameReader::new(response, sent, self.transport.timeouts());
         let mut assembly = Assembly::default();
         loop {
