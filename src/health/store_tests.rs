@@ -6,7 +6,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod latency;
-
 use super::pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 use super::{
     BudgetSlot, BudgetStore, HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore,

@@ -126,6 +126,25 @@ pub(crate) async fn request_with_retries(
     request_with_retries_from(member, request, ctx, referee, Opening::default()).await
 }
 
+/// A move-on before a request, naming `last`: the loop's failure that led
+/// to it.
+fn naming_last_failure(failure: Failure, last: Option<ModelError>) -> Failure {
+    match failure {
+        Failure::MovedOn {
+            reason,
+            attempts,
+            error: None,
+            reset,
+        } => Failure::MovedOn {
+            reason,
+            attempts,
+            error: last,
+            reset,
+        },
+        other => other,
+    }
+}
+
 /// `request_with_retries`, opening as `opening` says: a late first event
 /// may be hedged once in the turn (`hedge.rs`); a turn taken over from a
 /// failed hedge starts after that failure.
@@ -164,20 +183,7 @@ pub(crate) async fn request_with_retries_from(
         }
         let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt)
             .await
-            .map_err(|failure| match failure {
-                Failure::MovedOn {
-                    reason,
-                    attempts,
-                    error: None,
-                    reset,
-                } => Failure::MovedOn {
-                    reason,
-                    attempts,
-                    error: failed_before.take(),
-                    reset,
-                },
-                other => other,
-            })?;
+            .map_err(|failure| naming_last_failure(failure, failed_before.take()))?;
         let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
         let observer = AttemptObserver {
             ctx,
