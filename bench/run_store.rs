@@ -49,6 +49,7 @@ fn doc(run_id: &str) -> Trajectory {
         steps: 0,
         totals: Totals::default(),
         model_switches: vec![],
+        hedges: vec![],
         reply_caps: Default::default(),
         plan: vec![],
         messages: serde_json::from_value(serde_json::json!([
@@ -121,6 +122,7 @@ fn bench_trajectory() -> (f64, f64, f64) {
             totals: d.totals,
             active_model: d.active_model.clone(),
             model_switches: vec![],
+            hedges: vec![],
             reply_caps: Default::default(),
             plan: vec![],
             messages: Some(2),

@@ -105,6 +105,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION")]
     pub outage_wait: Option<String>,
 
+    /// When the active model has sent no first stream event this long (e.g. 2s), also send the request to the next fallback model and take whichever answers first; auto learns the delay from the model's first-event times (config `fallback.hedge_after`; default off)
+    #[arg(long, value_name = "DURATION|auto|off")]
+    pub hedge_after: Option<String>,
+
     /// Reply budget per model request (config `max_output_tokens`)
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u32>,

@@ -13,7 +13,7 @@ use serde_yaml::Value;
 
 use crate::budget::Period;
 use crate::duration;
-use crate::policy::Cooldown;
+use crate::policy::{Cooldown, HedgeAfter};
 use crate::wire_api::{ToolChoice, WireApi};
 
 /// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
@@ -303,6 +303,12 @@ pub(crate) struct FallbackConfig {
     /// A duration, or `never`.
     #[serde(default, deserialize_with = "cooldown")]
     pub cooldown: Option<Cooldown>,
+    /// A duration, `auto` or `off` (SPEC 23).
+    #[serde(default, deserialize_with = "hedge_after")]
+    pub hedge_after: Option<HedgeAfter>,
+    /// A percentage, `0%` to `100%`, as a share (0 to 1).
+    #[serde(default, deserialize_with = "hedge_budget")]
+    pub hedge_budget: Option<f64>,
 }
 
 /// `subagents:`
@@ -414,6 +420,52 @@ fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Erro
         }
     }
     d.deserialize_any(CooldownVisitor).map(Some)
+}
+
+/// `fallback.hedge_after` or `--hedge-after`: a duration, `auto` or `off`.
+pub(crate) fn parse_hedge_after(text: &str) -> Result<HedgeAfter, duration::DurationError> {
+    match text.trim() {
+        "off" => Ok(HedgeAfter::Off),
+        "auto" => Ok(HedgeAfter::Auto),
+        other => duration::parse(other).map(HedgeAfter::After),
+    }
+}
+
+fn hedge_after<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HedgeAfter>, D::Error> {
+    let text = match Value::deserialize(d)? {
+        Value::String(text) => text,
+        Value::Number(n) => n.to_string(),
+        // YAML 1.1 reads a bare `off` as false.
+        Value::Bool(false) => "off".to_string(),
+        _ => {
+            return Err(serde::de::Error::custom(
+                "expected a duration such as 2s, auto or off",
+            ))
+        }
+    };
+    parse_hedge_after(&text)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("{e}; or auto, or off")))
+}
+
+/// `fallback.hedge_budget`: a percentage from `0%` to `100%`.
+fn hedge_budget<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let text = match Value::deserialize(d)? {
+        Value::String(text) => text,
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    };
+    let share = text
+        .trim()
+        .strip_suffix('%')
+        .and_then(|n| n.trim().parse::<f64>().ok())
+        .filter(|n| n.is_finite() && (0.0..=100.0).contains(n));
+    match share {
+        Some(percent) => Ok(Some(percent / 100.0)),
+        None => Err(serde::de::Error::custom(format!(
+            "expected a percentage from 0% to 100% such as 10%, got '{text}'"
+        ))),
+    }
 }
 
 /// A config problem, naming the file.

@@ -156,6 +156,41 @@ impl FallbackPolicy {
     }
 }
 
+/// When a late first event is hedged (`fallback.hedge_after`,
+/// `--hedge-after`; SPEC 23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HedgeAfter {
+    /// Never (the default).
+    #[default]
+    Off,
+    /// After this long without a first event.
+    After(Duration),
+    /// At twice the 95th percentile of the model's recorded first-event
+    /// times, grown for the request's size, never before 5 s.
+    Auto,
+}
+
+/// Hedging settings (`fallback.hedge_after`, `fallback.hedge_budget`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HedgePolicy {
+    pub after: HedgeAfter,
+    /// The most of a run's requests that may be hedges, 0 to 1 (the run's
+    /// first hedge is always allowed).
+    pub budget: f64,
+}
+
+/// `fallback.hedge_budget`'s default: 10 %.
+pub const DEFAULT_HEDGE_BUDGET: f64 = 0.10;
+
+impl Default for HedgePolicy {
+    fn default() -> Self {
+        HedgePolicy {
+            after: HedgeAfter::Off,
+            budget: DEFAULT_HEDGE_BUDGET,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

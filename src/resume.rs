@@ -228,6 +228,7 @@ mod tests {
             steps: 1,
             totals: Totals::default(),
             model_switches: vec![],
+            hedges: vec![],
             reply_caps: Default::default(),
             plan: vec![],
             messages,

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::conversation::{Message, Usage};
 use crate::exit::Status;
 use crate::model::chain::Switch;
+use crate::model::hedge::Hedge;
 use crate::tools::plan::PlanItem;
 
 /// The current time as RFC 3339 UTC with milliseconds: the trajectory's
@@ -75,6 +76,9 @@ pub struct Trajectory {
     pub totals: Totals,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_switches: Vec<Switch>,
+    /// The hedges sent (SPEC 23); only when one was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hedges: Vec<Hedge>,
     /// Reply caps models reported by refusing a larger budget, by spec
     /// (SPEC 4 "Reply caps per member"; a resumed run keeps them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -116,6 +120,7 @@ impl Trajectory {
             steps: 0,
             totals: Totals::default(),
             model_switches: Vec::new(),
+            hedges: Vec::new(),
             reply_caps: BTreeMap::new(),
             plan: Vec::new(),
             messages: Vec::new(),
@@ -145,6 +150,8 @@ pub enum JournalOp {
         active_model: String,
         #[serde(default)]
         model_switches: Vec<Switch>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hedges: Vec<Hedge>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         reply_caps: BTreeMap<String, u32>,
         #[serde(default)]
@@ -459,6 +466,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
             totals,
             active_model,
             model_switches,
+            hedges,
             reply_caps,
             plan,
             messages,
@@ -470,6 +478,7 @@ fn apply(doc: &mut Trajectory, op: JournalOp) {
             doc.totals = totals;
             doc.active_model = active_model;
             doc.model_switches = model_switches;
+            doc.hedges = hedges;
             doc.reply_caps = reply_caps;
             doc.plan = plan;
         }
@@ -498,6 +507,7 @@ mod tests {
             steps: 0,
             totals: Totals::default(),
             model_switches: vec![],
+            hedges: vec![],
             reply_caps: BTreeMap::new(),
             plan: vec![],
             messages: vec![],
@@ -580,6 +590,7 @@ mod tests {
             totals: Totals::default(),
             active_model: "script/a".into(),
             model_switches: vec![],
+            hedges: vec![],
             reply_caps: BTreeMap::new(),
             plan: vec![],
             messages: Some(1),

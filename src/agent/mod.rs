@@ -109,6 +109,8 @@ pub(crate) struct Agent {
     checkpoint: Option<Checkpoint>,
     /// Switches recorded before this process (resume).
     prior_switches: usize,
+    /// Hedges recorded before this process (resume).
+    prior_hedges: usize,
     jobs: JobOptions,
     /// What servers said about token counts: bases for size estimates,
     /// windows named in overflow errors, models warned about.
@@ -147,6 +149,7 @@ impl Agent {
             options: parts.options,
             plan: parts.plan,
             prior_switches: doc.model_switches.len(),
+            prior_hedges: doc.hedges.len(),
             doc,
             checkpoint,
             jobs: parts.jobs,
@@ -335,7 +338,9 @@ impl Agent {
                 emitter: &self.emitter,
                 stop: &self.stop,
             };
-            match self.chain.complete(&prompt, ctx).await {
+            let answer = self.chain.complete(&prompt, ctx).await;
+            self.account_hedged_out();
+            match answer {
                 Ok(answer) => return Ok((answer, chars)),
                 Err(ChainError::Stopped(cause)) => {
                     return Err(StepEnd::Finish(stop_status(cause), Value::Null, None))
@@ -472,6 +477,8 @@ impl Agent {
         let switches = self.chain.switches();
         self.doc.model_switches.truncate(self.prior_switches);
         self.doc.model_switches.extend(switches.iter().cloned());
+        self.doc.hedges.truncate(self.prior_hedges);
+        self.doc.hedges.extend(self.chain.hedges());
         // A checkpoint's caps stay, for a member no longer in the chain too.
         self.doc.reply_caps.extend(self.chain.reply_caps());
     }
@@ -483,6 +490,7 @@ impl Agent {
             totals: self.doc.totals,
             active_model: self.doc.active_model.clone(),
             model_switches: self.doc.model_switches.clone(),
+            hedges: self.doc.hedges.clone(),
             reply_caps: self.doc.reply_caps.clone(),
             plan: self.doc.plan.clone(),
             messages: Some(self.doc.messages.len()),

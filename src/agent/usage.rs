@@ -181,6 +181,18 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// Counts what the losers of this step's hedges cost (their estimated
+    /// input at their price, SPEC 23) in the run's cost and its budgets,
+    /// as a reply's cost is counted: a cancelled request may be billed.
+    pub(super) fn account_hedged_out(&mut self) {
+        for (spec, usd) in self.chain.take_hedge_charges() {
+            self.doc.totals.cost_usd += usd;
+            self.chain.record_spend(&spec, usd);
+        }
+    }
+}
+
 /// `ceil(x * num / den)` without overflow.
 fn div_ceil_scaled(x: u64, num: u64, den: u64) -> u64 {
     let wide = (x as u128 * num as u128).div_ceil(den.max(1) as u128);

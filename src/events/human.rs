@@ -493,6 +493,7 @@ impl HumanSink {
                 self.set_wait(None);
                 self.spin(&format!("asking {to}"));
             }
+            Event::ModelHedge { .. } | Event::ModelHedgeSettled { .. } => {}
             Event::OutageWaiting { wait, next_try, .. } => self.outage_waiting(*wait, *next_try),
             Event::OutageOver { step, model, .. } => self.thinking(*step, model),
             Event::RunStarted { .. }

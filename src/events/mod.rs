@@ -112,6 +112,22 @@ pub enum Event {
     },
     #[strum(serialize = "model.restore")]
     ModelRestore { step: u32, from: String, to: String },
+    /// A late first event: the request also went to `to` (SPEC 23).
+    #[strum(serialize = "model.hedge")]
+    ModelHedge {
+        step: u32,
+        from: String,
+        to: String,
+        after_seconds: f64,
+    },
+    /// A hedge's race was won at `winner`'s first event.
+    #[strum(serialize = "model.hedge_settled")]
+    ModelHedgeSettled {
+        step: u32,
+        winner: String,
+        loser: String,
+        winner_first_event_ms: u64,
+    },
     #[strum(serialize = "model.response")]
     ModelResponse {
         step: u32,
@@ -294,6 +310,8 @@ impl Event {
             | Event::ProviderPaced { step, .. }
             | Event::ModelFallback { step, .. }
             | Event::ModelRestore { step, .. }
+            | Event::ModelHedge { step, .. }
+            | Event::ModelHedgeSettled { step, .. }
             | Event::ModelResponse { step, .. }
             | Event::AssistantMessage { step, .. }
             | Event::ToolStarted { step, .. }
@@ -611,6 +629,14 @@ pub(crate) fn switch_line(event: &Event) -> Option<String> {
         Event::ModelRestore { step, from, to } => {
             Some(format!("model restore: {from} -> {to} at step {step}"))
         }
+        Event::ModelHedge {
+            step,
+            from,
+            to,
+            after_seconds,
+        } => Some(format!(
+            "model hedge: {from} + {to} at step {step} ({after_seconds:.1}s without a first event)"
+        )),
         _ => None,
     }
 }

@@ -396,6 +396,8 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::AttemptReset { .. }
         | Event::ModelFallback { .. }
         | Event::ModelRestore { .. }
+        | Event::ModelHedge { .. }
+        | Event::ModelHedgeSettled { .. }
         | Event::AssistantMessage { .. }
         | Event::ContextCompacted { .. }
         | Event::OutageWaiting { .. }

@@ -2,8 +2,8 @@
 //! tests of what a run does when the shared record cannot be reached.
 
 use super::{
-    BudgetSlot, BudgetStore, HealthKey, HealthStore, Heard, Millis, OutageRecord, OutageStore,
-    PaceKey, PacingStore, Record, Reservation, StoreError,
+    BudgetSlot, BudgetStore, HealthKey, HealthStore, Heard, LatencyStore, Millis, OutageRecord,
+    OutageStore, PaceKey, PacingStore, Record, Reservation, StoreError,
 };
 
 /// Every call fails with "database is locked".
@@ -83,6 +83,14 @@ impl BudgetStore for LockedStore {
         Err(StoreError("database is locked".into()))
     }
     fn add_spend(&mut self, _: &[BudgetSlot], _: i64, _: Millis) -> Result<Vec<i64>, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+}
+impl LatencyStore for LockedStore {
+    fn record_first_event(&mut self, _: &HealthKey, _: u64, _: Millis) -> Result<(), StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn first_events(&mut self, _: &HealthKey) -> Result<Vec<u64>, StoreError> {
         Err(StoreError("database is locked".into()))
     }
 }

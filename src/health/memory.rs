@@ -4,9 +4,10 @@
 //! (`health_db: off`, or a store that failed).
 
 mod budget;
+mod latency;
 mod outage;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::pacing::{Heard, PaceKey, PaceRecord, PacingStore, Reservation};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
@@ -26,6 +27,8 @@ pub(crate) struct MemoryStore {
     /// Spend per budget slot (`memory/budget.rs`).
     spend: HashMap<super::BudgetSlot, i64>,
     pacing: HashMap<PaceKey, PaceRecord>,
+    /// The last first-event times per model (`memory/latency.rs`).
+    first_events: HashMap<HealthKey, VecDeque<u64>>,
 }
 
 impl PacingStore for MemoryStore {

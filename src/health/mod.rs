@@ -12,6 +12,7 @@
 
 mod budget;
 mod handle;
+pub mod latency;
 #[cfg(test)]
 mod locked;
 mod memory;
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 pub use budget::{BudgetSlot, BudgetStore};
 pub use handle::Health;
+pub use latency::{LatencyStore, KEPT_FIRST_EVENTS};
 #[cfg(test)]
 pub(crate) use locked::LockedStore;
 pub(crate) use memory::MemoryStore;
@@ -97,12 +99,12 @@ pub struct StoreError(pub String);
 /// Everything the shared record keeps, in one store: the cooling records
 /// of SPEC 13 (`HealthStore`) and what lives beside them: the pacing
 /// records of SPEC 17 (`PacingStore`), the outage record of SPEC 18
-/// (`OutageStore`) and spend per budget and period of SPEC 19
-/// (`BudgetStore`). Each concern is a trait of its own, implemented by
+/// (`OutageStore`), spend per budget and period of SPEC 19
+/// (`BudgetStore`) and the first-event times of SPEC 23 (`LatencyStore`). Each concern is a trait of its own, implemented by
 /// every store (memory, SQLite, Redis) in a file of its own; `Store` is all
 /// of them, and what `Health` holds.
-pub trait Store: HealthStore + PacingStore + OutageStore + BudgetStore {}
-impl<T: HealthStore + PacingStore + OutageStore + BudgetStore> Store for T {}
+pub trait Store: HealthStore + PacingStore + OutageStore + BudgetStore + LatencyStore {}
+impl<T: HealthStore + PacingStore + OutageStore + BudgetStore + LatencyStore> Store for T {}
 
 /// The cooling records. Implementations hold only keys, reasons and times,
 /// keep each call short, and may be called from several processes at once.

@@ -8,10 +8,12 @@
 //! its connection on a small runtime of its own (one thread) and each call
 //! waits at most `OP_TIMEOUT` for its answer: a slow or dead Redis costs
 //! the caller that long once, then the run goes on without the record.
-//! The outage record (SPEC 18) and spend per budget and period (SPEC 19)
-//! have keys and scripts of their own (`redis/outage.rs`, `redis/budget.rs`).
+//! The outage record (SPEC 18), spend per budget and period (SPEC 19) and
+//! the first-event times (SPEC 23) have keys and scripts of their own
+//! (`redis/outage.rs`, `redis/budget.rs`, `redis/latency.rs`).
 
 mod budget;
+mod latency;
 mod outage;
 
 use std::sync::mpsc;

@@ -7,6 +7,7 @@
 //! period (SPEC 19, `sqlite/budget.rs`).
 
 mod budget;
+mod latency;
 mod outage;
 mod pacing;
 
@@ -18,10 +19,11 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 /// Schema version kept in `PRAGMA user_version`: 2 added the probe lease,
-/// 3 the outage record, 4 the budgets' spend, 5 the pacing records. Each
+/// 3 the outage record, 4 the budgets' spend, 5 the pacing records, 6 the
+/// first-event times. Each
 /// step only creates what is missing, so a file at any older version goes
 /// straight to this one.
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -149,6 +151,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 5 {
             conn.execute_batch(pacing::TABLE)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 6 {
+            conn.execute_batch(latency::SCHEMA)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

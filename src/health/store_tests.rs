@@ -5,6 +5,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod latency;
 use super::pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 use super::{
     BudgetSlot, BudgetStore, HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore,
@@ -314,6 +315,7 @@ fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     budget_spend(&mut *make());
     pacing_requests(&mut *make());
     pacing_tokens(&mut *make());
+    latency::first_events_keep_the_last_fifty(&mut *make());
 }
 
 #[test]

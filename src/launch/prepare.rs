@@ -214,7 +214,8 @@ fn build_chain<'a>(
         .map(|model| build_member(model, settings.retry.stream_timeouts()))
         .collect::<Result<Vec<_>, _>>()?;
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
-        .with_outage_wait(settings.outage_wait);
+        .with_outage_wait(settings.outage_wait)
+        .with_hedging(settings.hedge);
     Ok(if settings.pacing {
         chain
     } else {

@@ -6,11 +6,20 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::http::{Watched, Watcher};
+use super::http::{FirstEventHook, Watched, Watcher};
 use super::member::Member;
 use super::ratelimit::RateLimits;
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;
+
+/// Where a request happens: its step, the event emitter and the run's stop
+/// signal.
+#[derive(Clone, Copy)]
+pub(crate) struct RequestCtx<'a> {
+    pub step: u32,
+    pub emitter: &'a crate::events::Emitter,
+    pub stop: &'a crate::stop::Stop,
+}
 
 /// Where a request sits in the run: its step (0 for `--check`) and its
 /// attempt on the member in that step, from 1.
@@ -73,41 +82,83 @@ pub(crate) async fn send_once<C>(
     deadlines: Deadlines,
     cut: impl Future<Output = C>,
 ) -> Attempted<C> {
-    let started = Instant::now();
-    let started_at = SystemTime::now();
-    let limit = deadlines.whole;
-    let watcher = Watcher::new(deadlines.first_event);
-    let bounded = async {
-        let sending = watcher.watch(member.model.complete(request, observer));
-        match limit {
-            None => sending.await,
-            Some(limit) => tokio::time::timeout(limit, sending)
-                .await
-                .unwrap_or_else(|_| Err(no_answer_within(limit))),
-        }
+    let sending = Sending {
+        member,
+        request,
+        observer,
+        place,
+        accept,
+        deadlines,
     };
-    let result = tokio::select! {
-        sent = bounded => sent,
-        cause = cut => {
-            let record = record(member, place, started, started_at, watcher.seen(), None);
-            return Attempted::Cut(cause, record);
-        }
-    };
-    let watched = watcher.seen();
-    let result = match accept {
-        Accept::AnyReply => result,
-        Accept::NonEmpty => result.and_then(not_empty),
-    };
-    let first_event = watched
-        .first_event
-        .map(|t| t.saturating_duration_since(started));
-    let record = record(member, place, started, started_at, watched, Some(&result));
-    Attempted::Sent(Sent {
-        result,
-        first_event,
-        record,
-        limits: watched.limits,
-    })
+    sending.send(None, cut).await
+}
+
+/// One request about to be sent, as `send_once` takes it; a hedge's race
+/// (`hedge.rs`) sends its two through `Sending::send` with a hook on each
+/// first event.
+#[derive(Clone, Copy)]
+pub(crate) struct Sending<'a> {
+    pub member: &'a Member,
+    pub request: &'a Request<'a>,
+    pub observer: &'a dyn StreamObserver,
+    pub place: Place,
+    pub accept: Accept,
+    pub deadlines: Deadlines,
+}
+
+impl Sending<'_> {
+    /// Sends the request once, racing `cut`; `on_first_event` is called at
+    /// its first stream event. A cut request's record has outcome
+    /// `interrupted` and what its response said so far.
+    pub(crate) async fn send<C>(
+        self,
+        on_first_event: Option<FirstEventHook>,
+        cut: impl Future<Output = C>,
+    ) -> Attempted<C> {
+        let Sending {
+            member,
+            request,
+            observer,
+            place,
+            accept,
+            deadlines,
+        } = self;
+        let started = Instant::now();
+        let started_at = SystemTime::now();
+        let limit = deadlines.whole;
+        let watcher = Watcher::new(deadlines.first_event, on_first_event);
+        let bounded = async {
+            let sending = watcher.watch(member.model.complete(request, observer));
+            match limit {
+                None => sending.await,
+                Some(limit) => tokio::time::timeout(limit, sending)
+                    .await
+                    .unwrap_or_else(|_| Err(no_answer_within(limit))),
+            }
+        };
+        let result = tokio::select! {
+            sent = bounded => sent,
+            cause = cut => {
+                let record = record(member, place, started, started_at, watcher.seen(), None);
+                return Attempted::Cut(cause, record);
+            }
+        };
+        let watched = watcher.seen();
+        let result = match accept {
+            Accept::AnyReply => result,
+            Accept::NonEmpty => result.and_then(not_empty),
+        };
+        let first_event = watched
+            .first_event
+            .map(|t| t.saturating_duration_since(started));
+        let record = record(member, place, started, started_at, watched, Some(&result));
+        Attempted::Sent(Sent {
+            result,
+            first_event,
+            record,
+            limits: watched.limits,
+        })
+    }
 }
 
 fn no_answer_within(limit: Duration) -> ModelError {

@@ -13,15 +13,16 @@ mod wait;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::gate::{BudgetBook, Gate, Halt, MemberTurn, Pacer};
+use super::gate::{BudgetBook, Gate, Halt, MemberTurn, Pacer, Timing};
+use super::hedge::{Hedge, HedgeLog, Partner};
 use super::member::Member;
 use super::reason::SwitchReason;
-use super::retry::{request_with_retries, Failure, RequestCtx};
+use super::retry::{request_with_retries_from, Failure, Opening, RequestCtx};
 use super::spec::ModelSpec;
 use super::{ModelError, Prompt, Request, Response};
 use crate::events::Event;
 use crate::health::Health;
-pub(crate) use crate::policy::{FallbackPolicy, RetryPolicy};
+pub(crate) use crate::policy::{FallbackPolicy, HedgePolicy, RetryPolicy};
 use crate::stop::StopCause;
 
 /// A switch, as recorded in the trajectory's `model_switches`.
@@ -151,6 +152,8 @@ pub(crate) struct ChainModel {
     switches: Vec<Switch>,
     /// Every member's state and the rules asked before and after each request.
     gate: Gate,
+    /// The hedges sent (SPEC 23) and the losers' costs to charge.
+    hedge_log: HedgeLog,
 }
 
 /// How one member's turn ended, in the chain's terms.
@@ -166,6 +169,14 @@ enum Turn {
     },
     /// The step ends here: a stop, a fatal error or a context overflow.
     End(ChainError),
+    /// The turn's hedge became the step's request (SPEC 23): the run moves
+    /// to member `to`, with its answer, or its failure to go on from.
+    Hedged {
+        to: usize,
+        reason: SwitchReason,
+        attempts: u32,
+        result: Result<Answer, (ModelError, Timing)>,
+    },
 }
 
 impl ChainModel {
@@ -179,7 +190,25 @@ impl ChainModel {
             active: 0,
             switches: Vec::new(),
             gate: Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer),
+            hedge_log: HedgeLog::default(),
         }
+    }
+
+    /// Hedges late first events as `policy` says (SPEC 23; off by default).
+    pub(crate) fn with_hedging(mut self, policy: HedgePolicy) -> Self {
+        self.gate = self.gate.with_hedging(policy);
+        self
+    }
+
+    /// The hedges sent so far (the trajectory's `hedges`).
+    pub(crate) fn hedges(&self) -> Vec<Hedge> {
+        self.hedge_log.hedges()
+    }
+
+    /// What the losers of hedges cost (their estimated input at their
+    /// price), by spec, since the last call: the run counts it (SPEC 23).
+    pub(crate) fn take_hedge_charges(&self) -> Vec<(String, f64)> {
+        self.hedge_log.take_charges()
     }
 
     /// Waits up to `wait` for a member to answer again when every one is
@@ -265,23 +294,34 @@ impl ChainModel {
     }
 
     /// Runs member `index`'s retry loop under `rules` (a normal turn or a
-    /// probe: the one helper both use) and sorts out how it ended.
+    /// probe: the one helper both use) and sorts out how it ended; `hedge`
+    /// is the turn's hedge when it may have one, `failed_first` the failed
+    /// hedge it goes on from.
     async fn turn(
         &self,
         rules: MemberTurn<'_>,
         index: usize,
         prompt: &Prompt<'_>,
         ctx: RequestCtx<'_>,
+        hedge: Option<super::gate::HedgeTurn<'_>>,
+        failed_first: Option<(ModelError, Timing)>,
     ) -> Turn {
         let member = &self.members[index];
         let request = self.request_for(index, prompt);
+        let partner = hedge.map(|rules| Partner {
+            member: &self.members[rules.to],
+            request: self.request_for(rules.to, prompt),
+            rules,
+            estimated_input_tokens: prompt.estimated_input_tokens,
+            log: &self.hedge_log,
+        });
+        let opening = Opening {
+            hedge: partner.as_ref(),
+            failed_first,
+        };
         let spec = || member.spec.clone();
-        match request_with_retries(member, &request, ctx, &rules).await {
-            Ok(response) => Turn::Answered(Answer {
-                cost_usd: member.cost(&response),
-                spec: member.spec.to_string(),
-                response,
-            }),
+        match request_with_retries_from(member, &request, ctx, &rules, opening).await {
+            Ok(response) => Turn::Answered(self.answer(index, response)),
             Err(Failure::Stopped(cause)) => Turn::End(ChainError::Stopped(cause)),
             Err(Failure::MovedOn {
                 reason,
@@ -303,6 +343,30 @@ impl ChainModel {
                 error,
             }),
             Err(Failure::Halted(halt)) => Turn::End(ChainError::Halted(halt)),
+            Err(Failure::Hedged(win)) => {
+                if win.produced && win.result.is_err() {
+                    ctx.emitter.emit(Event::AttemptReset {
+                        step: ctx.step,
+                        model: self.members[win.to].spec.to_string(),
+                    });
+                }
+                Turn::Hedged {
+                    to: win.to,
+                    reason: win.reason,
+                    attempts: win.attempts,
+                    result: win.result.map(|response| self.answer(win.to, response)),
+                }
+            }
+        }
+    }
+
+    /// Member `index`'s reply as the chain's answer, priced with it.
+    fn answer(&self, index: usize, response: Response) -> Answer {
+        let member = &self.members[index];
+        Answer {
+            cost_usd: member.cost(&response),
+            spec: member.spec.to_string(),
+            response,
         }
     }
 
@@ -352,13 +416,42 @@ impl ChainModel {
         if let Some(answer) = self.probe_cooled(prompt, ctx, &mut tried).await? {
             return Ok(answer);
         }
+        let mut failed_first = None;
         loop {
             let index = self.active;
-            let rules = self.gate.turn(index, prompt.estimated_input_tokens);
-            let (reason, attempts, error) = match self.turn(rules, index, prompt, ctx).await {
+            let tokens = prompt.estimated_input_tokens;
+            let rules = self.gate.turn(index, tokens);
+            // A turn taken over from a failed hedge is not hedged again.
+            let hedge = if failed_first.is_none() {
+                self.gate.hedge(index, tokens)
+            } else {
+                None
+            };
+            let turn = self
+                .turn(rules, index, prompt, ctx, hedge, failed_first.take())
+                .await;
+            let (reason, attempts, error) = match turn {
                 Turn::Answered(answer) => {
                     self.gate.answered(index);
                     return Ok(answer);
+                }
+                Turn::Hedged {
+                    to,
+                    reason,
+                    attempts,
+                    result,
+                } => {
+                    tried.push((self.members[index].spec.clone(), reason.clone()));
+                    self.leave(ctx, index, to, reason, attempts)?;
+                    self.active = to;
+                    match result {
+                        Ok(answer) => {
+                            self.gate.answered(to);
+                            return Ok(answer);
+                        }
+                        Err(failed) => failed_first = Some(failed),
+                    }
+                    continue;
                 }
                 Turn::MovedOn {
                     reason,
@@ -418,7 +511,7 @@ impl ChainModel {
         let probes = self.gate.due_probes(self.active);
         for (k, &index) in probes.iter().enumerate() {
             let rules = self.gate.probe(index, prompt.estimated_input_tokens);
-            match self.turn(rules, index, prompt, ctx).await {
+            match self.turn(rules, index, prompt, ctx, None, None).await {
                 Turn::Answered(answer) => {
                     let from = self.members[self.active].spec.to_string();
                     self.gate.answered(index);
@@ -438,6 +531,7 @@ impl ChainModel {
                     self.leave(ctx, index, to, reason, attempts)?;
                 }
                 Turn::End(end) => return Err(end),
+                Turn::Hedged { .. } => unreachable!("a probe is never hedged"),
             }
         }
         Ok(None)

@@ -21,6 +21,7 @@ pub(crate) mod error;
 pub(crate) mod eventstream;
 pub(crate) mod gate;
 pub(crate) mod gemini;
+pub(crate) mod hedge;
 pub mod http;
 pub(crate) mod member;
 pub(crate) mod ndjson;

@@ -99,6 +99,8 @@ pub enum SwitchReason {
     RateLimit,
     /// A budget the member falls under is spent (SPEC 19).
     Budget,
+    /// A hedged request to the next member answered first (SPEC 23).
+    Hedge,
     /// A reason this version does not know, read from a checkpoint written
     /// by another one: kept as it was.
     Other(String),
@@ -111,6 +113,7 @@ impl SwitchReason {
             "cooldown" => SwitchReason::Cooldown,
             "rate_limit" => SwitchReason::RateLimit,
             "budget" => SwitchReason::Budget,
+            "hedge" => SwitchReason::Hedge,
             other => FailureReason::parse(other)
                 .map(SwitchReason::Failed)
                 .unwrap_or_else(|| SwitchReason::Other(other.to_string())),
@@ -131,6 +134,7 @@ impl fmt::Display for SwitchReason {
             SwitchReason::Cooldown => f.write_str("cooldown"),
             SwitchReason::RateLimit => f.write_str("rate_limit"),
             SwitchReason::Budget => f.write_str("budget"),
+            SwitchReason::Hedge => f.write_str("hedge"),
             SwitchReason::Other(text) => f.write_str(text),
         }
     }

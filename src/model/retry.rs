@@ -8,22 +8,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::attempt::{send_once, Accept, Attempted, Deadlines, Place};
+mod hedged;
+
+pub(crate) use super::attempt::RequestCtx;
+use super::attempt::{Accept, Attempted, Deadlines, Place, Sending};
 use super::gate::{Admission, Failed, Halt, Referee, Timing, Verdict};
+use super::hedge::Partner;
 use super::member::Member;
 use super::reason::SwitchReason;
 use super::{ErrorClass, ModelError, Request, Response, StreamObserver};
-use crate::events::{Emitter, Event};
-use crate::stop::{Stop, StopCause};
-
-/// Where a request happens: its step, the event emitter and the run's stop
-/// signal.
-#[derive(Clone, Copy)]
-pub(crate) struct RequestCtx<'a> {
-    pub step: u32,
-    pub emitter: &'a Emitter,
-    pub stop: &'a Stop,
-}
+use crate::events::Event;
+use crate::stop::StopCause;
 
 /// Why a retry loop ended without a reply. The loop classifies each error
 /// once; the chain acts on the variant.
@@ -49,6 +44,25 @@ pub(crate) enum Failure {
     Fatal(ModelError),
     /// The referee halted the run before this request: nothing more is sent.
     Halted(Halt),
+    /// The turn's hedge became the step's request (SPEC 23): the run moves
+    /// to its member.
+    Hedged(Box<HedgeWin>),
+}
+
+/// A hedge that became the step's request: it won the race at its first
+/// event, or went on alone after the original failed (then `reason` is the
+/// original's failure), and answered or failed after that.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HedgeWin {
+    /// The partner's index in the chain.
+    pub to: usize,
+    pub reason: SwitchReason,
+    /// Requests made to the original member in this step.
+    pub attempts: u32,
+    /// Its answer, or its failure (its turn goes on from it).
+    pub result: Result<Response, (ModelError, Timing)>,
+    /// Whether the winner's failed request had shown output.
+    pub produced: bool,
 }
 
 /// Forwards text to the emitter and remembers whether any output arrived,
@@ -89,110 +103,158 @@ fn deadline_that_ran_out(
     }
 }
 
+/// How a turn begins: the hedge it may send (SPEC 23), or the failed
+/// first request it goes on from (a hedge that became this member's turn).
+#[derive(Default)]
+pub(crate) struct Opening<'a> {
+    pub hedge: Option<&'a Partner<'a>>,
+    pub failed_first: Option<(ModelError, Timing)>,
+}
+
 /// Sends `request` to `member` until it answers, fails for a cause that is
 /// not transient, or `referee` moves on. Emits each request's record,
 /// `provider.retry` for each scheduled retry and `model.attempt_reset` when
 /// a failed attempt had streamed output. Requests and waits are raced
 /// against `ctx.stop`.
+#[cfg(test)]
 pub(crate) async fn request_with_retries(
     member: &Member,
     request: &Request<'_>,
     ctx: RequestCtx<'_>,
     referee: &dyn Referee,
 ) -> Result<Response, Failure> {
+    request_with_retries_from(member, request, ctx, referee, Opening::default()).await
+}
+
+/// A move-on before a request, naming `last`: the loop's failure that led
+/// to it.
+fn naming_last_failure(failure: Failure, last: Option<ModelError>) -> Failure {
+    match failure {
+        Failure::MovedOn {
+            reason,
+            attempts,
+            error: None,
+            reset,
+        } => Failure::MovedOn {
+            reason,
+            attempts,
+            error: last,
+            reset,
+        },
+        other => other,
+    }
+}
+
+/// `request_with_retries`, opening as `opening` says: a late first event
+/// may be hedged once in the turn (`hedge.rs`); a turn taken over from a
+/// failed hedge starts after that failure.
+pub(crate) async fn request_with_retries_from(
+    member: &Member,
+    request: &Request<'_>,
+    ctx: RequestCtx<'_>,
+    referee: &dyn Referee,
+    opening: Opening<'_>,
+) -> Result<Response, Failure> {
     // A reply cap lowers this copy's budget.
     let mut request = *request;
     let request = &mut request;
     let mut cap_resends = 0;
     let mut attempt = 1;
+    let mut hedge = opening.hedge;
+    let mut failed = opening.failed_first;
     // The last failure of this loop, for a move-on before the next request.
     let mut failed_before: Option<ModelError> = None;
     loop {
+        if let Some((error, timing)) = failed.take() {
+            failed_before = Some(error.clone());
+            let next = decide(
+                error,
+                request,
+                ctx,
+                referee,
+                attempt,
+                timing,
+                &mut cap_resends,
+            )?;
+            if let Next::Retry(wait) = next {
+                ctx.stop.sleep(wait).await.map_err(Failure::Stopped)?;
+                attempt += 1;
+            }
+        }
         let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt)
             .await
-            .map_err(|failure| match failure {
-                Failure::MovedOn {
-                    reason,
-                    attempts,
-                    error: None,
-                    reset,
-                } => Failure::MovedOn {
-                    reason,
-                    attempts,
-                    error: failed_before.take(),
-                    reset,
-                },
-                other => other,
-            })?;
+            .map_err(|failure| naming_last_failure(failure, failed_before.take()))?;
+        let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
         };
-        let place = Place {
-            step: ctx.step,
-            attempt,
-        };
-        let sent = send_once(
+        let sending = Sending {
             member,
             request,
-            &observer,
-            place,
-            Accept::NonEmpty,
-            Deadlines {
+            observer: &observer,
+            place: Place {
+                step: ctx.step,
+                attempt,
+            },
+            accept: Accept::NonEmpty,
+            deadlines: Deadlines {
                 first_event: Some(first_event_deadline),
                 whole: None,
             },
-            ctx.stop.fired(),
-        )
-        .await;
-        let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
+        };
+        // A race emits its requests' records itself.
+        let raced = hedge.is_some();
+        let sent = match hedge {
+            Some(partner) => {
+                let timing = (paced_ms, first_event_deadline);
+                let (hedged, sent) =
+                    hedged::attempt(sending, partner, ctx, referee, timing, &observer.produced)
+                        .await;
+                if hedged {
+                    // A hedge is never sent twice in a turn.
+                    hedge = None;
+                }
+                sent?
+            }
+            None => sending.send(None, ctx.stop.fired()).await,
+        };
         let mut sent = match sent {
             Attempted::Sent(sent) => sent,
             Attempted::Cut(cause, mut record) => {
-                record.paced_ms = paced_ms;
-                ctx.emitter.model_request(record);
+                if !raced {
+                    record.paced_ms = paced_ms;
+                    ctx.emitter.model_request(record);
+                }
                 return Err(Failure::Stopped(cause));
             }
         };
         if let Some(limits) = &sent.limits {
             referee.heard(limits);
         }
-        sent.record.paced_ms = paced_ms;
-        ctx.emitter.model_request(sent.record);
+        if !raced {
+            sent.record.paced_ms = paced_ms;
+            ctx.emitter.model_request(sent.record);
+        }
         let timing = Timing {
             first_event: sent.first_event,
             deadline: first_event_deadline,
         };
-        let error = match sent.result {
+        match sent.result {
             Ok(response) => {
                 referee.succeeded(timing);
                 return Ok(response);
             }
-            Err(error) => error,
-        };
-        if observer.produced.load(Ordering::Relaxed) {
-            ctx.emitter.emit(Event::AttemptReset {
-                step: ctx.step,
-                model: request.spec.to_string(),
-            });
+            Err(error) => {
+                if observer.produced.load(Ordering::Relaxed) {
+                    ctx.emitter.emit(Event::AttemptReset {
+                        step: ctx.step,
+                        model: request.spec.to_string(),
+                    });
+                }
+                failed = Some((error, timing));
+            }
         }
-        failed_before = Some(error.clone());
-        let wait = match decide(
-            error,
-            request,
-            ctx,
-            referee,
-            attempt,
-            timing,
-            &mut cap_resends,
-        )? {
-            Next::Resend => continue,
-            Next::Retry(wait) => wait,
-        };
-        if let Err(cause) = ctx.stop.sleep(wait).await {
-            return Err(Failure::Stopped(cause));
-        }
-        attempt += 1;
     }
 }
 
@@ -326,210 +388,4 @@ async fn admitted(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use super::*;
-    use crate::events::{EventRecord, RequestRecord, Sink};
-    use crate::health::Health;
-    use crate::model::gate::Gate;
-    use crate::model::price::Pricing;
-    use crate::model::script::ScriptModel;
-    use crate::model::spec::ModelSpec;
-    use crate::model::{FinishReason, Model};
-    use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
-
-    fn member(spec: &str, model: impl Model + 'static) -> Member {
-        Member::new(ModelSpec::parse(spec).unwrap(), Box::new(model), None, None)
-    }
-
-    /// The gate of a lone model: it retries every failure up to
-    /// `retry.attempts` requests.
-    fn lone(retry: RetryPolicy) -> Gate {
-        let fallback = FallbackPolicy::new(6, Cooldown::Never, retry.attempts);
-        let key = member("script/x", ScriptModel::parse("- text: ok\n").unwrap()).health_key;
-        Gate::new(vec![key], retry, fallback, Health::off())
-    }
-
-    struct Waits(Arc<Mutex<Vec<f64>>>);
-    impl Sink for Waits {
-        fn handle(&mut self, record: &EventRecord) {
-            if let Event::ProviderRetry { wait_seconds, .. } = record.event {
-                self.0.lock().unwrap().push(wait_seconds);
-            }
-        }
-    }
-
-    fn request(spec: &str) -> Request<'_> {
-        Request {
-            system: "",
-            messages: &[],
-            tools: &[],
-            output_schema: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            spec,
-        }
-    }
-
-    /// The `wait_seconds` of each retry of one loop over `script`.
-    async fn waits_for(script: &str) -> Vec<f64> {
-        let waits = Arc::new(Mutex::new(Vec::new()));
-        let emitter = Emitter::new("run", vec![Box::new(Waits(waits.clone()))]);
-        let stop = Stop::never();
-        let ctx = RequestCtx {
-            step: 1,
-            emitter: &emitter,
-            stop: &stop,
-        };
-        let gate = lone(RetryPolicy {
-            backoff: Duration::from_millis(1),
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        });
-        let model = member("script/x", ScriptModel::parse(script).unwrap());
-        let result =
-            request_with_retries(&model, &request("script/x"), ctx, &gate.turn(0, 0)).await;
-        assert!(result.is_ok(), "{result:?}");
-        let waits = waits.lock().unwrap().clone();
-        waits
-    }
-
-    #[tokio::test]
-    async fn a_glitch_is_retried_at_once_the_first_time_only() {
-        let two = "- error: {kind: stream_incomplete}\n  repeat: 2\n- text: ok\n";
-        assert_eq!(waits_for(two).await, vec![0.0, 0.001]);
-        let mixed = "- error: {status: 503}\n- error: {kind: stream_incomplete}\n- error: {status: 503}\n- text: ok\n";
-        assert_eq!(
-            waits_for(mixed).await,
-            vec![0.001, 0.0, 0.002],
-            "the glitch retried at once does not count in the exponent"
-        );
-    }
-
-    #[tokio::test]
-    async fn an_empty_reply_is_a_glitch_whether_scripted_or_replied() {
-        let scripted = "- error: {kind: empty_response}\n- text: ok\n";
-        assert_eq!(waits_for(scripted).await, vec![0.0]);
-        let blank = "- text: \"\"\n- text: \"  \"\n- text: ok\n";
-        assert_eq!(waits_for(blank).await, vec![0.0, 0.001]);
-        assert_eq!(
-            waits_for("- usage: {input: 5}\n- text: ok\n").await,
-            vec![0.0]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_cut_off_reply_is_not_empty() {
-        assert!(waits_for("- finish: length\n").await.is_empty());
-    }
-
-    #[tokio::test]
-    async fn overload_and_connection_failures_always_back_off() {
-        let script = "- error: {kind: network}\n- error: {kind: timeout}\n- error: {status: 429}\n- text: ok\n";
-        assert_eq!(waits_for(script).await, vec![0.001, 0.002, 0.004]);
-    }
-
-    struct Records(Arc<Mutex<Vec<(String, RequestRecord)>>>);
-    impl Sink for Records {
-        fn handle(&mut self, _record: &EventRecord) {}
-        fn model_request(&mut self, run_id: &str, _parent: Option<&str>, record: &RequestRecord) {
-            self.0
-                .lock()
-                .unwrap()
-                .push((run_id.to_string(), record.clone()));
-        }
-    }
-
-    /// Fails with HTTP 503 `failures` times, then answers.
-    struct Flaky(std::sync::atomic::AtomicU32, u32);
-    #[async_trait::async_trait]
-    impl Model for Flaky {
-        async fn complete(
-            &self,
-            _request: &Request<'_>,
-            _observer: &dyn StreamObserver,
-        ) -> Result<Response, ModelError> {
-            if self.0.fetch_add(1, Ordering::Relaxed) < self.1 {
-                return Err(ModelError::Status {
-                    status: 503,
-                    message: "busy".into(),
-                    retry_after: None,
-                });
-            }
-            crate::model::http::note_first_event();
-            Ok(Response {
-                text: "hi".into(),
-                tool_calls: vec![],
-                usage: crate::model::Usage {
-                    input_tokens: 1_000_000,
-                    output_tokens: 500_000,
-                    cached_input_tokens: 0,
-                },
-                finish: FinishReason::Stop,
-                extra: None,
-                cost_override: None,
-                model: None,
-                usage_reported: true,
-            })
-        }
-    }
-
-    #[tokio::test]
-    async fn every_attempt_is_recorded_with_its_outcome_and_cost() {
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let emitter = Emitter::new("r1", vec![Box::new(Records(seen.clone()))]);
-        let stop = Stop::never();
-        let ctx = RequestCtx {
-            step: 4,
-            emitter: &emitter,
-            stop: &stop,
-        };
-        let mut flaky = member("gw/m", Flaky(Default::default(), 2))
-            .with_endpoint(Some("http://127.0.0.1:9".into()));
-        flaky.pricing = Some(Pricing {
-            input: 2.0,
-            output: 10.0,
-            cached_input: 0.5,
-        });
-        let gate = lone(RetryPolicy {
-            backoff: Duration::ZERO,
-            jitter: 0.0,
-            ..RetryPolicy::default()
-        });
-        let response = request_with_retries(&flaky, &request("gw/m"), ctx, &gate.turn(0, 0)).await;
-        assert!(response.is_ok());
-        let seen = seen.lock().unwrap();
-        let rows: Vec<(u32, &str, Option<u16>, bool)> = seen
-            .iter()
-            .map(|(_, r)| {
-                (
-                    r.attempt,
-                    r.outcome.as_str(),
-                    r.http_status,
-                    r.first_event_ms.is_some(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            rows,
-            [
-                (1, "http_503", Some(503), false),
-                (2, "http_503", Some(503), false),
-                (3, "ok", Some(200), true)
-            ]
-        );
-        let (run_id, last) = &seen[2];
-        assert_eq!(run_id, "r1");
-        assert_eq!((last.step, last.model.as_str()), (4, "gw/m"));
-        assert_eq!(last.provider, "gw");
-        assert_eq!(last.endpoint.as_deref(), Some("http://127.0.0.1:9"));
-        assert_eq!(
-            (last.input_tokens, last.output_tokens),
-            (1_000_000, 500_000)
-        );
-        assert!((last.cost_usd - 7.0).abs() < 1e-9, "{}", last.cost_usd);
-        assert!(last.started_at.ends_with('Z'), "{}", last.started_at);
-    }
-}
+mod tests;

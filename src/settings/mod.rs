@@ -33,7 +33,7 @@ use crate::duration;
 use crate::health;
 use crate::mcp::ServerSettings;
 use crate::model::spec::ResolvedModel;
-use crate::policy::{FallbackPolicy, RetryPolicy};
+use crate::policy::{FallbackPolicy, HedgePolicy, RetryPolicy};
 use crate::resume::{self, Checkpointed};
 use crate::sandbox::Allowlist;
 pub(crate) use crate::setup::{process_env, Env, SetupError};
@@ -63,6 +63,8 @@ pub(crate) struct Settings {
     pub reasoning_effort: Option<String>,
     pub retry: RetryPolicy,
     pub fallback: FallbackPolicy,
+    /// `--hedge-after`, `fallback.hedge_after` and `hedge_budget` (SPEC 23).
+    pub hedge: HedgePolicy,
     /// `compaction:`: when the history is compacted.
     pub compaction: CompactionPolicy,
     /// `hooks:`: the commands of each kind.
@@ -130,6 +132,7 @@ impl Settings {
         let limits = limits::Limits::resolve(cli, &config)?;
         let retry = policies::retry(&config)?;
         let fallback = policies::fallback(&config, &retry)?;
+        let hedge = policies::hedge(cli, &config)?;
         let subagents = models::subagents(&config, env)?;
         let outage_wait = outage_wait(cli, &config)?;
         let (_, worktree) =
@@ -159,6 +162,7 @@ impl Settings {
             reasoning_effort: limits.reasoning_effort,
             retry,
             fallback,
+            hedge,
             compaction: jobs::compaction(&config.compaction)?,
             hooks: jobs::hooks(&config.hooks),
             instructions: jobs::instructions(cli, config.instructions.as_ref(), &cwd),

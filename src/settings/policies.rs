@@ -1,8 +1,10 @@
 //! `retry:` and `fallback:` into the `RetryPolicy` and `FallbackPolicy`
 //! the chain and its retry loop run under.
 
+use crate::cli::Cli;
+use crate::config::parse_hedge_after;
 use crate::config::Config;
-use crate::policy::{FallbackPolicy, RetryPolicy};
+use crate::policy::{FallbackPolicy, HedgePolicy, RetryPolicy};
 use crate::setup::SetupError;
 
 use super::defaults;
@@ -42,4 +44,19 @@ pub(super) fn fallback(config: &Config, retry: &RetryPolicy) -> Result<FallbackP
     let cooldown = config.fallback.cooldown.unwrap_or(defaults::COOLDOWN);
     let switch_after = config.fallback.switch_after.unwrap_or(retry.attempts);
     Ok(FallbackPolicy::new(switch_after, cooldown, retry.attempts))
+}
+
+/// Hedging (SPEC 23): `--hedge-after` over `fallback.hedge_after` (both
+/// `off` by default), and `fallback.hedge_budget` (10 %).
+pub(super) fn hedge(cli: &Cli, config: &Config) -> Result<HedgePolicy, SetupError> {
+    let defaults = HedgePolicy::default();
+    let after = match &cli.hedge_after {
+        Some(text) => parse_hedge_after(text)
+            .map_err(|e| SetupError(format!("--hedge-after: {e}; or auto, or off")))?,
+        None => config.fallback.hedge_after.unwrap_or(defaults.after),
+    };
+    Ok(HedgePolicy {
+        after,
+        budget: config.fallback.hedge_budget.unwrap_or(defaults.budget),
+    })
 }

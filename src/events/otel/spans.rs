@@ -417,6 +417,8 @@ impl Spans {
             Event::StepStarted { .. } => close_pending(self.run(run_id, parent, at)),
             Event::ModelFallback { .. }
             | Event::ModelRestore { .. }
+            | Event::ModelHedge { .. }
+            | Event::ModelHedgeSettled { .. }
             | Event::ContextCompacted { .. }
             | Event::OutageWaiting { .. }
             | Event::OutageOver { .. } => {

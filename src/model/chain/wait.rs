@@ -94,7 +94,7 @@ impl ChainModel {
             } else {
                 self.gate.wait_probe(index, tokens)
             };
-            match self.turn(rules, index, prompt, ctx).await {
+            match self.turn(rules, index, prompt, ctx, None, None).await {
                 Turn::Answered(answer) => {
                     wait.probes += 1;
                     return Ok(self.outage_over(index, answer, &wait, ctx));
@@ -122,6 +122,7 @@ impl ChainModel {
                     self.progress(&mut wait, ctx, false);
                 }
                 Turn::End(end) => return Err(end),
+                Turn::Hedged { .. } => unreachable!("an outage wait's request is never hedged"),
             }
         }
     }

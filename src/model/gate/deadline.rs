@@ -22,10 +22,16 @@ pub(super) fn first_event_deadline(
     attempt: u32,
 ) -> Duration {
     let configured = retry.stream_first_event_timeout;
-    let growth = GROWTH_PER_100K_TOKENS.mul_f64(estimated_input_tokens as f64 / 100_000.0);
+    let growth = size_growth(estimated_input_tokens);
     let base = configured.saturating_add(growth).max(learned);
     let doubled = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(16));
     doubled.min(retry.stream_idle_timeout).max(configured)
+}
+
+/// What a request of `estimated_input_tokens` adds to its first-event
+/// deadline (and to an `auto` hedge delay): 10 s per 100K, in proportion.
+pub(super) fn size_growth(estimated_input_tokens: u64) -> Duration {
+    GROWTH_PER_100K_TOKENS.mul_f64(estimated_input_tokens as f64 / 100_000.0)
 }
 
 /// Whether a request's timing says its server is slow to start: its first

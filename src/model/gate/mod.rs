@@ -34,6 +34,7 @@
 
 mod budget;
 mod deadline;
+mod hedge;
 mod outage;
 mod pacing;
 mod rate_limit;
@@ -50,6 +51,7 @@ use super::ModelError;
 use crate::health::{Health, HealthKey, Millis, PaceLimit};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
 pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
+pub(crate) use hedge::{HedgeAdmission, HedgeTurn};
 pub(crate) use outage::{Next, Outage};
 pub(crate) use pacing::Pacer;
 pub(crate) use shared::SharedRecord;
@@ -92,7 +94,7 @@ impl std::fmt::Display for Halt {
 }
 
 /// When a sent request's first event came, against the deadline it had.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Timing {
     pub first_event: Option<Duration>,
     pub deadline: Duration,
@@ -157,6 +159,8 @@ pub(crate) struct Gate {
     budgets: Option<Arc<BudgetBook>>,
     /// Pacing under the members' published rate limits (`pacing.rs`).
     pacer: Pacer,
+    /// Hedging late first events (`hedge.rs`, SPEC 23); `None` when off.
+    hedging: Option<hedge::Hedging>,
 }
 
 impl Gate {
@@ -181,6 +185,7 @@ impl Gate {
             outage_wait: Duration::ZERO,
             budgets: None,
             pacer: Pacer::off(),
+            hedging: None,
         }
     }
 
@@ -441,9 +446,13 @@ impl Referee for MemberTurn<'_> {
             gate.retry.max_backoff,
             self.can_leave,
         );
-        paced.unwrap_or(Admission::Send {
+        let admission = paced.unwrap_or(Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),
-        })
+        });
+        if let (Admission::Send { .. }, Some(hedging)) = (&admission, &gate.hedging) {
+            hedging.count_request();
+        }
+        admission
     }
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
@@ -486,6 +495,9 @@ impl Referee for MemberTurn<'_> {
 
     fn succeeded(&self, timing: Timing) {
         self.learn(timing);
+        if let Some(first_event) = timing.first_event {
+            self.gate.record_first_event(self.index, first_event);
+        }
         self.gate.record.success(self.key());
     }
 

@@ -115,9 +115,44 @@ pub(super) fn span_event(event: &Event) -> Option<(&'static str, Vec<KeyValue>)>
                 KeyValue::new("step", i64::from(*step)),
             ],
         ),
-        _ => return None,
+        _ => return hedge_span_event(event),
     };
     Some((name, attributes))
+}
+
+/// The span event of a hedge (SPEC 23), sent or settled.
+fn hedge_span_event(event: &Event) -> Option<(&'static str, Vec<KeyValue>)> {
+    Some(match event {
+        Event::ModelHedge {
+            step,
+            from,
+            to,
+            after_seconds,
+        } => (
+            "tinyagent.model.hedge",
+            vec![
+                KeyValue::new("from", from.clone()),
+                KeyValue::new("to", to.clone()),
+                KeyValue::new("after_seconds", *after_seconds),
+                KeyValue::new("step", i64::from(*step)),
+            ],
+        ),
+        Event::ModelHedgeSettled {
+            step,
+            winner,
+            loser,
+            winner_first_event_ms,
+        } => (
+            "tinyagent.model.hedge_settled",
+            vec![
+                KeyValue::new("winner", winner.clone()),
+                KeyValue::new("loser", loser.clone()),
+                KeyValue::new("winner_first_event_ms", as_i64(*winner_first_event_ms)),
+                KeyValue::new("step", i64::from(*step)),
+            ],
+        ),
+        _ => return None,
+    })
 }
 
 /// The reply's finish reason on the pending chat span, if one is open.

@@ -127,6 +127,17 @@ impl BudgetStore for Breakable {
     }
 }
 
+impl crate::health::LatencyStore for Breakable {
+    fn record_first_event(&mut self, k: &HealthKey, ms: u64, now: i64) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.record_first_event(k, ms, now)
+    }
+    fn first_events(&mut self, key: &HealthKey) -> Result<Vec<u64>, StoreError> {
+        self.check()?;
+        self.inner.first_events(key)
+    }
+}
+
 fn spent(book: &BudgetBook) -> Vec<f64> {
     book.read()
         .standings()

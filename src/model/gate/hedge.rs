@@ -1,0 +1,384 @@
+//! Whether, when and to whom a late first event is hedged (SPEC 23): a
+//! normal turn of a member with a later member in the chain may be hedged
+//! (never a probe, never an outage wait's request); after `hedge_after`
+//! (or, with `auto`, twice the 95th percentile of the member's last 50
+//! first-event times, grown for the request's size, never before 5 s, 20 s
+//! while fewer than 10 are known) without a first event, the same request
+//! goes to the first later member that may be asked now, within the run's
+//! hedge budget. The first-event times come from the shared record
+//! (`health::LatencyStore`: a fleet learns together), else the run's own
+//! memory (`health_db: off`, or a store that failed). The race itself is
+//! `model/hedge.rs`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::deadline::size_growth;
+use super::{Admission, Gate, MemberTurn};
+use crate::health::KEPT_FIRST_EVENTS;
+use crate::policy::{HedgeAfter, HedgePolicy};
+
+/// Fewer known first-event times than this: `auto` hedges at
+/// `AUTO_UNKNOWN`.
+const AUTO_MIN_KNOWN: usize = 10;
+const AUTO_UNKNOWN: Duration = Duration::from_secs(20);
+/// `auto` never hedges sooner.
+const AUTO_FLOOR: Duration = Duration::from_secs(5);
+
+/// The run's hedging: its policy, the requests and hedges it sent, and
+/// each member's recent first-event times (the run's own memory).
+pub(super) struct Hedging {
+    policy: HedgePolicy,
+    requests: AtomicU32,
+    hedges: AtomicU32,
+    warned: AtomicBool,
+    first_events: Mutex<Vec<VecDeque<Duration>>>,
+}
+
+impl Hedging {
+    pub(super) fn new(policy: HedgePolicy, members: usize) -> Hedging {
+        Hedging {
+            policy,
+            requests: AtomicU32::new(0),
+            hedges: AtomicU32::new(0),
+            warned: AtomicBool::new(false),
+            first_events: Mutex::new(vec![VecDeque::new(); members]),
+        }
+    }
+
+    /// A request was let through (hedges included).
+    pub(super) fn count_request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Member `index` answered, its first event `first_event` after sending.
+    fn first_event(&self, index: usize, first_event: Duration) {
+        let mut kept = self.first_events.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(times) = kept.get_mut(index) {
+            if times.len() == KEPT_FIRST_EVENTS {
+                times.pop_front();
+            }
+            times.push_back(first_event);
+        }
+    }
+
+    fn known_first_events(&self, index: usize) -> Vec<Duration> {
+        let kept = self.first_events.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get(index)
+            .map(|t| t.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether one more hedge stays within the budget: the first always
+    /// does; after it, the hedges (this one included) may be at most the
+    /// budget's share of the requests (this one included).
+    fn within_budget(&self) -> bool {
+        let hedges = self.hedges.load(Ordering::Relaxed);
+        let requests = self.requests.load(Ordering::Relaxed);
+        hedges == 0 || f64::from(hedges + 1) <= self.policy.budget * f64::from(requests + 1)
+    }
+}
+
+/// The `auto` delay from `known` first-event times for a request of
+/// `estimated_input_tokens`: twice their 95th percentile grown for the
+/// size, never before `AUTO_FLOOR`; `AUTO_UNKNOWN` while too few are known.
+pub(super) fn auto_delay(known: &[Duration], estimated_input_tokens: u64) -> Duration {
+    if known.len() < AUTO_MIN_KNOWN {
+        return AUTO_UNKNOWN;
+    }
+    percentile_95(known)
+        .saturating_mul(2)
+        .saturating_add(size_growth(estimated_input_tokens))
+        .max(AUTO_FLOOR)
+}
+
+/// A share of 0 to 1 as a percentage without float noise: 0.07 is `7%`,
+/// 0.025 `2.5%`.
+fn percent(share: f64) -> String {
+    let text = format!("{:.4}", share * 100.0);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}%")
+}
+
+/// The 95th percentile (nearest rank) of a non-empty list.
+fn percentile_95(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    let rank = (sorted.len() * 95).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// What a hedge about to be sent may do.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum HedgeAdmission {
+    /// Send it, giving its first event this long.
+    Send { first_event_deadline: Duration },
+    /// The hedge budget holds it back; `first` is true the first time in
+    /// the run (its one warning).
+    OverBudget { first: bool },
+    /// The partner may not be asked now (cooling, spent, paced, ...).
+    NotNow,
+}
+
+/// The hedge of one member's turn: after how long, to whom, and the
+/// partner's own rules.
+pub(crate) struct HedgeTurn<'g> {
+    gate: &'g Gate,
+    /// The partner's index in the chain.
+    pub to: usize,
+    /// How long the original may go without a first event.
+    pub after: Duration,
+    /// The rules the partner's request is sent under (its pacing, its
+    /// budgets, its strikes and successes).
+    pub partner: MemberTurn<'g>,
+}
+
+impl HedgeTurn<'_> {
+    /// At the moment the delay ran out: whether the hedge goes now. A sent
+    /// hedge is counted (and its request, by the partner's admission).
+    pub(crate) fn admit(&self) -> HedgeAdmission {
+        let Some(hedging) = &self.gate.hedging else {
+            return HedgeAdmission::NotNow;
+        };
+        if !hedging.within_budget() {
+            return HedgeAdmission::OverBudget {
+                first: !hedging.warned.swap(true, Ordering::Relaxed),
+            };
+        }
+        match super::Referee::before_send(&self.partner, 1) {
+            Admission::Send {
+                first_event_deadline,
+            } => {
+                hedging.hedges.fetch_add(1, Ordering::Relaxed);
+                HedgeAdmission::Send {
+                    first_event_deadline,
+                }
+            }
+            _ => HedgeAdmission::NotNow,
+        }
+    }
+
+    /// The run's hedge budget as the percentage it was given (`10%`,
+    /// `2.5%`), for the warning.
+    pub(crate) fn budget_percent(&self) -> String {
+        percent(self.gate.hedging.as_ref().map_or(0.0, |h| h.policy.budget))
+    }
+}
+
+impl Gate {
+    /// Member `index` answered with its first event `first_event` after
+    /// sending: kept in the run's memory and in the shared record.
+    pub(super) fn record_first_event(&self, index: usize, first_event: Duration) {
+        let Some(hedging) = &self.hedging else {
+            return;
+        };
+        hedging.first_event(index, first_event);
+        let ms = first_event.as_millis().min(u128::from(u64::MAX)) as u64;
+        let key = &self.keys[index];
+        self.record
+            .health()
+            .with(|store, now| store.record_first_event(key, ms, now));
+    }
+
+    /// Member `index`'s last first-event times: the shared record's, else
+    /// the run's own.
+    fn known_first_events(&self, hedging: &Hedging, index: usize) -> Vec<Duration> {
+        let key = &self.keys[index];
+        match self
+            .record
+            .health()
+            .with(|store, _| store.first_events(key))
+        {
+            Some(times) => times.into_iter().map(Duration::from_millis).collect(),
+            None => hedging.known_first_events(index),
+        }
+    }
+
+    /// The same gate, hedging late first events as `policy` says.
+    pub(crate) fn with_hedging(self, policy: HedgePolicy) -> Gate {
+        let hedging = (policy.after != HedgeAfter::Off).then(|| Hedging::new(policy, self.len()));
+        Gate { hedging, ..self }
+    }
+
+    /// The hedge of a normal turn of member `index` for a request of
+    /// `estimated_input_tokens`: `None` when hedging is off or no later
+    /// member may be asked now.
+    pub(crate) fn hedge(&self, index: usize, estimated_input_tokens: u64) -> Option<HedgeTurn<'_>> {
+        let hedging = self.hedging.as_ref()?;
+        let now = self.record.now();
+        let blocked = self.budget_blocked();
+        let to = (index + 1..self.len()).find(|&j| !blocked[j] && self.eligible(j, now))?;
+        let after = match hedging.policy.after {
+            HedgeAfter::Off => return None,
+            HedgeAfter::After(after) => after,
+            HedgeAfter::Auto => auto_delay(
+                &self.known_first_events(hedging, index),
+                estimated_input_tokens,
+            ),
+        };
+        Some(HedgeTurn {
+            gate: self,
+            to,
+            after,
+            partner: self.turn(to, estimated_input_tokens),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::health::{Health, HealthKey, LockedStore, MemoryStore};
+    use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn auto_waits_twenty_seconds_until_ten_are_known() {
+        let nine = vec![secs(0.2); 9];
+        assert_eq!(auto_delay(&nine, 0), secs(20.0));
+        assert_eq!(
+            auto_delay(&[], 100_000),
+            secs(20.0),
+            "not grown: a fixed wait"
+        );
+        let ten = vec![secs(0.2); 10];
+        assert_eq!(auto_delay(&ten, 0), secs(5.0), "ten known: the rule");
+    }
+
+    #[test]
+    fn auto_is_twice_the_95th_percentile_never_before_five_seconds() {
+        let mut times: Vec<Duration> = (1..=100).map(|i| secs(f64::from(i) * 0.1)).collect();
+        fastrand::shuffle(&mut times);
+        // p95 of 0.1 .. 10.0 s is 9.5 s.
+        assert_eq!(auto_delay(&times, 0), secs(19.0));
+        let fast = vec![secs(0.3); 50];
+        assert_eq!(auto_delay(&fast, 0), secs(5.0));
+        assert_eq!(auto_delay(&fast, 600_000), secs(60.6));
+        let slow = vec![secs(4.0); 50];
+        assert_eq!(auto_delay(&slow, 0), secs(8.0));
+        assert_eq!(auto_delay(&slow, 50_000), secs(13.0), "grown for the size");
+    }
+
+    fn keys() -> Vec<HealthKey> {
+        ["a", "b"]
+            .map(|name| HealthKey {
+                model: format!("gw/{name}"),
+                endpoint: format!("http://127.0.0.1:9/{name}"),
+            })
+            .to_vec()
+    }
+
+    /// A gate of two members hedging with `auto` on `health`.
+    fn auto_gate(health: Health) -> Gate {
+        let retry = RetryPolicy::default();
+        let fallback = FallbackPolicy::new(3, Cooldown::Never, retry.attempts);
+        Gate::new(keys(), retry, fallback, health).with_hedging(HedgePolicy {
+            after: HedgeAfter::Auto,
+            budget: 0.10,
+        })
+    }
+
+    fn auto_after(gate: &Gate) -> Duration {
+        gate.hedge(0, 0).expect("a partner may be asked").after
+    }
+
+    #[test]
+    fn auto_learns_from_the_runs_own_memory_with_the_record_off() {
+        let gate = auto_gate(Health::off());
+        for _ in 0..9 {
+            gate.record_first_event(0, secs(3.0));
+        }
+        assert_eq!(auto_after(&gate), secs(20.0), "nine known");
+        gate.record_first_event(0, secs(3.0));
+        assert_eq!(auto_after(&gate), secs(6.0));
+        gate.record_first_event(1, secs(9.0));
+        assert_eq!(auto_after(&gate), secs(6.0), "another member's are its own");
+    }
+
+    #[test]
+    fn a_fleet_on_one_record_learns_first_events_together() {
+        let store: Arc<Mutex<MemoryStore>> = Arc::default();
+        let shared = || Health::new(Box::new(store.clone()), "test", |_| {});
+        let (one, two) = (auto_gate(shared()), auto_gate(shared()));
+        for _ in 0..10 {
+            one.record_first_event(0, secs(4.0));
+        }
+        assert_eq!(auto_after(&two), secs(8.0), "learned from the other run");
+        for _ in 0..50 {
+            two.record_first_event(0, secs(1.0));
+        }
+        assert_eq!(auto_after(&one), secs(5.0), "the last fifty only");
+    }
+
+    #[test]
+    fn a_broken_record_leaves_the_runs_own_memory() {
+        let warned = Arc::new(AtomicU32::new(0));
+        let count = warned.clone();
+        let health = Health::new(Box::new(LockedStore), "test", move |_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        let gate = auto_gate(health);
+        for _ in 0..10 {
+            gate.record_first_event(0, secs(3.5));
+        }
+        assert_eq!(auto_after(&gate), secs(7.0));
+        assert_eq!(warned.load(Ordering::Relaxed), 1, "one warning");
+    }
+
+    #[test]
+    fn the_budget_allows_the_first_hedge_then_its_share() {
+        let policy = HedgePolicy {
+            after: HedgeAfter::After(secs(1.0)),
+            budget: 0.10,
+        };
+        let hedging = Hedging::new(policy, 2);
+        hedging.count_request();
+        assert!(hedging.within_budget(), "the first hedge is always allowed");
+        hedging.hedges.store(1, Ordering::Relaxed);
+        for _ in 0..18 {
+            hedging.count_request();
+        }
+        // 19 requests, one hedge: a second one would be 2 of 20.
+        assert!(hedging.within_budget());
+        hedging.hedges.store(2, Ordering::Relaxed);
+        hedging.count_request();
+        assert!(!hedging.within_budget(), "3 of 21 is past 10 %");
+        let none = Hedging::new(
+            HedgePolicy {
+                budget: 0.0,
+                ..policy
+            },
+            2,
+        );
+        assert!(none.within_budget(), "0 % still allows the first");
+        none.hedges.store(1, Ordering::Relaxed);
+        assert!(!none.within_budget());
+    }
+
+    #[test]
+    fn the_budget_reads_back_as_the_percentage_it_was_given() {
+        assert_eq!(percent(0.07), "7%");
+        assert_eq!(percent(0.10), "10%");
+        assert_eq!(percent(0.025), "2.5%");
+        assert_eq!(percent(0.0), "0%");
+        assert_eq!(percent(1.0), "100%");
+    }
+
+    #[test]
+    fn only_the_last_fifty_first_events_are_kept() {
+        let hedging = Hedging::new(HedgePolicy::default(), 1);
+        for i in 0..60 {
+            hedging.first_event(0, secs(f64::from(i)));
+        }
+        let known = hedging.known_first_events(0);
+        assert_eq!(known.len(), KEPT_FIRST_EVENTS);
+        assert_eq!(known[0], secs(10.0));
+    }
+}

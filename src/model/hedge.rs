@@ -1,0 +1,528 @@
+//! The race of a hedged request (SPEC 23), at the level of one request:
+//! the original goes out alone; when it has sent no stream event after the
+//! gate's delay (`gate/hedge.rs` says whether, when and to whom), the same
+//! request goes to the partner too, and the first of the two to send a
+//! stream event is the step's request. The other is cut at once (its
+//! connection closed, its output never seen: each side's text is held
+//! back until it is the winner) and recorded `hedged_out`, its estimated
+//! input charged at its price. One that fails before either sent an event
+//! leaves the other to go on alone. The retry loop (`retry.rs`) decides
+//! what each ending means for the turn.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use super::attempt::{Accept, Attempted, Deadlines, Place, RequestCtx, Sending, Sent};
+use super::gate::{HedgeAdmission, HedgeTurn};
+use super::member::Member;
+use super::{Request, StreamObserver, Usage};
+use crate::events::Event;
+use crate::stop::StopCause;
+
+/// A hedge as the trajectory's `hedges` lists it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Hedge {
+    pub step: u32,
+    pub from: String,
+    pub to: String,
+    /// The spec whose request was the step's; `null` when both failed.
+    pub winner: Option<String>,
+}
+
+/// What a chain keeps of its hedges: the trajectory's list, and the
+/// losers' estimated costs not yet counted by the run.
+#[derive(Debug, Default)]
+pub(crate) struct HedgeLog {
+    hedges: Mutex<Vec<Hedge>>,
+    charges: Mutex<Vec<(String, f64)>>,
+}
+
+impl HedgeLog {
+    /// Every hedge sent so far.
+    pub(crate) fn hedges(&self) -> Vec<Hedge> {
+        self.hedges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The losers' costs, by spec, since the last call.
+    pub(crate) fn take_charges(&self) -> Vec<(String, f64)> {
+        std::mem::take(&mut *self.charges.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn push(&self, hedge: Hedge) {
+        self.hedges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hedge);
+    }
+
+    fn charge(&self, spec: &str, usd: f64) {
+        self.charges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((spec.to_string(), usd));
+    }
+}
+
+/// The partner of a turn that may be hedged: its member, its request (the
+/// same prompt, for its spec), the gate's hedge rules, and where the hedge
+/// is logged.
+pub(crate) struct Partner<'a> {
+    pub member: &'a Member,
+    pub request: Request<'a>,
+    pub rules: HedgeTurn<'a>,
+    /// The request's estimated input tokens (a loser is charged for them).
+    pub estimated_input_tokens: u64,
+    pub log: &'a HedgeLog,
+}
+
+/// One side of the race.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    Original = 1,
+    Hedge = 2,
+}
+
+/// How a race came out.
+pub(crate) struct Raced {
+    /// The original's end (its record already emitted); `None` when it
+    /// lost and was cut.
+    pub original: Option<Attempted<StopCause>>,
+    /// The hedge's end with the deadline it had, when one was sent and
+    /// not cut (its record is already emitted).
+    pub hedge: Option<(Sent, Duration)>,
+    /// Whose first event came first.
+    pub winner: Option<Side>,
+    /// Whether a hedge was sent.
+    pub hedged: bool,
+}
+
+/// Why a side's request was cut.
+enum RaceCut {
+    Stopped(StopCause),
+    Lost,
+}
+
+/// Who sent the first event; set once, from either side's first-event hook.
+#[derive(Default)]
+struct Race {
+    winner: AtomicU8,
+}
+
+impl Race {
+    fn winner(&self) -> Option<Side> {
+        match self.winner.load(Ordering::Acquire) {
+            1 => Some(Side::Original),
+            2 => Some(Side::Hedge),
+            _ => None,
+        }
+    }
+
+    fn hook(self: &Arc<Self>, side: Side) -> crate::model::http::FirstEventHook {
+        let race = self.clone();
+        Arc::new(move || {
+            let _ =
+                race.winner
+                    .compare_exchange(0, side as u8, Ordering::AcqRel, Ordering::Acquire);
+        })
+    }
+
+    /// Ready once the other side won. It registers no waker: the race polls
+    /// the loser again right after a winner is set.
+    fn lost(&self, side: Side) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |_| match self.winner() {
+            Some(winner) if winner != side => Poll::Ready(()),
+            _ => Poll::Pending,
+        })
+    }
+}
+
+/// Forwards one side's stream to the turn's observer once it is the
+/// winner; until then holds it back, and drops it if it lost.
+struct SideObserver<'a> {
+    side: Side,
+    race: &'a Race,
+    target: &'a dyn StreamObserver,
+    held: Mutex<Vec<Option<String>>>,
+}
+
+impl<'a> SideObserver<'a> {
+    fn new(side: Side, race: &'a Race, target: &'a dyn StreamObserver) -> Self {
+        SideObserver {
+            side,
+            race,
+            target,
+            held: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn pass(&self, delta: Option<&str>) {
+        match self.race.winner() {
+            Some(winner) if winner == self.side => {
+                self.flush();
+                match delta {
+                    Some(text) => self.target.text_delta(text),
+                    None => self.target.tool_call_delta(),
+                }
+            }
+            Some(_) => {}
+            None => self
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(delta.map(str::to_string)),
+        }
+    }
+
+    fn flush(&self) {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
+        for delta in held {
+            match delta {
+                Some(text) => self.target.text_delta(&text),
+                None => self.target.tool_call_delta(),
+            }
+        }
+    }
+}
+
+impl StreamObserver for SideObserver<'_> {
+    fn text_delta(&self, text: &str) {
+        self.pass(Some(text));
+    }
+    fn tool_call_delta(&self) {
+        self.pass(None);
+    }
+}
+
+type Flight<'a> = Pin<Box<dyn Future<Output = Attempted<RaceCut>> + Send + 'a>>;
+
+/// Sends `original` (its request to the turn's member, with the turn's
+/// observer) and, if it is late, the same request to `partner`, and races
+/// them. `paced_ms` is the original's pacing wait (for its record). Every
+/// request's record is emitted here, in the order the requests ended.
+pub(crate) async fn race(
+    original: Sending<'_>,
+    partner: &Partner<'_>,
+    ctx: RequestCtx<'_>,
+    paced_ms: u64,
+) -> Raced {
+    let race = Arc::new(Race::default());
+    let original_observer = SideObserver::new(Side::Original, &race, original.observer);
+    let hedge_observer = SideObserver::new(Side::Hedge, &race, original.observer);
+    let sent_at = Instant::now();
+    let mut first: Option<Flight<'_>> = Some(Box::pin(
+        Sending {
+            observer: &original_observer,
+            ..original
+        }
+        .send(
+            Some(race.hook(Side::Original)),
+            cut(ctx, &race, Side::Original),
+        ),
+    ));
+    let mut second: Option<Flight<'_>> = None;
+    let mut timer = Some(Box::pin(tokio::time::sleep(partner.rules.after)));
+    let mut original_end = None;
+    let mut hedge_end = None;
+    let mut hedge_deadline = Duration::ZERO;
+    let mut hedged = false;
+    let mut ended_first = None;
+    std::future::poll_fn(|cx| {
+        if timer
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+        {
+            timer = None;
+            if original_end.is_none() && race.winner().is_none() {
+                if let Some(deadline) = admit_hedge(partner, original.member, ctx, sent_at) {
+                    hedged = true;
+                    hedge_deadline = deadline;
+                    let sending = hedge_sending(partner, &hedge_observer, ctx.step, deadline);
+                    second = Some(Box::pin(
+                        sending.send(Some(race.hook(Side::Hedge)), cut(ctx, &race, Side::Hedge)),
+                    ));
+                }
+            }
+        }
+        // Again while a poll set the winner: the loser is cut at its next.
+        loop {
+            let before = race.winner();
+            poll_side(&mut first, &mut original_end, cx);
+            poll_side(&mut second, &mut hedge_end, cx);
+            if ended_first.is_none() {
+                ended_first = match (&original_end, &hedge_end) {
+                    (Some(_), _) => Some(Side::Original),
+                    (None, Some(_)) => Some(Side::Hedge),
+                    (None, None) => None,
+                };
+            }
+            if race.winner() == before {
+                break;
+            }
+        }
+        // The original ended (no hedge goes after that) and so did the
+        // hedge, if one went.
+        if first.is_none() && second.is_none() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    let winner = race.winner();
+    if hedged {
+        settle(
+            partner,
+            original.member,
+            ctx,
+            winner,
+            &original_end,
+            &hedge_end,
+        );
+    }
+    // A winner's held-back output goes out now (it normally went at once).
+    match winner {
+        Some(Side::Original) => original_observer.flush(),
+        Some(Side::Hedge) => hedge_observer.flush(),
+        None => {}
+    }
+    // Records go out in the order the requests ended.
+    let original_first = ended_first != Some(Side::Hedge);
+    let from = original.member;
+    let mut original = None;
+    let mut hedge = None;
+    for side in [original_first, !original_first] {
+        if side {
+            original = original_end
+                .take()
+                .and_then(|end| original_recorded(end, from, partner, ctx, paced_ms));
+        } else {
+            hedge = hedge_end
+                .take()
+                .and_then(|end| hedge_recorded(end, partner, ctx, hedge_deadline));
+        }
+    }
+    Raced {
+        original,
+        hedge,
+        winner,
+        hedged,
+    }
+}
+
+/// The original's end, its record emitted; `None` when it lost.
+fn original_recorded(
+    end: Attempted<RaceCut>,
+    from: &Member,
+    partner: &Partner<'_>,
+    ctx: RequestCtx<'_>,
+    paced_ms: u64,
+) -> Option<Attempted<StopCause>> {
+    Some(match side_end(end, from, partner, ctx, paced_ms)? {
+        Attempted::Sent(mut sent) => {
+            sent.record.paced_ms = paced_ms;
+            ctx.emitter.model_request(sent.record.clone());
+            Attempted::Sent(sent)
+        }
+        Attempted::Cut(cause, record) => {
+            ctx.emitter.model_request(record.clone());
+            Attempted::Cut(cause, record)
+        }
+    })
+}
+
+/// The hedge's end with its deadline, its record emitted and its published
+/// limits heard; `None` when it lost or was stopped.
+fn hedge_recorded(
+    end: Attempted<RaceCut>,
+    partner: &Partner<'_>,
+    ctx: RequestCtx<'_>,
+    deadline: Duration,
+) -> Option<(Sent, Duration)> {
+    match side_end(end, partner.member, partner, ctx, 0)? {
+        Attempted::Sent(sent) => {
+            if let Some(limits) = &sent.limits {
+                super::gate::Referee::heard(&partner.rules.partner, limits);
+            }
+            ctx.emitter.model_request(sent.record.clone());
+            Some((sent, deadline))
+        }
+        Attempted::Cut(_, record) => {
+            ctx.emitter.model_request(record);
+            None
+        }
+    }
+}
+
+/// Polls one side's request, keeping its end once it has one.
+fn poll_side<'a>(
+    flight: &mut Option<Flight<'a>>,
+    end: &mut Option<Attempted<RaceCut>>,
+    cx: &mut std::task::Context<'_>,
+) {
+    if let Some(request) = flight.as_mut() {
+        if let Poll::Ready(done) = request.as_mut().poll(cx) {
+            *end = Some(done);
+            // Dropped at once: a cut request's connection closes now.
+            *flight = None;
+        }
+    }
+}
+
+/// A side's request is cut by the run's stop, or once the other side won.
+async fn cut(ctx: RequestCtx<'_>, race: &Race, side: Side) -> RaceCut {
+    tokio::select! {
+        cause = ctx.stop.fired() => RaceCut::Stopped(cause),
+        () = race.lost(side) => RaceCut::Lost,
+    }
+}
+
+/// When the delay ran out: whether the hedge goes, announced (`model.hedge`
+/// and its stderr line) with the deadline it gets. Never with a cancel or
+/// a limit pending; the budget's first refusal is the run's one warning.
+fn admit_hedge(
+    partner: &Partner<'_>,
+    from: &Member,
+    ctx: RequestCtx<'_>,
+    sent_at: Instant,
+) -> Option<Duration> {
+    if ctx.stop.pending().is_some() {
+        return None;
+    }
+    match partner.rules.admit() {
+        HedgeAdmission::Send {
+            first_event_deadline,
+        } => {
+            ctx.emitter.emit(Event::ModelHedge {
+                step: ctx.step,
+                from: from.spec.to_string(),
+                to: partner.member.spec.to_string(),
+                after_seconds: (sent_at.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+            });
+            Some(first_event_deadline)
+        }
+        HedgeAdmission::OverBudget { first: true } => {
+            ctx.emitter.warn(format!(
+                "hedge budget reached: hedges are held to {} of this run's requests (fallback.hedge_budget); later late first events are not hedged",
+                partner.rules.budget_percent()
+            ));
+            None
+        }
+        HedgeAdmission::OverBudget { first: false } | HedgeAdmission::NotNow => None,
+    }
+}
+
+/// The hedge's request: the partner's, its first attempt in the step.
+fn hedge_sending<'a>(
+    partner: &'a Partner<'a>,
+    observer: &'a SideObserver<'a>,
+    step: u32,
+    deadline: Duration,
+) -> Sending<'a> {
+    Sending {
+        member: partner.member,
+        request: &partner.request,
+        observer,
+        place: Place { step, attempt: 1 },
+        accept: Accept::NonEmpty,
+        deadlines: Deadlines {
+            first_event: Some(deadline),
+            whole: None,
+        },
+    }
+}
+
+/// A side's end, or `None` for a loser: its record (outcome `hedged_out`,
+/// the estimated input at its price, charged to the run) is emitted here.
+fn side_end(
+    end: Attempted<RaceCut>,
+    member: &Member,
+    partner: &Partner<'_>,
+    ctx: RequestCtx<'_>,
+    paced_ms: u64,
+) -> Option<Attempted<StopCause>> {
+    match end {
+        Attempted::Sent(sent) => Some(Attempted::Sent(sent)),
+        Attempted::Cut(RaceCut::Stopped(cause), mut record) => {
+            record.paced_ms = paced_ms;
+            Some(Attempted::Cut(cause, record))
+        }
+        Attempted::Cut(RaceCut::Lost, mut record) => {
+            let tokens = partner.estimated_input_tokens;
+            let cost = member.pricing.map_or(0.0, |p| {
+                p.cost(&Usage {
+                    input_tokens: tokens,
+                    output_tokens: 0,
+                    cached_input_tokens: 0,
+                })
+            });
+            record.outcome = "hedged_out".into();
+            record.input_tokens = tokens;
+            record.output_tokens = 0;
+            record.cost_usd = cost;
+            record.paced_ms = paced_ms;
+            record.response_model = None;
+            partner.log.charge(member.spec.as_str(), cost);
+            ctx.emitter.model_request(record);
+            None
+        }
+    }
+}
+
+/// The time to a side's first event, when it came to an end with one.
+fn first_event_ms(end: &Option<Attempted<RaceCut>>) -> Option<u64> {
+    match end {
+        Some(Attempted::Sent(sent)) => sent.record.first_event_ms,
+        _ => None,
+    }
+}
+
+fn answered(end: &Option<Attempted<RaceCut>>) -> bool {
+    matches!(end, Some(Attempted::Sent(sent)) if sent.result.is_ok())
+}
+
+/// Records how a sent hedge came out: `model.hedge_settled` when one side
+/// won at its first event, and the trajectory's entry.
+fn settle(
+    partner: &Partner<'_>,
+    from: &Member,
+    ctx: RequestCtx<'_>,
+    winner: Option<Side>,
+    original_end: &Option<Attempted<RaceCut>>,
+    hedge_end: &Option<Attempted<RaceCut>>,
+) {
+    let from_spec = from.spec.to_string();
+    let to_spec = partner.member.spec.to_string();
+    let winner = winner.or(if answered(original_end) {
+        Some(Side::Original)
+    } else if answered(hedge_end) {
+        Some(Side::Hedge)
+    } else {
+        None
+    });
+    let (winner_spec, loser_spec, first_event) = match winner {
+        Some(Side::Original) => (Some(&from_spec), &to_spec, first_event_ms(original_end)),
+        Some(Side::Hedge) => (Some(&to_spec), &from_spec, first_event_ms(hedge_end)),
+        None => (None, &to_spec, None),
+    };
+    if let Some(winner_spec) = winner_spec {
+        ctx.emitter.emit(Event::ModelHedgeSettled {
+            step: ctx.step,
+            winner: winner_spec.clone(),
+            loser: loser_spec.clone(),
+            winner_first_event_ms: first_event.unwrap_or(0),
+        });
+    }
+    partner.log.push(Hedge {
+        step: ctx.step,
+        from: from_spec.clone(),
+        to: to_spec.clone(),
+        winner: winner_spec.cloned(),
+    });
+}
