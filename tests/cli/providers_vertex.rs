@@ -346,3 +346,26 @@ fn a_token_refused_as_expired_is_fetched_again_and_the_request_resent() {
     assert_eq!(reqs[0]["headers"]["authorization"], "Bearer ya29.fake-1");
     assert_eq!(reqs[1]["headers"]["authorization"], "Bearer ya29.fake-2");
 }
+
+/// A workload identity federation file (what `google-github-actions/auth`
+/// writes with WIF) is named as not supported yet, before any request.
+#[test]
+fn an_external_account_file_is_refused_naming_what_is_supported() {
+    let env = env_with("");
+    let fake = fake(&env, json!([submit()]), "ok");
+    let file = env.write(
+        "wif.json",
+        &json!({"type": "external_account", "audience": "//iam.googleapis.com/x", "subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_url": format!("{}/token", fake.url()), "credential_source": {"file": "/nonexistent"}}).to_string(),
+    );
+    let out = cmd(&env, &fake)
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &file)
+        .env("GOOGLE_CLOUD_PROJECT", "p")
+        .args(["-m", GEMINI, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("wif.json"), "{err}");
+    assert!(err.contains("external_account and impersonated credentials (workload identity federation) are not supported yet"), "{err}");
+    assert!(fake.requests().is_empty(), "nothing was sent");
+}

@@ -176,6 +176,11 @@ fn read_file(path: &Path, source: String) -> Result<GoogleCredentials, FindError
                 .ok_or_else(|| bad("authorized_user credentials without refresh_token"))?,
             token_uri: present(file.token_uri).unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
         },
+        "external_account" | "impersonated_service_account" => {
+            return Err(bad(
+                "external_account and impersonated credentials (workload identity federation) are not supported yet: use a service account key, gcloud's file or the metadata server",
+            ))
+        }
         _ => {
             return Err(bad(
                 "not a service_account or authorized_user credentials file",
