@@ -35,6 +35,8 @@ pub(crate) mod retry;
 pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
+pub(crate) mod timed;
+pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;
 

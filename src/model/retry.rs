@@ -458,7 +458,7 @@ mod tests {
                     retry_after: None,
                 });
             }
-            crate::model::http::note_first_event();
+            crate::model::watch::note_first_event();
             Ok(Response {
                 text: "hi".into(),
                 tool_calls: vec![],
