@@ -561,7 +561,7 @@ impl Agent {
         down: Vec<DownModel>,
     ) {
         self.emitter.emit(Event::RunFinished {
-            status: status.as_str().to_string(),
+            status,
             exit_code,
             steps: self.doc.steps,
             input_tokens: self.doc.totals.input_tokens,

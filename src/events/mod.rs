@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+
+use crate::exit::Status;
 use serde_json::{Map, Value};
 
 /// A tool call as shown in `assistant.message`.
@@ -192,7 +194,7 @@ pub enum Event {
     SubagentFinished {
         step: u32,
         child_run_id: String,
-        status: String,
+        status: Status,
         steps: u32,
         cost_usd: f64,
         output: Value,
@@ -261,7 +263,7 @@ pub enum Event {
     CheckFinished { ok: bool, failed: u32 },
     #[strum(serialize = "run.finished")]
     RunFinished {
-        status: String,
+        status: Status,
         exit_code: i32,
         steps: u32,
         input_tokens: u64,
@@ -690,7 +692,7 @@ mod tests {
 
     fn run_finished() -> Event {
         Event::RunFinished {
-            status: "completed".into(),
+            status: Status::Completed,
             exit_code: 0,
             steps: 1,
             input_tokens: 0,
