@@ -584,7 +584,7 @@ fn down_models(error: &ChainError) -> Vec<DownModel> {
             .iter()
             .map(|(spec, reason)| DownModel {
                 model: spec.to_string(),
-                reason: reason.to_string(),
+                reason: reason.clone(),
             })
             .collect(),
         _ => Vec::new(),

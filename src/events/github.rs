@@ -434,8 +434,11 @@ impl Sink for CheckSink {
             self.failed += 1;
             eprintln!("{}", command("error", "tinyagent check", line));
             let why = match message.as_deref().filter(|m| !m.is_empty()) {
-                Some(m) => format!("{}: {m}", reason.as_deref().unwrap_or("failed")),
-                None => reason.clone().unwrap_or_else(|| "failed".into()),
+                Some(m) => match reason {
+                    Some(reason) => format!("{reason}: {m}"),
+                    None => format!("failed: {m}"),
+                },
+                None => reason.map_or_else(|| "failed".into(), |r| r.to_string()),
             };
             format!(
                 "| `{}` | **FAIL** {} | | | {price} |",

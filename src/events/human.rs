@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::{Event, EventRecord, OutageNotice, Sink};
 use crate::exit::Status;
+use crate::reason::FailureReason;
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{outage_resume_hint, resume_hint, Continue};
 use once::ShownOnce;
@@ -444,7 +445,7 @@ impl HumanSink {
                 model,
                 *next_attempt,
                 *wait_seconds,
-                reason,
+                *reason,
                 *deadline_seconds,
             ),
             Event::ProviderPaced {
@@ -520,7 +521,7 @@ impl HumanSink {
         model: &str,
         next_attempt: u32,
         wait_seconds: f64,
-        reason: &str,
+        reason: FailureReason,
         deadline_seconds: Option<f64>,
     ) {
         let reason = match deadline_seconds {

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::exit::Status;
+use crate::reason::{FailureReason, SwitchReason};
 use serde_json::{Map, Value};
 
 /// A tool call as shown in `assistant.message`.
@@ -33,7 +34,7 @@ pub struct ToolCallView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DownModel {
     pub model: String,
-    pub reason: String,
+    pub reason: SwitchReason,
 }
 
 /// How an outage wait stands (SPEC 18), for its stderr line and countdown.
@@ -88,7 +89,7 @@ pub enum Event {
         attempt: u32,
         next_attempt: u32,
         wait_seconds: f64,
-        reason: String,
+        reason: FailureReason,
         /// For `timeout`: the first-event or idle deadline that ran out.
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_seconds: Option<f64>,
@@ -109,7 +110,7 @@ pub enum Event {
         step: u32,
         from: String,
         to: String,
-        reason: String,
+        reason: SwitchReason,
         attempts: u32,
     },
     #[strum(serialize = "model.restore")]
@@ -205,7 +206,7 @@ pub enum Event {
         model: String,
         ok: bool,
         /// The SPEC 4 failure reason; null when the model answered.
-        reason: Option<String>,
+        reason: Option<FailureReason>,
         /// The vendor's short message on failure (an addition to SPEC's fields).
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
@@ -743,11 +744,11 @@ mod tests {
         let models = vec![
             DownModel {
                 model: "a/x".into(),
-                reason: "http_503".into(),
+                reason: crate::reason::SwitchReason::parse("http_503"),
             },
             DownModel {
                 model: "b/y".into(),
-                reason: "network".into(),
+                reason: crate::reason::SwitchReason::parse("network"),
             },
         ];
         let waiting = Event::OutageWaiting {
@@ -794,7 +795,7 @@ mod tests {
             step: 3,
             from: "a/x".into(),
             to: "b/y".into(),
-            reason: "http_503".into(),
+            reason: crate::reason::SwitchReason::parse("http_503"),
             attempts: 6,
         });
         assert_eq!(

@@ -27,7 +27,7 @@ pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
 pub(crate) mod ratelimit;
-pub(crate) mod reason;
+pub(crate) use crate::reason;
 pub(crate) mod registry;
 pub(crate) mod reply_cap;
 pub(crate) mod responses;

@@ -410,11 +410,11 @@ mod tests {
         let down = [
             DownModel {
                 model: "a/x".into(),
-                reason: "http_503".into(),
+                reason: crate::reason::SwitchReason::parse("http_503"),
             },
             DownModel {
                 model: "b/y".into(),
-                reason: "quota".into(),
+                reason: crate::reason::SwitchReason::parse("quota"),
             },
         ];
         let outage = Summary {

@@ -1,7 +1,8 @@
 //! Why a request failed and why a run moved on, as typed values whose
 //! `Display` is the wire string of SPEC section 4 (`http_503`, `network`,
 //! `cooldown`, ...) used by `provider.retry`, `model.fallback`, the stderr
-//! line, the trajectory's `model_switches` and the log database.
+//! line, the trajectory's `model_switches` and the log database (a leaf:
+//! the events carry these types to the edge).
 
 use std::fmt;
 
@@ -56,6 +57,12 @@ impl fmt::Display for FailureReason {
             FailureReason::Http(status) => write!(f, "http_{status}"),
             named => f.write_str(named.into()),
         }
+    }
+}
+
+impl serde::Serialize for FailureReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
