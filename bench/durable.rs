@@ -66,7 +66,7 @@ fn run_started() -> Event {
 
 fn run_finished(steps: u32) -> Event {
     Event::RunFinished {
-        status: "submitted".into(),
+        status: tinyagent::exit::Status::Submitted,
         exit_code: 0,
         steps,
         input_tokens: 1,

@@ -22,6 +22,7 @@ use crate::model::member::Member;
 use crate::model::registry::build_member;
 use crate::model::spec::ResolvedModel;
 use crate::model::{Message, NoObserver, Request, Role, ToolSpec};
+use crate::reason::FailureReason;
 use crate::settings::{load_config, Env, Settings, SetupError};
 
 /// A probe's reply budget: enough for a short tool call, a fraction of a
@@ -45,7 +46,7 @@ pub(crate) struct Target {
 pub(crate) struct ModelVerdict {
     pub spec: String,
     /// `None` when the model answered; else the SPEC 4 reason.
-    pub reason: Option<String>,
+    pub reason: Option<FailureReason>,
     /// The vendor's short message (or what went wrong), keys removed.
     pub message: Option<String>,
     pub first_event_ms: Option<u64>,
@@ -207,7 +208,7 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
         },
         Err(error) => ModelVerdict {
             spec,
-            reason: Some(error.reason().to_string()),
+            reason: Some(error.reason()),
             message: Some(scrub(&error.message(), target.secret.as_deref())),
             first_event_ms,
             tool_calls: None,
@@ -275,7 +276,7 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
         emitter.emit(Event::CheckResult {
             model: v.spec.clone(),
             ok: v.ok(),
-            reason: v.reason.clone(),
+            reason: v.reason,
             message: v.message.clone(),
             first_event_ms: v.first_event_ms,
             tool_calls: v.tool_calls,
@@ -431,7 +432,7 @@ mod tests {
             "ok  openai/gpt-5  412 ms  tool calls: no  price: unknown"
         );
         let v = ModelVerdict {
-            reason: Some("http_401".into()),
+            reason: Some(FailureReason::Http(401)),
             message: Some("Incorrect API key provided".into()),
             ..verdict()
         };

@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 
 /// How a run ended (or `Running` while it goes on). Its wire name is the
 /// variant's in snake case, for serde and `as_str` alike.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr, strum::Display,
+)]
 #[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum Status {
@@ -25,6 +27,12 @@ impl Status {
     /// The wire name: `completed`, `step_limit`...
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Whether the run ended with an answer (`submitted` or `completed`):
+    /// the one place that says so, for the sinks and the exit code alike.
+    pub fn answered(self) -> bool {
+        matches!(self, Status::Submitted | Status::Completed)
     }
 
     /// The process exit code for a run that ended with this status.

@@ -25,6 +25,7 @@ pub(crate) mod mcp;
 pub mod model;
 pub(crate) mod paths;
 pub mod policy;
+pub mod reason;
 pub(crate) mod resume;
 pub mod runs;
 pub mod sandbox;

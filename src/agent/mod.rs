@@ -569,7 +569,7 @@ impl Agent {
         down: Vec<DownModel>,
     ) {
         self.emitter.emit(Event::RunFinished {
-            status: status.as_str().to_string(),
+            status,
             exit_code,
             steps: self.doc.steps,
             input_tokens: self.doc.totals.input_tokens,
@@ -592,7 +592,7 @@ fn down_models(error: &ChainError) -> Vec<DownModel> {
             .iter()
             .map(|(spec, reason)| DownModel {
                 model: spec.to_string(),
-                reason: reason.to_string(),
+                reason: reason.clone(),
             })
             .collect(),
         _ => Vec::new(),

@@ -124,7 +124,7 @@ impl Agent {
         self.emitter.emit(Event::SubagentFinished {
             step,
             child_run_id: run_id,
-            status: outcome.status.as_str().to_string(),
+            status: outcome.status,
             steps: outcome.steps,
             cost_usd: child_totals.cost_usd,
             output: outcome.output.clone(),

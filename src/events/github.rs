@@ -213,7 +213,7 @@ impl GithubSink {
         if child {
             return;
         }
-        if !matches!(status.as_str(), "submitted" | "completed") {
+        if !status.answered() {
             let mut message = error.clone().unwrap_or_default();
             if !message.is_empty() {
                 message.push('\n');
@@ -343,7 +343,7 @@ fn summary_markdown(
     }
     if let Some(path) = checkpoint {
         let path = shell_quote(&path.display().to_string());
-        let answered = matches!(status.as_str(), "submitted" | "completed");
+        let answered = status.answered();
         let command = if answered {
             format!("tinyagent --resume {path} \"<a follow-up task>\"")
         } else {
@@ -434,8 +434,11 @@ impl Sink for CheckSink {
             self.failed += 1;
             eprintln!("{}", command("error", "tinyagent check", line));
             let why = match message.as_deref().filter(|m| !m.is_empty()) {
-                Some(m) => format!("{}: {m}", reason.as_deref().unwrap_or("failed")),
-                None => reason.clone().unwrap_or_else(|| "failed".into()),
+                Some(m) => match reason {
+                    Some(reason) => format!("{reason}: {m}"),
+                    None => format!("failed: {m}"),
+                },
+                None => reason.map_or_else(|| "failed".into(), |r| r.to_string()),
             };
             format!(
                 "| `{}` | **FAIL** {} | | | {price} |",
@@ -489,7 +492,7 @@ mod tests {
     #[test]
     fn the_summary_has_totals_per_model_costs_switches_and_the_resume_command() {
         let end = Event::RunFinished {
-            status: "error".into(),
+            status: crate::exit::Status::Error,
             exit_code: 75,
             steps: 3,
             input_tokens: 1200,

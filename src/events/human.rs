@@ -16,6 +16,8 @@ use indicatif::ProgressBar;
 use serde_json::Value;
 
 use super::{Event, EventRecord, OutageNotice, Sink};
+use crate::exit::Status;
+use crate::reason::FailureReason;
 use lines::{cut, plan_items, tool_subject, Summary};
 pub(crate) use lines::{outage_resume_hint, resume_hint, Continue};
 use once::ShownOnce;
@@ -120,14 +122,13 @@ impl HumanSink {
 
     /// The run's end: its error, then the summary (quiet keeps the summary
     /// of a run that ended without an answer: the only word on why).
-    fn run_finished(&mut self, event: &Event, status: &str, error: Option<&str>) {
+    fn run_finished(&mut self, event: &Event, status: Status, error: Option<&str>) {
         self.clear_spinner();
         self.set_wait(None);
         if let Some(error) = error {
             eprintln!("{} {error}", self.paint("31", "error:"));
         }
-        let answered = matches!(status, "submitted" | "completed");
-        if !self.quiet || !answered {
+        if !self.quiet || !status.answered() {
             eprintln!("{}", summary_with_costs(event, &self.costs));
         }
     }
@@ -210,7 +211,7 @@ impl HumanSink {
     }
 
     /// `subagent submitted after 2 steps · $0.0200`, dimmed.
-    fn subagent_finished(&mut self, status: &str, steps: u32, cost_usd: f64) {
+    fn subagent_finished(&mut self, status: Status, steps: u32, cost_usd: f64) {
         let plural = if steps == 1 { "" } else { "s" };
         self.line(&self.paint(
             "2",
@@ -426,7 +427,7 @@ impl HumanSink {
     fn handle_event(&mut self, record: &EventRecord) {
         match &record.event {
             Event::RunFinished { status, error, .. } => {
-                self.run_finished(&record.event, status, error.as_deref())
+                self.run_finished(&record.event, *status, error.as_deref())
             }
             Event::ModelResponse {
                 model, cost_usd, ..
@@ -447,7 +448,7 @@ impl HumanSink {
                 model,
                 *next_attempt,
                 *wait_seconds,
-                reason,
+                *reason,
                 *deadline_seconds,
             ),
             Event::ProviderPaced {
@@ -507,7 +508,7 @@ impl HumanSink {
                 steps,
                 cost_usd,
                 ..
-            } => self.subagent_finished(status, *steps, *cost_usd),
+            } => self.subagent_finished(*status, *steps, *cost_usd),
         }
     }
 
@@ -524,7 +525,7 @@ impl HumanSink {
         model: &str,
         next_attempt: u32,
         wait_seconds: f64,
-        reason: &str,
+        reason: FailureReason,
         deadline_seconds: Option<f64>,
     ) {
         let reason = match deadline_seconds {
@@ -585,7 +586,7 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
     };
     lines::summary(
         &Summary {
-            status,
+            status: *status,
             steps: *steps,
             tokens: input_tokens + output_tokens,
             cost_usd: *cost_usd,

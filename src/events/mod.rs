@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
+
+use crate::exit::Status;
+use crate::reason::{FailureReason, SwitchReason};
 use serde_json::{Map, Value};
 
 /// A tool call as shown in `assistant.message`.
@@ -31,7 +34,7 @@ pub struct ToolCallView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DownModel {
     pub model: String,
-    pub reason: String,
+    pub reason: SwitchReason,
 }
 
 /// How an outage wait stands (SPEC 18), for its stderr line and countdown.
@@ -86,7 +89,7 @@ pub enum Event {
         attempt: u32,
         next_attempt: u32,
         wait_seconds: f64,
-        reason: String,
+        reason: FailureReason,
         /// For `timeout`: the first-event or idle deadline that ran out.
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_seconds: Option<f64>,
@@ -107,7 +110,7 @@ pub enum Event {
         step: u32,
         from: String,
         to: String,
-        reason: String,
+        reason: SwitchReason,
         attempts: u32,
     },
     #[strum(serialize = "model.restore")]
@@ -208,7 +211,7 @@ pub enum Event {
     SubagentFinished {
         step: u32,
         child_run_id: String,
-        status: String,
+        status: Status,
         steps: u32,
         cost_usd: f64,
         output: Value,
@@ -219,7 +222,7 @@ pub enum Event {
         model: String,
         ok: bool,
         /// The SPEC 4 failure reason; null when the model answered.
-        reason: Option<String>,
+        reason: Option<FailureReason>,
         /// The vendor's short message on failure (an addition to SPEC's fields).
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
@@ -277,7 +280,7 @@ pub enum Event {
     CheckFinished { ok: bool, failed: u32 },
     #[strum(serialize = "run.finished")]
     RunFinished {
-        status: String,
+        status: Status,
         exit_code: i32,
         steps: u32,
         input_tokens: u64,
@@ -716,7 +719,7 @@ mod tests {
 
     fn run_finished() -> Event {
         Event::RunFinished {
-            status: "completed".into(),
+            status: Status::Completed,
             exit_code: 0,
             steps: 1,
             input_tokens: 0,
@@ -767,11 +770,11 @@ mod tests {
         let models = vec![
             DownModel {
                 model: "a/x".into(),
-                reason: "http_503".into(),
+                reason: crate::reason::SwitchReason::parse("http_503"),
             },
             DownModel {
                 model: "b/y".into(),
-                reason: "network".into(),
+                reason: crate::reason::SwitchReason::parse("network"),
             },
         ];
         let waiting = Event::OutageWaiting {
@@ -818,7 +821,7 @@ mod tests {
             step: 3,
             from: "a/x".into(),
             to: "b/y".into(),
-            reason: "http_503".into(),
+            reason: crate::reason::SwitchReason::parse("http_503"),
             attempts: 6,
         });
         assert_eq!(

@@ -294,7 +294,7 @@ fn slim(event: &Event, capture: bool) -> Option<Event> {
         } => Event::SubagentFinished {
             step: *step,
             child_run_id: child_run_id.clone(),
-            status: status.clone(),
+            status: *status,
             steps: *steps,
             cost_usd: *cost_usd,
             output: serde_json::Value::Null,

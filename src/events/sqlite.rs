@@ -464,7 +464,7 @@ fn write_run(tx: &Transaction, run_id: &str, ts: &str, event: &Event) -> rusqlit
             .execute(params![
                 run_id,
                 ts,
-                status,
+                status.as_str(),
                 exit_code,
                 steps,
                 *input_tokens as i64,
@@ -760,7 +760,7 @@ mod tests {
             duration_ms: 3,
         });
         emitter.emit(Event::RunFinished {
-            status: "completed".into(),
+            status: crate::exit::Status::Completed,
             exit_code: 0,
             steps: 1,
             input_tokens: 10,

@@ -244,14 +244,16 @@ impl Conversation {
             Slash::Help => eprintln!("{}", slash::HELP),
             Slash::Unknown(name) => eprintln!("unknown command {name}\n{}", slash::HELP),
             Slash::Cost => eprintln!("{}", self.link.ledger.report()),
-            Slash::Model => {
-                let cli = if self.doc.is_some() {
-                    &self.follow_up
-                } else {
-                    &self.first
-                };
-                eprintln!("{}", slash::model_report(cli, self.doc.as_ref()))
+            Slash::Model(None) => {
+                eprintln!(
+                    "{}",
+                    slash::model_report(self.next_cli(), self.doc.as_ref())
+                )
             }
+            Slash::Model(Some(spec)) => match self.switch_model(&spec) {
+                Ok(spec) => eprintln!("model: {spec} (from the next task on)"),
+                Err(e) => eprintln!("tinyagent: error: /model: {e}"),
+            },
             Slash::Clear => {
                 self.doc = None;
                 // Before any run, a `--resume` or `--continue` is dropped too.
@@ -262,6 +264,51 @@ impl Conversation {
         }
         None
     }
+}
+
+impl Conversation {
+    /// The flags the next run takes.
+    fn next_cli(&self) -> &Cli {
+        if self.doc.is_some() {
+            &self.follow_up
+        } else {
+            &self.first
+        }
+    }
+
+    /// `/model SPEC`: the next run (a follow-up or a new conversation)
+    /// and every one after it have SPEC as their primary, checked first as
+    /// `-m` is; a bad SPEC changes nothing.
+    fn switch_model(&mut self, spec: &str) -> Result<String, SwitchRefused> {
+        if self.doc.is_none() && (self.first.resume.is_some() || self.first.continue_run) {
+            return Err(SwitchRefused::Resuming);
+        }
+        let mut cli = self.next_cli().clone();
+        cli.model = Some(spec.to_string());
+        let doc = self.doc.clone().map(|mut doc| {
+            doc.model = spec.to_string();
+            doc
+        });
+        let spec = slash::check_switch(&cli, doc.as_ref())?;
+        for cli in [&mut self.first, &mut self.follow_up] {
+            cli.model = Some(spec.clone());
+        }
+        if let Some(doc) = &mut self.doc {
+            doc.model = spec.clone();
+        }
+        Ok(spec)
+    }
+}
+
+/// Why `/model SPEC` switched nothing.
+#[derive(Debug, thiserror::Error)]
+enum SwitchRefused {
+    #[error(
+        "the session resumes a run, which keeps its primary model; switch after its first task"
+    )]
+    Resuming,
+    #[error(transparent)]
+    Setup(#[from] settings::SetupError),
 }
 
 fn usage(e: impl std::fmt::Display) -> i32 {

@@ -14,7 +14,8 @@ use crate::trajectory::Trajectory;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Slash {
     Help,
-    Model,
+    /// `/model`, or `/model SPEC` (the rest of the line) to switch to SPEC.
+    Model(Option<String>),
     Cost,
     Clear,
     Exit,
@@ -26,6 +27,8 @@ pub(crate) enum Slash {
 pub(crate) const HELP: &str = "commands:
   /help    this list
   /model   the model chain, the active model and each model's health record
+  /model <provider>/<model>
+           switch the session to that model, from the next task on
   /cost    this session's tokens and cost, per model
   /clear   start a new conversation (the next task starts from scratch)
   /exit    end the session (as exit, an empty line or Ctrl-D do)";
@@ -41,9 +44,10 @@ pub(crate) fn parse(line: &str) -> Option<Slash> {
     if !named {
         return None;
     }
+    let rest = line.trim_start()[word.len()..].trim();
     Some(match name {
         "help" => Slash::Help,
-        "model" => Slash::Model,
+        "model" => Slash::Model((!rest.is_empty()).then(|| rest.to_string())),
         "cost" => Slash::Cost,
         "clear" => Slash::Clear,
         "exit" => Slash::Exit,
@@ -98,6 +102,23 @@ pub(crate) fn model_report(cli: &Cli, conversation: Option<&Trajectory>) -> Stri
     out
 }
 
+/// `/model SPEC`: the session's flags (`cli`) and conversation with SPEC
+/// as the primary, checked as `-m` is (the spec, its provider, its key,
+/// the chain it makes); the primary's spec as it will run, or why not.
+pub(crate) fn check_switch(
+    cli: &Cli,
+    conversation: Option<&Trajectory>,
+) -> Result<String, settings::SetupError> {
+    let resumed = conversation.map(|doc| Checkpointed {
+        path: PathBuf::new(),
+        doc: doc.clone(),
+        started: Vec::new(),
+    });
+    let config = settings::load_config(&cli.config, &process_env)?;
+    let settings = Settings::from_parts(cli, config, "-".into(), &process_env, resumed.as_ref())?;
+    Ok(settings.primary.spec.to_string())
+}
+
 /// One member's record in words.
 fn describe(record: &Record, now: Millis) -> String {
     let ago = |at: Millis| format!("{} ago", span(now.saturating_sub(at)));
@@ -141,13 +162,16 @@ mod tests {
     #[test]
     fn slash_commands_are_a_slash_and_a_name() {
         assert_eq!(parse("/help"), Some(Slash::Help));
-        assert_eq!(parse("  /model  "), Some(Slash::Model));
+        assert_eq!(parse("  /model  "), Some(Slash::Model(None)));
         assert_eq!(parse("/cost"), Some(Slash::Cost));
         assert_eq!(parse("/clear"), Some(Slash::Clear));
         assert_eq!(parse("/exit"), Some(Slash::Exit));
         assert_eq!(parse("/nope"), Some(Slash::Unknown("/nope".into())));
         assert_eq!(parse("/Help"), Some(Slash::Unknown("/Help".into())));
-        assert_eq!(parse("/model gpt-5"), Some(Slash::Model));
+        assert_eq!(
+            parse(" /model  openai/gpt-5 "),
+            Some(Slash::Model(Some("openai/gpt-5".into())))
+        );
         for task in [
             "fix /usr/bin",
             "/usr/bin is slow",

@@ -6,9 +6,9 @@
 use std::future::Future;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::http::{FirstEventHook, Watched, Watcher};
 use super::member::Member;
 use super::ratelimit::RateLimits;
+use super::watch::{FirstEventHook, Watched, Watcher};
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;
 

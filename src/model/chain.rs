@@ -396,7 +396,7 @@ impl ChainModel {
             step: switch.step,
             from: switch.from.clone(),
             to: switch.to.clone(),
-            reason: switch.reason.to_string(),
+            reason: switch.reason.clone(),
             attempts,
         });
         self.switches.push(switch);

@@ -1,6 +1,6 @@
 //! Reads an AWS event stream (Bedrock's ConverseStream reply) under the
-//! first-event and idle timeouts, the same rule as the SSE and NDJSON
-//! readers: each deadline counts whole frames, so bytes that never complete
+//! stream timeouts of `timed.rs`, the one rule of every framing: each
+//! deadline counts whole frames, so bytes that never complete
 //! a frame keep nothing alive. Frames are decoded by `aws-smithy-eventstream`
 //! (headers, payload, both CRCs); before a frame's bytes are waited for, its
 //! prelude is checked here: a length past `MAX_EVENT` is refused at once,
@@ -14,10 +14,9 @@ use std::time::Instant;
 use aws_smithy_eventstream::frame::read_message_from;
 use aws_smithy_types::event_stream::Message;
 use bytes::BytesMut;
-use futures::stream::{BoxStream, StreamExt};
 
 use super::bounds::{too_large, MAX_EVENT};
-use super::http::{dropped_error, note_first_event};
+use super::timed::{Framing, TimedStream};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 
@@ -94,14 +93,32 @@ fn prelude_length(prelude: &[u8]) -> Result<usize, ModelError> {
     Ok(total)
 }
 
+/// `FrameDecoder` as a framing of `timed.rs`: the frame `poll` found waits
+/// in `ready`.
+#[derive(Default)]
+struct Frames {
+    decoder: FrameDecoder,
+    ready: Option<Message>,
+}
+
+impl Framing for Frames {
+    fn push(&mut self, chunk: &[u8]) {
+        self.decoder.push(chunk);
+    }
+
+    fn poll(&mut self, ended: bool) -> Result<bool, ModelError> {
+        self.ready = self.decoder.poll()?;
+        if self.ready.is_none() && ended && self.decoder.has_partial() {
+            return Err(ModelError::StreamIncomplete);
+        }
+        Ok(self.ready.is_some())
+    }
+}
+
 /// Reads event-stream frames from a response under the stream timeouts.
 pub(crate) struct FrameReader {
-    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
-    decoder: FrameDecoder,
-    ended: bool,
-    timeouts: StreamTimeouts,
-    sent: Instant,
-    seen_any: bool,
+    stream: TimedStream,
+    frames: Frames,
 }
 
 impl FrameReader {
@@ -111,73 +128,22 @@ impl FrameReader {
         timeouts: StreamTimeouts,
     ) -> Self {
         FrameReader {
-            bytes: response.bytes_stream().boxed(),
-            decoder: FrameDecoder::default(),
-            ended: false,
-            timeouts,
-            sent,
-            seen_any: false,
+            stream: TimedStream::of(response, sent, timeouts),
+            frames: Frames::default(),
         }
     }
 
     /// The next frame; `Ok(None)` when the stream ended between frames (a
-    /// stream that ends inside one is incomplete). The first frame must come
-    /// within the first-event timeout of sending the request, each later one
-    /// within the idle timeout of the one before.
+    /// stream that ends inside one is incomplete).
     pub(crate) async fn next(&mut self) -> Result<Option<Message>, ModelError> {
-        let deadline = if self.seen_any {
-            Instant::now() + self.timeouts.idle
-        } else {
-            self.sent + self.timeouts.first_event
-        };
-        let frame = loop {
-            if let Some(frame) = self.decoder.poll()? {
-                break frame;
-            }
-            if self.ended {
-                return if self.decoder.has_partial() {
-                    Err(ModelError::StreamIncomplete)
-                } else {
-                    Ok(None)
-                };
-            }
-            let limit = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(limit, self.bytes.next()).await {
-                Err(_) => return Err(self.timed_out()),
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
-                Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
-            }
-        };
-        if !self.seen_any {
-            note_first_event();
-        }
-        self.seen_any = true;
-        Ok(Some(frame))
+        self.stream.next_event(&mut self.frames).await?;
+        Ok(self.frames.ready.take())
     }
 
     /// Waits at most `limit` for each later frame (a reply already whole
     /// that only its trailer is awaited for).
     pub(crate) fn shorten_idle(&mut self, limit: std::time::Duration) {
-        self.timeouts.idle = self.timeouts.idle.min(limit);
-    }
-
-    fn timed_out(&self) -> ModelError {
-        let (message, deadline) = if self.seen_any {
-            (
-                "the stream went silent past the idle timeout",
-                self.timeouts.idle,
-            )
-        } else {
-            (
-                "no first stream event within the first-event timeout",
-                self.timeouts.first_event,
-            )
-        };
-        ModelError::Timeout {
-            message: message.into(),
-            deadline: Some(deadline),
-        }
+        self.stream.shorten_idle(limit);
     }
 }
 

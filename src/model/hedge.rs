@@ -124,7 +124,7 @@ impl Race {
         }
     }
 
-    fn hook(self: &Arc<Self>, side: Side) -> crate::model::http::FirstEventHook {
+    fn hook(self: &Arc<Self>, side: Side) -> crate::model::watch::FirstEventHook {
         let race = self.clone();
         Arc::new(move || {
             let _ =

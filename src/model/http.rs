@@ -1,15 +1,15 @@
 //! The HTTP side shared by every wire adapter: sending a streaming request
 //! through the process's one client (`client.rs`), turning error
-//! responses into classified `ModelError`s (Retry-After included), and
-//! reading SSE streams under the first-event and idle timeouts (NDJSON
-//! streams: `ndjson.rs`), and telling the request's watcher (`watch`) what
-//! its response said: the status and the published rate limits (SPEC 17),
-//! on success and error alike.
+//! responses into classified `ModelError`s (Retry-After included), reading
+//! a reply (SSE, or one JSON body) under the stream timeouts (`timed.rs`;
+//! NDJSON: `ndjson.rs`), and telling the request's watcher (`watch.rs`)
+//! what its response said: the status and the published rate limits
+//! (SPEC 17), on success and error alike.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use serde_json::Value;
 
@@ -18,14 +18,11 @@ pub(crate) use super::client::{display_url, shared_client};
 use super::error::classify_status;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
+use super::timed::{Framing, TimedStream};
+use super::watch::{first_event_deadline, note_response};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
-
-mod watch;
-
-pub(crate) use watch::{note_first_event, FirstEventHook, Watched, Watcher};
-use watch::{note_response, watched_deadline};
 
 /// How a provider wants its key sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +134,7 @@ impl HttpTransport {
     /// not stream waits as long as the idle limit already.)
     pub(crate) fn timeouts(&self) -> StreamTimeouts {
         let mut timeouts = self.timeouts;
-        if let Some(first_event) = watched_deadline() {
+        if let Some(first_event) = first_event_deadline() {
             timeouts.first_event = timeouts.first_event.max(first_event);
         }
         timeouts
@@ -348,14 +345,6 @@ pub(crate) fn network_error(e: &reqwest::Error) -> ModelError {
     }
 }
 
-/// A connection that failed while reading a reply the server had answered
-/// 200 to: a glitch (`ModelError::after_ok`), not overload.
-pub(crate) fn dropped_error(_e: &reqwest::Error) -> ModelError {
-    ModelError::Dropped {
-        message: "connection dropped during the reply".into(),
-    }
-}
-
 /// Builds a classified error from an error response body. Only the vendor's
 /// short message is kept, never the body.
 pub(crate) fn error_from_body(
@@ -423,15 +412,24 @@ pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-/// Reads server-sent events under the first-event and idle timeouts,
+/// Reads server-sent events under the stream timeouts (`timed.rs`),
 /// decoding them with the linear-time `sse::SseDecoder`.
 pub(crate) struct SseReader {
-    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+    stream: TimedStream,
     decoder: SseDecoder,
-    ended: bool,
-    timeouts: StreamTimeouts,
-    sent: Instant,
-    seen_any: bool,
+}
+
+impl Framing for SseDecoder {
+    fn push(&mut self, chunk: &[u8]) {
+        SseDecoder::push(self, chunk);
+    }
+
+    fn poll(&mut self, _ended: bool) -> Result<bool, ModelError> {
+        SseDecoder::poll(self).map_err(|e| match e {
+            SseError::InvalidUtf8 => ModelError::StreamIncomplete,
+            SseError::TooLarge => too_large("a stream event"),
+        })
+    }
 }
 
 impl SseReader {
@@ -441,64 +439,19 @@ impl SseReader {
         timeouts: StreamTimeouts,
     ) -> Self {
         SseReader {
-            bytes: response.bytes_stream().boxed(),
+            stream: TimedStream::of(response, sent, timeouts),
             decoder: SseDecoder::default(),
-            ended: false,
-            timeouts,
-            sent,
-            seen_any: false,
         }
     }
 
-    /// The next event; `Ok(None)` when the stream ended. The first event
-    /// must come within the first-event timeout of sending the request, and
-    /// each later one within the idle timeout of the one before. The event
-    /// borrows the reader's buffer until the next call.
+    /// The next event; `Ok(None)` when the stream ended. The event borrows
+    /// the reader's buffer until the next call.
     pub(crate) async fn next(&mut self) -> Result<Option<SseEvent<'_>>, ModelError> {
-        let deadline = if self.seen_any {
-            Instant::now() + self.timeouts.idle
+        if self.stream.next_event(&mut self.decoder).await? {
+            Ok(Some(self.decoder.take()))
         } else {
-            self.sent + self.timeouts.first_event
-        };
-        loop {
-            match self.decoder.poll() {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(SseError::InvalidUtf8) => return Err(ModelError::StreamIncomplete),
-                Err(SseError::TooLarge) => return Err(too_large("a stream event")),
-            }
-            if self.ended {
-                return Ok(None);
-            }
-            let limit = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(limit, self.bytes.next()).await {
-                Err(_) => {
-                    let (message, deadline) = if self.seen_any {
-                        (
-                            "the stream went silent past the idle timeout",
-                            self.timeouts.idle,
-                        )
-                    } else {
-                        (
-                            "no first stream event within the first-event timeout",
-                            self.timeouts.first_event,
-                        )
-                    };
-                    return Err(ModelError::Timeout {
-                        message: message.into(),
-                        deadline: Some(deadline),
-                    });
-                }
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
-                Ok(Some(Ok(chunk))) => self.decoder.push(&chunk),
-            }
+            Ok(None)
         }
-        if !self.seen_any {
-            note_first_event();
-        }
-        self.seen_any = true;
-        Ok(Some(self.decoder.take()))
     }
 }
 

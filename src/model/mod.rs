@@ -29,7 +29,7 @@ pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
 pub(crate) mod ratelimit;
-pub(crate) mod reason;
+pub(crate) use crate::reason;
 pub(crate) mod registry;
 pub(crate) mod reply_cap;
 pub(crate) mod responses;
@@ -37,6 +37,8 @@ pub(crate) mod retry;
 pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
+pub(crate) mod timed;
+pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;
 

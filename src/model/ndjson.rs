@@ -1,5 +1,5 @@
 //! Reads a newline-delimited JSON stream (Ollama's `/api/chat`) under the
-//! first-event and idle timeouts. Lines are found in linear time (the
+//! stream timeouts of `timed.rs` (each deadline counts whole lines). Lines are found in linear time (the
 //! search for a line's end resumes where the last read stopped, and the
 //! buffer is compacted only when the consumed part dominates) and handed
 //! out borrowed from the buffer, never copied: a 30 MB line costs its
@@ -8,10 +8,10 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::StreamExt;
 
 use super::bounds::{too_large, MAX_EVENT};
-use super::http::{dropped_error, note_first_event};
+use super::timed::{BodyBytes, Framing, TimedStream};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 
@@ -93,15 +93,21 @@ impl LineSplitter {
     }
 }
 
-/// Reads NDJSON lines from a response under the first-event and idle
-/// timeouts.
+impl Framing for LineSplitter {
+    fn push(&mut self, chunk: &[u8]) {
+        LineSplitter::push(self, chunk);
+    }
+
+    fn poll(&mut self, ended: bool) -> Result<bool, ModelError> {
+        LineSplitter::poll(self, ended).map_err(|TooLong| too_large("a stream line"))
+    }
+}
+
+/// Reads NDJSON lines from a response under the stream timeouts
+/// (`timed.rs`): each line is one event.
 pub(crate) struct NdjsonReader {
-    bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
+    stream: TimedStream,
     lines: LineSplitter,
-    timeouts: StreamTimeouts,
-    sent: Instant,
-    seen_any: bool,
-    ended: bool,
 }
 
 impl NdjsonReader {
@@ -113,18 +119,10 @@ impl NdjsonReader {
         Self::from_stream(response.bytes_stream().boxed(), sent, timeouts)
     }
 
-    pub(crate) fn from_stream(
-        bytes: BoxStream<'static, Result<bytes::Bytes, reqwest::Error>>,
-        sent: Instant,
-        timeouts: StreamTimeouts,
-    ) -> Self {
+    pub(crate) fn from_stream(bytes: BodyBytes, sent: Instant, timeouts: StreamTimeouts) -> Self {
         NdjsonReader {
-            bytes,
+            stream: TimedStream::new(bytes, sent, timeouts),
             lines: LineSplitter::with_max(MAX_EVENT),
-            timeouts,
-            sent,
-            seen_any: false,
-            ended: false,
         }
     }
 
@@ -133,36 +131,8 @@ impl NdjsonReader {
     /// the attempt as an incomplete stream; one past `MAX_EVENT` bytes as a
     /// malformed reply.
     pub(crate) async fn next(&mut self) -> Result<Option<&str>, ModelError> {
-        loop {
-            match self.lines.poll(self.ended) {
-                Ok(true) => break,
-                Ok(false) if self.ended => return Ok(None),
-                Ok(false) => {}
-                Err(TooLong) => return Err(too_large("a stream line")),
-            }
-            let (limit, deadline) = if self.seen_any {
-                (self.timeouts.idle, self.timeouts.idle)
-            } else {
-                let first = self.timeouts.first_event;
-                (first.saturating_sub(self.sent.elapsed()), first)
-            };
-            match tokio::time::timeout(limit, self.bytes.next()).await {
-                Err(_) => {
-                    return Err(ModelError::Timeout {
-                        message: "the stream went silent past its timeout".into(),
-                        deadline: Some(deadline),
-                    })
-                }
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => return Err(dropped_error(&e)),
-                Ok(Some(Ok(chunk))) => {
-                    if !self.seen_any {
-                        note_first_event();
-                    }
-                    self.seen_any = true;
-                    self.lines.push(&chunk);
-                }
-            }
+        if !self.stream.next_event(&mut self.lines).await? {
+            return Ok(None);
         }
         std::str::from_utf8(self.lines.line())
             .map(Some)

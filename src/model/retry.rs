@@ -331,7 +331,7 @@ fn decide(
         attempt,
         next_attempt: attempt + 1,
         wait_seconds: seconds(wait),
-        reason: reason.to_string(),
+        reason,
         deadline_seconds: deadline_that_ran_out(&error, timing.deadline).map(seconds),
     });
     Ok(Next::Retry(wait))

@@ -253,7 +253,7 @@ impl Model for ScriptModel {
         }
         if reply.error.is_none() || reply.text.as_deref().is_some_and(|t| !t.is_empty()) {
             // A scripted reply "streams" at once: its first event is now.
-            super::http::note_first_event();
+            super::watch::note_first_event();
         }
         if let Some(text) = &reply.text {
             if !text.is_empty() {

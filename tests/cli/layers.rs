@@ -14,6 +14,7 @@ const LEAVES: &[&str] = &[
     "duration",
     "paths",
     "policy",
+    "reason",
     "setup",
     "suggest",
     "wire_api",

@@ -49,6 +49,7 @@ mod resume;
 mod runs;
 mod sandbox;
 mod schema;
+mod session_model;
 mod stdin;
 mod subagents;
 mod tools;

@@ -204,6 +204,60 @@ fn stalls_before_and_during_the_stream_time_out_and_retry() {
     assert_eq!(finished(&ev)["output"], "one two three");
 }
 
+/// An NDJSON reply sending `lines` whole, then one byte every 200 ms for
+/// 12 s without ever ending a line.
+fn trickle_after(lines: Vec<Value>) -> Reply {
+    let mut reply = Reply::ndjson(lines);
+    reply
+        .chunks
+        .extend((0..60).map(|_| (Duration::from_millis(200), b"x".to_vec())));
+    reply
+}
+
+/// Runs `stub` with a 1 s first-event and idle timeout and two attempts:
+/// the exit code, the events and how long the run took.
+fn run_timed(stub: &Stub) -> (Option<i32>, Vec<Value>, Duration) {
+    let env = TestEnv::new();
+    env.user_config(
+        "health_db: off\nretry: {attempts: 2, backoff: 1ms, jitter: 0, stream_first_event_timeout: 1s, stream_idle_timeout: 1s}\n",
+    );
+    let started = std::time::Instant::now();
+    let (code, ev) = run(&env, stub, &["hi"]);
+    (code, ev, started.elapsed())
+}
+
+/// `deadline_seconds` of each `provider.retry`.
+fn retry_deadlines(ev: &[Value]) -> Vec<f64> {
+    of_type(ev, "provider.retry")
+        .iter()
+        .map(|e| e["deadline_seconds"].as_f64().unwrap_or(-1.0))
+        .collect()
+}
+
+#[test]
+fn bytes_that_never_end_a_first_line_run_into_the_first_event_deadline() {
+    let stub = Stub::sequence(vec![trickle_after(vec![]), ollama_text("ok")]);
+    let (code, ev, took) = run_timed(&stub);
+    assert_eq!(code, Some(0), "{ev:?}");
+    assert_eq!(retry_reasons(&ev), ["timeout"]);
+    let deadlines = retry_deadlines(&ev);
+    assert!((1.0..1.5).contains(&deadlines[0]), "{deadlines:?}");
+    assert_eq!(finished(&ev)["output"], "ok");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
+
+#[test]
+fn bytes_that_never_end_a_later_line_run_into_the_idle_deadline() {
+    let first = message_line(json!({"role": "assistant", "content": "partial "}));
+    let stub = Stub::sequence(vec![trickle_after(vec![first]), ollama_text("whole")]);
+    let (code, ev, took) = run_timed(&stub);
+    assert_eq!(code, Some(0), "{ev:?}");
+    assert_eq!(retry_reasons(&ev), ["timeout"]);
+    assert_eq!(retry_deadlines(&ev), [1.0], "the idle limit ran out");
+    assert_eq!(finished(&ev)["output"], "whole");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+}
+
 #[test]
 fn a_drop_mid_stream_retries_without_duplicated_text() {
     let env = TestEnv::new();

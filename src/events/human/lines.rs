@@ -170,7 +170,7 @@ pub(crate) fn tokens(n: u64) -> String {
 
 /// The facts of a `run.finished` the summary line shows.
 pub(crate) struct Summary<'a> {
-    pub status: &'a str,
+    pub status: Status,
     pub steps: u32,
     pub tokens: u64,
     pub cost_usd: f64,
@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn summary_matches_spec_example_and_adds_cost_per_model() {
         let s = Summary {
-            status: "submitted",
+            status: Status::Submitted,
             steps: 12,
             tokens: 48_200,
             cost_usd: 0.1831,
@@ -410,15 +410,15 @@ mod tests {
         let down = [
             DownModel {
                 model: "a/x".into(),
-                reason: "http_503".into(),
+                reason: crate::reason::SwitchReason::parse("http_503"),
             },
             DownModel {
                 model: "b/y".into(),
-                reason: "quota".into(),
+                reason: crate::reason::SwitchReason::parse("quota"),
             },
         ];
         let outage = Summary {
-            status: "error",
+            status: Status::Error,
             steps: 0,
             tokens: 0,
             cost_usd: 0.0,

@@ -23,6 +23,7 @@ use super::export::{self, OtelConfig};
 use super::inbox::{Inbox, Note, LOOK_EVERY};
 use super::values::{as_i64, bounded, host_port, output_messages, timestamp, RunEnd};
 use crate::events::{Event, RequestRecord};
+use crate::exit::Status as RunStatus;
 
 /// How long a flush at a run's end may export: a little less than the sink
 /// waits for its answer, so that the answer says why it failed.
@@ -365,7 +366,7 @@ impl Spans {
         run.span
             .set_attribute(KeyValue::new("tinyagent.status", end.status.to_string()));
         run.span.set_attributes(end.totals);
-        if end.status == "error" || end.status == "output_truncated" {
+        if matches!(end.status, RunStatus::Error | RunStatus::OutputTruncated) {
             run.span
                 .set_attribute(KeyValue::new("error.type", end.status.to_string()));
             let description = match (self.capture, end.error) {
@@ -485,7 +486,7 @@ impl Spans {
                 output,
                 ..
             } => {
-                let end = RunEnd::of_subagent(status, *steps, *cost_usd, output);
+                let end = RunEnd::of_subagent(*status, *steps, *cost_usd, output);
                 self.end_run(child_run_id, end, at);
             }
             Event::ProviderRetry { .. }

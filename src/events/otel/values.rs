@@ -12,13 +12,14 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::json;
 
 use crate::events::Event;
+use crate::exit::Status;
 
 /// Largest captured text (prompt, answer, arguments, output) per attribute.
 pub(super) const MAX_CONTENT_CHARS: usize = 16 * 1024;
 
 /// How a run ended: its status, totals, answer and error.
 pub(super) struct RunEnd<'a> {
-    pub(super) status: &'a str,
+    pub(super) status: Status,
     pub(super) totals: Vec<KeyValue>,
     pub(super) output: &'a serde_json::Value,
     pub(super) error: Option<&'a str>,
@@ -44,7 +45,7 @@ impl<'a> RunEnd<'a> {
             return None;
         };
         Some(RunEnd {
-            status,
+            status: *status,
             totals: vec![
                 KeyValue::new("tinyagent.exit_code", i64::from(*exit_code)),
                 KeyValue::new("tinyagent.steps", i64::from(*steps)),
@@ -62,7 +63,7 @@ impl<'a> RunEnd<'a> {
     /// A subagent's end, from its parent's `subagent.finished` (the
     /// subagent's own `run.finished` is not in the stream).
     pub(super) fn of_subagent(
-        status: &'a str,
+        status: Status,
         steps: u32,
         cost_usd: f64,
         output: &'a serde_json::Value,

@@ -313,7 +313,13 @@ impl Run {
                     to,
                     reason,
                     attempts,
-                } => Some((*step, from.clone(), to.clone(), reason.clone(), *attempts)),
+                } => Some((
+                    *step,
+                    from.clone(),
+                    to.clone(),
+                    reason.to_string(),
+                    *attempts,
+                )),
                 _ => None,
             })
             .collect()

@@ -209,7 +209,7 @@ impl ChainModel {
             .zip(outage.reasons())
             .map(|(member, reason)| DownModel {
                 model: member.spec.to_string(),
-                reason: reason.to_string(),
+                reason: reason.clone(),
             })
             .collect()
     }

@@ -132,7 +132,7 @@ impl Model for Flaky {
                 retry_after: None,
             });
         }
-        crate::model::http::note_first_event();
+        crate::model::watch::note_first_event();
         Ok(Response {
             text: "hi".into(),
             tool_calls: vec![],

@@ -55,7 +55,7 @@ pub(super) fn span_event(event: &Event) -> Option<(&'static str, Vec<KeyValue>)>
             vec![
                 KeyValue::new("from", from.clone()),
                 KeyValue::new("to", to.clone()),
-                KeyValue::new("reason", reason.clone()),
+                KeyValue::new("reason", reason.to_string()),
                 KeyValue::new("attempts", i64::from(*attempts)),
                 KeyValue::new("step", i64::from(*step)),
             ],

@@ -45,7 +45,7 @@ async fn a_lone_model_is_waited_for_and_the_same_step_goes_on_with_it() {
         models,
         &[crate::events::DownModel {
             model: "script/a".into(),
-            reason: "http_503".into()
+            reason: crate::reason::SwitchReason::parse("http_503")
         }]
     );
     assert_eq!(over(&run), Some(("script/a".into(), 4)));

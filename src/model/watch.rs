@@ -1,15 +1,17 @@
-//! The watch of one model request (SPEC 4, 17, 23): its first-event
-//! deadline as the gate set it, when its first stream event came (telling
-//! a hook at once: a hedge's race picks its winner there) and its
-//! response's status and published rate limits, readable by its sender
-//! even after the request was dropped.
+//! What one model request's response said, watched from outside the
+//! adapters: the first stream event's time (noted by the timed stream
+//! reader, `timed.rs`, and the scripted model), the response's status and
+//! published rate limits (noted by the transport), and the first-event
+//! deadline the gate set for it, all through a task-local, so no adapter
+//! passes anything along. A hedge's race (`hedge.rs`) is told of the
+//! first event at once, while the request is still in flight (SPEC 23).
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::header::HeaderMap;
 
-use super::super::ratelimit::RateLimits;
+use super::ratelimit::RateLimits;
 
 /// What watching one request saw: when its first stream event arrived, and
 /// the HTTP response's status and published rate limits (SPEC 17). Only
@@ -42,7 +44,7 @@ struct Watch {
 tokio::task_local! {
     /// The watch of the current request (set by `watch`; its deadline read
     /// by `HttpTransport::timeouts`, its cells filled by the transport and
-    /// the stream readers below).
+    /// the timed stream reader).
     static WATCH: std::sync::Arc<Watch>;
 }
 
@@ -66,8 +68,8 @@ impl Watcher {
         }))
     }
 
-    /// Runs one model request under this watch. The SSE and NDJSON readers
-    /// (and the scripted model) call `note_first_event`, the transport
+    /// Runs one model request under this watch. The timed stream reader
+    /// (and the scripted model) calls `note_first_event`, the transport
     /// notes the response and reads the deadline itself; no adapter has to
     /// pass anything along.
     pub(crate) async fn watch<F: std::future::Future>(&self, request: F) -> F::Output {
@@ -98,16 +100,16 @@ pub(crate) fn note_first_event() {
     });
 }
 
+/// The first-event deadline the gate set for the watched request, if any.
+pub(crate) fn first_event_deadline() -> Option<Duration> {
+    WATCH.try_with(|w| w.deadline).ok().flatten()
+}
+
 /// Notes the status and published limits of the watched request's
 /// response (the first response only; nothing outside `watch`).
-pub(super) fn note_response(status: u16, headers: &HeaderMap) {
+pub(crate) fn note_response(status: u16, headers: &HeaderMap) {
     let _ = WATCH.try_with(|cell| {
         cell.response
             .get_or_init(|| (status, RateLimits::from_headers(headers, SystemTime::now())));
     });
-}
-
-/// The first-event deadline the gate set for the request being watched.
-pub(super) fn watched_deadline() -> Option<Duration> {
-    WATCH.try_with(|w| w.deadline).ok().flatten()
 }

@@ -1,12 +1,18 @@
 //! Why a request failed and why a run moved on, as typed values whose
 //! `Display` is the wire string of SPEC section 4 (`http_503`, `network`,
 //! `cooldown`, ...) used by `provider.retry`, `model.fallback`, the stderr
-//! line, the trajectory's `model_switches` and the log database.
+//! line, the trajectory's `model_switches` and the log database (a leaf:
+//! the events carry these types to the edge).
 
 use std::fmt;
 
-/// The failure reason of one request (SPEC 4 "Failure reasons").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+use strum::IntoEnumIterator;
+
+/// The failure reason of one request (SPEC 4 "Failure reasons"). Its wire
+/// name is the variant's in snake case (`http_<status>` for `Http`), the
+/// one table `Display` and `parse` both read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// An HTTP error status.
     Http(u16),
@@ -33,42 +39,30 @@ pub enum FailureReason {
 impl FailureReason {
     /// Parses a wire string (the inverse of `Display`).
     pub(crate) fn parse(text: &str) -> Option<FailureReason> {
-        Some(match text {
-            "network" => FailureReason::Network,
-            "timeout" => FailureReason::Timeout,
-            "stream_incomplete" => FailureReason::StreamIncomplete,
-            "empty_response" => FailureReason::EmptyResponse,
-            "quota" => FailureReason::Quota,
-            "context_overflow" => FailureReason::ContextOverflow,
-            "refusal" => FailureReason::Refusal,
-            "error" => FailureReason::Error,
-            "interrupted" => FailureReason::Interrupted,
-            other => {
-                let status = other.strip_prefix("http_")?;
-                if status.len() != 3 {
-                    return None;
-                }
-                FailureReason::Http(status.parse().ok()?)
+        match text.strip_prefix("http_") {
+            Some(status) if status.len() == 3 && status.bytes().all(|b| b.is_ascii_digit()) => {
+                status.parse().ok().map(FailureReason::Http)
             }
-        })
+            Some(_) => None,
+            None => FailureReason::iter()
+                .filter(|reason| !matches!(reason, FailureReason::Http(_)))
+                .find(|reason| <&str>::from(reason) == text),
+        }
     }
 }
 
 impl fmt::Display for FailureReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = match self {
-            FailureReason::Http(status) => return write!(f, "http_{status}"),
-            FailureReason::Network => "network",
-            FailureReason::Timeout => "timeout",
-            FailureReason::StreamIncomplete => "stream_incomplete",
-            FailureReason::EmptyResponse => "empty_response",
-            FailureReason::Quota => "quota",
-            FailureReason::ContextOverflow => "context_overflow",
-            FailureReason::Refusal => "refusal",
-            FailureReason::Error => "error",
-            FailureReason::Interrupted => "interrupted",
-        };
-        f.write_str(text)
+        match self {
+            FailureReason::Http(status) => write!(f, "http_{status}"),
+            named => f.write_str(named.into()),
+        }
+    }
+}
+
+impl serde::Serialize for FailureReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -86,11 +80,15 @@ impl PartialEq<&str> for FailureReason {
     }
 }
 
-/// Why a run moved from one chain member to the next (SPEC 4 and 5).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a run moved from one chain member to the next (SPEC 4 and 5). Its
+/// own reasons' wire names are the variants' in snake case; a failure's is
+/// the failure reason's.
+#[derive(Debug, Clone, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString)]
+#[strum(serialize_all = "snake_case")]
 pub enum SwitchReason {
     /// The member failed: after `switch_after` transient failures, at once
     /// on quota, or on a Retry-After too long to wait.
+    #[strum(disabled)]
     Failed(FailureReason),
     /// Another run's health record says the member is cooling down (SPEC 13).
     Cooldown,
@@ -103,21 +101,17 @@ pub enum SwitchReason {
     Hedge,
     /// A reason this version does not know, read from a checkpoint written
     /// by another one: kept as it was.
+    #[strum(disabled)]
     Other(String),
 }
 
 impl SwitchReason {
     /// Parses a wire string; an unknown one is kept as `Other`.
     pub(crate) fn parse(text: &str) -> SwitchReason {
-        match text {
-            "cooldown" => SwitchReason::Cooldown,
-            "rate_limit" => SwitchReason::RateLimit,
-            "budget" => SwitchReason::Budget,
-            "hedge" => SwitchReason::Hedge,
-            other => FailureReason::parse(other)
-                .map(SwitchReason::Failed)
-                .unwrap_or_else(|| SwitchReason::Other(other.to_string())),
-        }
+        text.parse()
+            .ok()
+            .or_else(|| FailureReason::parse(text).map(SwitchReason::Failed))
+            .unwrap_or_else(|| SwitchReason::Other(text.to_string()))
     }
 }
 
@@ -131,11 +125,8 @@ impl fmt::Display for SwitchReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SwitchReason::Failed(reason) => reason.fmt(f),
-            SwitchReason::Cooldown => f.write_str("cooldown"),
-            SwitchReason::RateLimit => f.write_str("rate_limit"),
-            SwitchReason::Budget => f.write_str("budget"),
-            SwitchReason::Hedge => f.write_str("hedge"),
             SwitchReason::Other(text) => f.write_str(text),
+            named => f.write_str(named.into()),
         }
     }
 }
@@ -187,6 +178,18 @@ mod tests {
             SwitchReason::parse("something_new"),
             SwitchReason::Other("something_new".into())
         );
+        for text in [
+            "context_overflow",
+            "refusal",
+            "error",
+            "interrupted",
+            "http_404",
+        ] {
+            assert_eq!(FailureReason::parse(text).unwrap().to_string(), text);
+        }
+        assert_eq!(FailureReason::parse("Timeout"), None);
+        assert_eq!(FailureReason::parse("http"), None);
+        assert_eq!(FailureReason::parse("http_+50"), None);
         assert_eq!(FailureReason::parse("http_5030"), None);
         assert_eq!(FailureReason::parse("http_"), None);
     }
