@@ -109,7 +109,7 @@ pub(super) fn resolve(
     };
     resolved.api_version = api_version;
     resolved.credentials = Some(FoundCredentials(Arc::new(
-        credentials(overrides.key_env, env).map_err(fail)?,
+        credentials(overrides.key_env, env).map_err(|e| fail(e.to_string()))?,
     )));
     // The key goes in its own header, never as `Authorization` too.
     resolved.api_key = None;
@@ -120,14 +120,26 @@ pub(super) fn resolve(
     Ok(())
 }
 
+/// Why no Azure credentials could be made (never a value).
+#[derive(Debug, thiserror::Error)]
+enum CredentialsError {
+    #[error("the API key variable {0} is not set")]
+    KeyUnset(String),
+    #[error("no Azure OpenAI credentials: neither {KEY_VAR} nor {TOKEN_VAR} is set")]
+    NoneSet,
+    /// A value that cannot be a header (its own message names the variable).
+    #[error("{0}")]
+    BadValue(String),
+}
+
 /// The key of `key_env` (a named provider's), else `AZURE_OPENAI_API_KEY`,
 /// as `api-key`; else `AZURE_OPENAI_AD_TOKEN` as a bearer token.
-fn credentials(key_env: Option<&str>, env: Env) -> Result<StaticKey, String> {
+fn credentials(key_env: Option<&str>, env: Env) -> Result<StaticKey, CredentialsError> {
     let var = |name: &str| env(name).filter(|v| !v.is_empty());
     let source = |name: &str| format!("environment ({name})");
-    let header_error = |e: SetupError| e.0;
+    let header_error = |e: SetupError| CredentialsError::BadValue(e.0);
     if let Some(name) = key_env {
-        let key = var(name).ok_or_else(|| format!("the API key variable {name} is not set"))?;
+        let key = var(name).ok_or_else(|| CredentialsError::KeyUnset(name.to_string()))?;
         return StaticKey::header("api-key", &key, source(name)).map_err(header_error);
     }
     if let Some(key) = var(KEY_VAR) {
@@ -136,9 +148,7 @@ fn credentials(key_env: Option<&str>, env: Env) -> Result<StaticKey, String> {
     if let Some(token) = var(TOKEN_VAR) {
         return StaticKey::bearer(&token, source(TOKEN_VAR)).map_err(header_error);
     }
-    Err(format!(
-        "no Azure OpenAI credentials: neither {KEY_VAR} nor {TOKEN_VAR} is set"
-    ))
+    Err(CredentialsError::NoneSet)
 }
 
 /// `scheme://host[:port][/path]` of a resource endpoint, without a trailing
