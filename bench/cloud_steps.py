@@ -8,7 +8,10 @@ Each run is one tinyagent process (release build) doing STEPS steps: a
 clouds are the fakes of tests/fakes/ (bedrock.py checks every SigV4
 signature in Python, vertex.py serves a token endpoint and Claude on
 `:streamRawPredict` and Gemini on `:streamGenerateContent`, gemini.py the
-Gemini API); the Anthropic baseline is the stub of bench/providers-steps.py,
+Gemini API, azure.py Azure OpenAI's Chat Completions). Like the stub, each
+fake sends a whole reply in one write with its length, keeps the connection
+and sets TCP_NODELAY, so that the figures compare the protocols rather than
+the servers' manners; the Anthropic baseline is the stub of bench/providers-steps.py,
 in this process. A fake is started afresh, outside the timing, for every
 run, since its script is consumed as the run goes.
 
@@ -86,6 +89,9 @@ def door(name, work, steps, stub_url):
         return ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
                 {"AWS_ACCESS_KEY_ID": "AKIDTINYAGENTFAKE", "AWS_SECRET_ACCESS_KEY": "tinyagent/fake/secret+key",
                  "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": url}, proc)
+    if name == "azure":
+        proc, url = start_fake("azure", work, google_script(steps))
+        return "azure/gpt-5", {"AZURE_OPENAI_ENDPOINT": url, "AZURE_OPENAI_API_KEY": "fake-azure-key"}, proc
     if name == "gemini":
         proc, url = start_fake("gemini", work, google_script(steps))
         return "gemini/gemini-2.5-pro", {"GEMINI_API_KEY": "fake-gemini-key", "GEMINI_BASE_URL": f"{url}/v1beta"}, proc
@@ -97,7 +103,7 @@ def door(name, work, steps, stub_url):
 
 def run_once(binary, name, work, steps, stub_url):
     model, extra, proc = door(name, work, steps, stub_url)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "GEMINI_", "ANTHROPIC_", "VERTEX_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_", "GOOGLE_", "GEMINI_", "ANTHROPIC_", "VERTEX_"))}
     env.update(HOME=work, XDG_CONFIG_HOME=os.path.join(work, "cfg"), XDG_STATE_HOME=os.path.join(work, "state"),
                AWS_EC2_METADATA_DISABLED="true", GCE_METADATA_HOST="127.0.0.1:9",
                AWS_CONFIG_FILE=os.path.join(work, "none"), AWS_SHARED_CREDENTIALS_FILE=os.path.join(work, "none"),
@@ -129,7 +135,7 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), steps_stub.Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stub_url = f"http://127.0.0.1:{server.server_port}"
-    doors = ["anthropic", "bedrock", "vertex-claude", "vertex-gemini", "gemini"]
+    doors = ["anthropic", "bedrock", "vertex-claude", "vertex-gemini", "gemini", "azure"]
     results = {d: [] for d in doors}
     with tempfile.TemporaryDirectory() as work:
         os.makedirs(os.path.join(work, "cfg", "tinyagent"))

@@ -33,6 +33,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import socket
 import struct
 import sys
 import threading
@@ -183,8 +184,15 @@ class Fake:
 
 def make_handler(fake):
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def log_message(self, *a):
             pass
+
+        def setup(self):
+            super().setup()
+            # Nagle's algorithm and delayed ACKs would add ~40 ms to a small write.
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def error(self, status, kind, message):
             body = json.dumps({"message": message}).encode()
@@ -238,6 +246,13 @@ def make_handler(fake):
             self.send_response(200)
             self.send_header("Content-Type", "application/vnd.amazon.eventstream")
             self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
+            if set(reply) <= {"text", "tool_use", "stop", "usage"}:
+                # A whole reply in one write, its length given, the connection kept.
+                data = b"".join(reply_frames(reply))
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             self.send_header("Connection", "close")
             self.end_headers()
             self.close_connection = True
