@@ -42,6 +42,7 @@ mod providers_ollama;
 mod providers_openai;
 mod providers_responses;
 mod providers_vertex;
+mod providers_vertex_wif;
 mod rate_limits;
 mod recorded;
 mod reply_caps;

@@ -15,18 +15,18 @@ use serde_json::{json, Value};
 use crate::support::fake_cloud::FakeCloud;
 use crate::support::{assert_secret_absent, events, finished, of_type, retry_reasons, TestEnv};
 
-const CLAUDE: &str = "vertex/claude-sonnet-4-5@20250929";
+pub(crate) const CLAUDE: &str = "vertex/claude-sonnet-4-5@20250929";
 const GEMINI: &str = "vertex/gemini-2.5-pro";
 
 const RETRY: &str = "retry: {attempts: 2, backoff: 1ms, max_backoff: 5s, jitter: 0, stream_first_event_timeout: 1s, stream_idle_timeout: 1s}\n";
 
-fn env_with(config: &str) -> TestEnv {
+pub(crate) fn env_with(config: &str) -> TestEnv {
     let env = TestEnv::new();
     env.user_config(&format!("health_db: off\n{RETRY}{config}"));
     env
 }
 
-fn fake(env: &TestEnv, replies: Value, token_mode: &str) -> FakeCloud {
+pub(crate) fn fake(env: &TestEnv, replies: Value, token_mode: &str) -> FakeCloud {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let name = format!("vertex-script-{}.json", N.fetch_add(1, Ordering::Relaxed));
@@ -64,23 +64,23 @@ fn service_account(env: &TestEnv, fake: &FakeCloud) -> PathBuf {
 }
 
 /// The binary with Vertex pointed at the fake (region us-east5).
-fn cmd(env: &TestEnv, fake: &FakeCloud) -> assert_cmd::Command {
+pub(crate) fn cmd(env: &TestEnv, fake: &FakeCloud) -> assert_cmd::Command {
     let mut cmd = env.cmd();
     cmd.env("VERTEX_BASE_URL", fake.url())
         .env("CLOUD_ML_REGION", "us-east5");
     cmd
 }
 
-fn stderr(out: &std::process::Output) -> String {
+pub(crate) fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn submit() -> Value {
+pub(crate) fn submit() -> Value {
     json!({"calls": [{"name": "submit", "args": {"output": "done"}}]})
 }
 
 /// The model requests among the fake's log.
-fn model_requests(fake: &FakeCloud) -> Vec<Value> {
+pub(crate) fn model_requests(fake: &FakeCloud) -> Vec<Value> {
     fake.requests()
         .into_iter()
         .filter(|r| r["path"].as_str().unwrap().contains("/publishers/"))
@@ -345,27 +345,4 @@ fn a_token_refused_as_expired_is_fetched_again_and_the_request_resent() {
     assert_eq!(reqs.len(), 2);
     assert_eq!(reqs[0]["headers"]["authorization"], "Bearer ya29.fake-1");
     assert_eq!(reqs[1]["headers"]["authorization"], "Bearer ya29.fake-2");
-}
-
-/// A workload identity federation file (what `google-github-actions/auth`
-/// writes with WIF) is named as not supported yet, before any request.
-#[test]
-fn an_external_account_file_is_refused_naming_what_is_supported() {
-    let env = env_with("");
-    let fake = fake(&env, json!([submit()]), "ok");
-    let file = env.write(
-        "wif.json",
-        &json!({"type": "external_account", "audience": "//iam.googleapis.com/x", "subject_token_type": "urn:ietf:params:oauth:token-type:jwt", "token_url": format!("{}/token", fake.url()), "credential_source": {"file": "/nonexistent"}}).to_string(),
-    );
-    let out = cmd(&env, &fake)
-        .env("GOOGLE_APPLICATION_CREDENTIALS", &file)
-        .env("GOOGLE_CLOUD_PROJECT", "p")
-        .args(["-m", GEMINI, "go"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains("wif.json"), "{err}");
-    assert!(err.contains("external_account and impersonated credentials (workload identity federation) are not supported yet"), "{err}");
-    assert!(fake.requests().is_empty(), "nothing was sent");
 }

@@ -16,6 +16,16 @@ Serves, as Google documents them:
   JWT (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`) or a
   refresh token; answers `{"access_token": "ya29.fake-<n>", "expires_in":
   3600, "token_type": "Bearer"}`;
+- workload identity federation as `google-github-actions/auth` sets it
+  up: `GET /oidc?audience=…` (GitHub's OIDC token endpoint: needs
+  `Authorization: Bearer gh-request-token`, answers `{"value": JWT}`),
+  `POST /sts/v1/token` (Google STS, RFC 8693: a token exchange of a subject
+  token this fake issued, with the cloud-platform scope (or, before an
+  impersonation, the iam scope, as google-auth asks), answers a federated
+  `ya29.fed-<n>` access token) and `POST
+  /v1/projects/-/serviceAccounts/{email}:generateAccessToken` (IAM
+  Credentials: a bearer token this fake issued, answers `{"accessToken",
+  "expireTime"}`);
 - `GET /computeMetadata/v1/instance/service-accounts/default/token` and
   `GET /computeMetadata/v1/project/project-id` (`Metadata-Flavor: Google`
   required), a metadata server.
@@ -36,7 +46,17 @@ import urllib.parse
 import gemini
 
 ISSUED = set()
+SUBJECTS = set()
 LOCK = threading.Lock()
+OIDC_REQUEST_TOKEN = "gh-request-token"
+TOKEN_SCOPES = {"https://www.googleapis.com/auth/cloud-platform", "https://www.googleapis.com/auth/iam"}
+
+
+def issue(prefix):
+    with LOCK:
+        token = f"{prefix}-{len(ISSUED) + len(SUBJECTS) + 1}"
+        ISSUED.add(token)
+    return token
 
 
 def anthropic_events(reply, model):
@@ -66,6 +86,8 @@ class Handler(gemini.Handler):
     def do_GET(self):
         entry = gemini.log_request(self.server.fake.log, self, b"")
         path = entry["path"]
+        if path == "/oidc":
+            return self.send_oidc(entry)
         if entry["headers"].get("metadata-flavor") != "Google":
             return self.send_json(403, {"error": "Metadata-Flavor: Google is required"})
         if path == "/computeMetadata/v1/project/project-id":
@@ -78,6 +100,43 @@ class Handler(gemini.Handler):
         if path == "/computeMetadata/v1/instance/service-accounts/default/token":
             return self.send_token()
         self.send_json(404, {"error": "not found"})
+
+    def send_oidc(self, entry):
+        if entry["headers"].get("authorization") != f"Bearer {OIDC_REQUEST_TOKEN}":
+            return self.send_json(401, {"message": "Bad credentials"})
+        claims = {"iss": "https://token.actions.githubusercontent.com", "aud": entry["query"].get("audience", ""),
+                  "sub": "repo:tinyagent/tinyagent:ref:refs/heads/main", "exp": int(time.time()) + 300}
+        part = lambda v: base64.urlsafe_b64encode(json.dumps(v).encode()).rstrip(b"=").decode()
+        with LOCK:
+            jwt = f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl{len(SUBJECTS)}"
+            SUBJECTS.add(jwt)
+        self.send_json(200, {"count": 1, "value": jwt})
+
+    def send_sts(self, form):
+        with LOCK:
+            known = form.get("subject_token") in SUBJECTS
+        if (form.get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange"
+                or form.get("requested_token_type") != "urn:ietf:params:oauth:token-type:access_token"
+                or not TOKEN_SCOPES & set(form.get("scope", "").split())
+                or not form.get("audience")
+                or not form.get("subject_token_type")):
+            return self.send_json(400, {"error": "invalid_request", "error_description": "Invalid token exchange request."})
+        if not known:
+            return self.send_json(400, {"error": "invalid_grant", "error_description": "The subject token is invalid."})
+        self.send_json(200, {"access_token": issue("ya29.fed"), "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                             "token_type": "Bearer", "expires_in": 3600})
+
+    def send_impersonated(self, entry):
+        auth = entry["headers"].get("authorization", "")
+        with LOCK:
+            known = auth.removeprefix("Bearer ") in ISSUED
+        body = entry["body"] if isinstance(entry["body"], dict) else {}
+        if not known:
+            return self.send_json(401, gemini.google_error(401, "Request had invalid authentication credentials."))
+        if not any("cloud-platform" in s for s in body.get("scope") or []):
+            return self.send_json(400, gemini.google_error(400, "Scope required."))
+        expire = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+        self.send_json(200, {"accessToken": issue("ya29.imp"), "expireTime": expire})
 
     def send_token(self):
         mode = self.server.fake.token_mode
@@ -93,13 +152,16 @@ class Handler(gemini.Handler):
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             return self.wfile.write(data)
-        with LOCK:
-            token = f"ya29.fake-{len(ISSUED) + 1}"
-            ISSUED.add(token)
-        self.send_json(200, {"access_token": token, "expires_in": 3600, "token_type": "Bearer"})
+        self.send_json(200, {"access_token": issue("ya29.fake"), "expires_in": 3600, "token_type": "Bearer"})
 
     def handle_other(self, entry):
         path = entry["path"]
+        if path == "/sts/v1/token":
+            self.send_sts(dict(urllib.parse.parse_qsl(entry["body"] if isinstance(entry["body"], str) else "")))
+            return True
+        if path.startswith("/v1/projects/-/serviceAccounts/") and path.endswith(":generateAccessToken"):
+            self.send_impersonated(entry)
+            return True
         if path == "/token":
             form = dict(urllib.parse.parse_qsl(entry["body"] if isinstance(entry["body"], str) else ""))
             grant = form.get("grant_type")
@@ -110,7 +172,7 @@ class Handler(gemini.Handler):
                 except (IndexError, ValueError):
                     self.send_json(400, {"error": "invalid_grant", "error_description": "not a JWT"})
                     return True
-                if len(parts) != 3 or "cloud-platform" not in claims.get("scope", "") or not claims.get("iss"):
+                if len(parts) != 3 or not TOKEN_SCOPES & set(claims.get("scope", "").split()) or not claims.get("iss"):
                     self.send_json(400, {"error": "invalid_grant", "error_description": "bad claims"})
                     return True
             elif grant == "refresh_token":
@@ -155,10 +217,7 @@ class Handler(gemini.Handler):
         events = anthropic_events(reply, model)
         if ":rawPredict" in entry["path"]:
             return self.send_json(400, {"error": "only streamed here"})
-        self.start_stream()
-        for e in events:
-            self.wfile.write(e.encode())
-            self.wfile.flush()
+        self.send_whole_stream("".join(events).encode())
 
 
 class Fake(gemini.Fake):

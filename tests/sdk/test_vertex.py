@@ -94,3 +94,67 @@ def test_a_request_without_a_token_is_unauthenticated(start_fake):
         urllib.request.urlopen(request)
     assert caught.value.code == 401
     assert json.loads(caught.value.read())["error"]["status"] == "UNAUTHENTICATED"
+
+
+def github_actions_credentials(fake, impersonate):
+    """The external_account file google-github-actions/auth writes, pointed at the fake."""
+    info = {
+        "type": "external_account",
+        "audience": "//iam.googleapis.com/projects/123456789/locations/global/workloadIdentityPools/github/providers/tinyagent",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": f"{fake.url}/sts/v1/token",
+        "credential_source": {
+            "url": f"{fake.url}/oidc?api-version=2.0&audience=https%3A%2F%2Fiam.googleapis.com%2Fprojects%2F123456789",
+            "headers": {"Authorization": "Bearer gh-request-token"},
+            "format": {"type": "json", "subject_token_field_name": "value"},
+        },
+    }
+    if impersonate:
+        info["service_account_impersonation_url"] = (
+            f"{fake.url}/v1/projects/-/serviceAccounts/ci@wif-project.iam.gserviceaccount.com:generateAccessToken")
+    return info
+
+
+@pytest.mark.parametrize("impersonate", [True, False])
+def test_google_auth_federates_a_github_oidc_token_through_sts(start_fake, tmp_path, impersonate):
+    from google.auth import identity_pool
+
+    fake = start_fake("vertex", "--script", script(tmp_path, [{"text": "federated"}]))
+    creds = identity_pool.Credentials.from_info(github_actions_credentials(fake, impersonate), scopes=SCOPES)
+    client = genai.Client(
+        vertexai=True,
+        project="wif-project",
+        location="us-east5",
+        credentials=creds,
+        http_options=types.HttpOptions(base_url=fake.url, api_version="v1"),
+    )
+    chunks = list(client.models.generate_content_stream(model="gemini-2.5-pro", contents="hi"))
+    assert "".join(p.text for c in chunks for p in (c.candidates[0].content.parts or []) if p.text) == "federated"
+    paths = [r["path"] for r in fake.requests()]
+    expected = ["/oidc", "/sts/v1/token"]
+    if impersonate:
+        expected.append("/v1/projects/-/serviceAccounts/ci@wif-project.iam.gserviceaccount.com:generateAccessToken")
+    assert paths[: len(expected)] == expected
+    model = [r for r in fake.requests() if "/publishers/" in r["path"]][0]
+    assert model["headers"]["authorization"].startswith("Bearer ya29.imp-" if impersonate else "Bearer ya29.fed-")
+
+
+def test_google_auth_impersonates_a_service_account_at_iam_credentials(start_fake):
+    """generateAccessToken as gcloud's impersonated_service_account file
+    uses it (google-auth reads only the account from such a file's URL and
+    asks Google's host, so the endpoint is given here)."""
+    from google.auth import impersonated_credentials
+    from google.auth.transport.requests import Request
+
+    fake = start_fake("vertex")
+    url = f"{fake.url}/v1/projects/-/serviceAccounts/ci@wif-project.iam.gserviceaccount.com:generateAccessToken"
+    creds = impersonated_credentials.Credentials(
+        source_credentials=credentials(fake),
+        target_principal="ci@wif-project.iam.gserviceaccount.com",
+        target_scopes=SCOPES,
+        iam_endpoint_override=url,
+    )
+    creds.refresh(Request())
+    assert creds.token.startswith("ya29.imp-")
+    paths = [r["path"] for r in fake.requests()]
+    assert paths == ["/token", "/v1/projects/-/serviceAccounts/ci@wif-project.iam.gserviceaccount.com:generateAccessToken"]

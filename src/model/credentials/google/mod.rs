@@ -2,7 +2,8 @@
 //! gcloud's order: the file named by `GOOGLE_APPLICATION_CREDENTIALS` (a
 //! service account key, whose signed JWT is exchanged at the file's
 //! `token_uri`; or an `authorized_user` refresh token, exchanged at the
-//! file's `token_uri` or Google's), else gcloud's
+//! file's `token_uri` or Google's; or workload identity federation,
+//! `external.rs`), else gcloud's
 //! `application_default_credentials.json` (under `CLOUDSDK_CONFIG`, else
 //! `~/.config/gcloud`), else the metadata server (`GCE_METADATA_HOST`, or
 //! `metadata.google.internal` on a machine that says it is on Google Cloud).
@@ -13,12 +14,16 @@
 //! The JWT is signed here with `jsonwebtoken` (RS256): `google-cloud-auth`'s
 //! service accounts sign their own tokens and never ask a `token_uri`.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 use tokio::sync::Mutex;
+
+mod external;
 
 use super::Credentials;
 use crate::model::client::{display_url, shared_client};
@@ -28,13 +33,13 @@ use crate::setup::Env;
 /// Google's OAuth token endpoint, for a refresh token whose file names none.
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// What Vertex AI needs.
-const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+pub(super) const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// The metadata server's name on Google Cloud (never asked elsewhere).
 const METADATA_HOST: &str = "metadata.google.internal";
 /// A token is refreshed this long before it expires.
 const REFRESH_EARLY: Duration = Duration::from_secs(60);
 /// The most a token endpoint's answer may hold.
-const MAX_TOKEN_REPLY: usize = 64 << 10;
+pub(super) const MAX_TOKEN_REPLY: usize = 64 << 10;
 /// How long a token endpoint may take.
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -54,6 +59,14 @@ enum Kind {
     },
     Metadata {
         host: String,
+    },
+    /// Workload identity federation (`external_account`).
+    External(external::ExternalAccount),
+    /// A service account impersonated with the token of `source`
+    /// (`impersonated_service_account`).
+    Impersonated {
+        url: String,
+        source: Box<Kind>,
     },
 }
 
@@ -97,6 +110,12 @@ struct CredentialsFile {
     client_secret: Option<String>,
     refresh_token: Option<String>,
     quota_project_id: Option<String>,
+    audience: Option<String>,
+    subject_token_type: Option<String>,
+    token_url: Option<String>,
+    credential_source: Option<external::CredentialSource>,
+    service_account_impersonation_url: Option<String>,
+    source_credentials: Option<Box<CredentialsFile>>,
 }
 
 /// Finds Application Default Credentials in gcloud's order.
@@ -159,47 +178,127 @@ fn read_file(path: &Path, source: String) -> Result<GoogleCredentials, FindError
     let file: CredentialsFile = serde_json::from_slice(&text)
         .map_err(|_| bad("not a Google credentials file (not JSON of the kind it claims)"))?;
     let present = |v: Option<String>| v.filter(|v| !v.is_empty());
+    let project = present(file.project_id.clone()).or(present(file.quota_project_id.clone()));
+    let kind = kind_of(file, true).map_err(bad)?;
+    Ok(GoogleCredentials::new(kind, source, project))
+}
+
+/// What a credentials file holds, or why it cannot be used; `outer` is
+/// false for an impersonation's source credentials (which cannot nest).
+fn kind_of(file: CredentialsFile, outer: bool) -> Result<Kind, &'static str> {
+    let present = |v: Option<String>| v.filter(|v| !v.is_empty());
     let kind = match file.kind.as_str() {
         "service_account" => Kind::ServiceAccount {
             client_email: present(file.client_email)
-                .ok_or_else(|| bad("a service account key without client_email"))?,
+                .ok_or("a service account key without client_email")?,
             private_key: present(file.private_key)
-                .ok_or_else(|| bad("a service account key without private_key"))?,
+                .ok_or("a service account key without private_key")?,
             token_uri: present(file.token_uri).unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
         },
         "authorized_user" => Kind::AuthorizedUser {
             client_id: present(file.client_id)
-                .ok_or_else(|| bad("authorized_user credentials without client_id"))?,
+                .ok_or("authorized_user credentials without client_id")?,
             client_secret: present(file.client_secret)
-                .ok_or_else(|| bad("authorized_user credentials without client_secret"))?,
+                .ok_or("authorized_user credentials without client_secret")?,
             refresh_token: present(file.refresh_token)
-                .ok_or_else(|| bad("authorized_user credentials without refresh_token"))?,
+                .ok_or("authorized_user credentials without refresh_token")?,
             token_uri: present(file.token_uri).unwrap_or_else(|| GOOGLE_TOKEN_URI.into()),
         },
-        "external_account" | "impersonated_service_account" => {
-            return Err(bad(
-                "external_account and impersonated credentials (workload identity federation) are not supported yet: use a service account key, gcloud's file or the metadata server",
-            ))
+        "external_account" => Kind::External(external::ExternalAccount::parse(
+            external::ExternalFields {
+                audience: file.audience,
+                subject_token_type: file.subject_token_type,
+                token_url: file.token_url,
+                credential_source: file.credential_source,
+                impersonation_url: file.service_account_impersonation_url,
+                client_id: file.client_id,
+                client_secret: file.client_secret,
+            },
+        )?),
+        "impersonated_service_account" if outer => {
+            let url = present(file.service_account_impersonation_url)
+                .filter(|u| external::impersonated_account(u).is_some())
+                .ok_or("impersonated credentials without a service_account_impersonation_url")?;
+            let source = file
+                .source_credentials
+                .ok_or("impersonated credentials without source_credentials")?;
+            Kind::Impersonated {
+                url,
+                source: Box::new(kind_of(*source, false)?),
+            }
         }
-        _ => {
-            return Err(bad(
-                "not a service_account or authorized_user credentials file",
-            ))
-        }
+        _ => return Err("not a service_account, authorized_user, external_account or impersonated_service_account credentials file"),
     };
     if let Kind::ServiceAccount { private_key, .. } = &kind {
         jsonwebtoken::EncodingKey::from_rsa_pem(private_key.as_bytes())
-            .map_err(|_| bad("a service account key whose private_key is not an RSA key"))?;
+            .map_err(|_| "a service account key whose private_key is not an RSA key")?;
     }
-    let project = present(file.project_id).or(present(file.quota_project_id));
-    Ok(GoogleCredentials::new(kind, source, project))
+    Ok(kind)
 }
 
 #[derive(Deserialize)]
-struct TokenReply {
-    access_token: String,
+pub(super) struct TokenReply {
+    pub(super) access_token: String,
     #[serde(default)]
     expires_in: Option<u64>,
+}
+
+impl TokenReply {
+    /// How long the token lasts (an hour when the reply does not say).
+    pub(super) fn lifetime(&self) -> Duration {
+        Duration::from_secs(self.expires_in.unwrap_or(3600).min(24 * 3600))
+    }
+}
+
+/// Sends a token endpoint's `request` to `url` within its bounds (time,
+/// size) and gives its body: a 4xx is the credentials refused (an auth
+/// error naming `source`), anything else that is not a success or not
+/// reached is a `network` failure.
+pub(super) async fn token_call(
+    source: &str,
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<Vec<u8>, ModelError> {
+    let unreachable = || ModelError::Network {
+        message: format!(
+            "the token endpoint {} could not be reached ({source})",
+            display_url(url)
+        ),
+    };
+    let answer = async {
+        let response = request.send().await.map_err(|_| unreachable())?;
+        let status = response.status();
+        let body = read_capped(response).await.map_err(|()| unreachable())?;
+        Ok::<_, ModelError>((status, body))
+    };
+    let (status, body) = tokio::time::timeout(TOKEN_TIMEOUT, answer)
+        .await
+        .map_err(|_| unreachable())??;
+    if status.is_client_error() {
+        return Err(refused(
+            source,
+            status.as_u16(),
+            "the token endpoint refused them",
+        ));
+    }
+    if !status.is_success() {
+        return Err(ModelError::Network {
+            message: format!(
+                "the token endpoint {} answered without a token ({source})",
+                display_url(url)
+            ),
+        });
+    }
+    Ok(body)
+}
+
+/// An auth error naming where the credentials came from, never them.
+fn refused(source: &str, status: u16, why: &str) -> ModelError {
+    ModelError::Status {
+        status: if status == 403 { 403 } else { 401 },
+        message: format!("the Google credentials from {source}: {why}"),
+        retry_after: None,
+    }
 }
 
 impl GoogleCredentials {
@@ -227,15 +326,27 @@ impl GoogleCredentials {
 
     /// A fresh token and when it expires.
     async fn fetch(&self) -> Result<(String, Duration), ModelError> {
+        fetch_kind(&self.kind, &self.source, SCOPE).await
+    }
+}
+
+/// A token being fetched: the token and how long it lasts.
+type Fetching<'a> =
+    Pin<Box<dyn Future<Output = Result<(String, Duration), ModelError>> + Send + 'a>>;
+
+/// A fresh token of credentials `kind` found at `source` (a service
+/// account's for `scope`), and how long it lasts.
+fn fetch_kind<'a>(kind: &'a Kind, source: &'a str, scope: &'a str) -> Fetching<'a> {
+    Box::pin(async move {
         let client = shared_client();
-        let (url, request) = match &self.kind {
+        let (url, request) = match kind {
             Kind::ServiceAccount {
                 client_email,
                 private_key,
                 token_uri,
             } => {
-                let assertion = signed_jwt(client_email, private_key, token_uri)
-                    .map_err(|()| self.refused(401, "its private key could not sign a token"))?;
+                let assertion = signed_jwt(client_email, private_key, token_uri, scope)
+                    .map_err(|()| refused(source, 401, "its private key could not sign a token"))?;
                 let form = [
                     ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
                     ("assertion", assertion.as_str()),
@@ -263,52 +374,26 @@ impl GoogleCredentials {
                 let request = client.get(&url).header("Metadata-Flavor", "Google");
                 (url, request)
             }
+            Kind::External(account) => return account.fetch(source).await,
+            Kind::Impersonated { url, source: inner } => {
+                // The source needs only IAM, to impersonate with (as google-auth asks).
+                let (token, _) = fetch_kind(inner, source, external::IAM_SCOPE).await?;
+                return external::impersonate(source, url, &token).await;
+            }
         };
-        let unreachable = || ModelError::Network {
-            message: format!(
-                "the token endpoint {} could not be reached ({})",
-                display_url(&url),
-                self.source
-            ),
-        };
-        let answer = async {
-            let response = request.send().await.map_err(|_| unreachable())?;
-            let status = response.status();
-            let body = read_capped(response).await.map_err(|()| unreachable())?;
-            Ok::<_, ModelError>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(TOKEN_TIMEOUT, answer)
-            .await
-            .map_err(|_| unreachable())??;
-        if status.is_client_error() {
-            return Err(self.refused(status.as_u16(), "the token endpoint refused them"));
-        }
-        let garbled = || ModelError::Network {
-            message: format!(
-                "the token endpoint {} answered without a token ({})",
-                display_url(&url),
-                self.source
-            ),
-        };
-        if !status.is_success() {
-            return Err(garbled());
-        }
-        let reply: TokenReply = serde_json::from_slice(&body).map_err(|_| garbled())?;
-        if reply.access_token.is_empty() {
-            return Err(garbled());
-        }
-        let lifetime = Duration::from_secs(reply.expires_in.unwrap_or(3600).min(24 * 3600));
+        let body = token_call(source, &url, request).await?;
+        let reply: TokenReply = serde_json::from_slice(&body)
+            .ok()
+            .filter(|r: &TokenReply| !r.access_token.is_empty())
+            .ok_or_else(|| ModelError::Network {
+                message: format!(
+                    "the token endpoint {} answered without a token ({source})",
+                    display_url(&url)
+                ),
+            })?;
+        let lifetime = reply.lifetime();
         Ok((reply.access_token, lifetime))
-    }
-
-    /// An auth error naming where the credentials came from, never them.
-    fn refused(&self, status: u16, why: &str) -> ModelError {
-        ModelError::Status {
-            status: if status == 403 { 403 } else { 401 },
-            message: format!("the Google credentials from {}: {why}", self.source),
-            retry_after: None,
-        }
-    }
+    })
 }
 
 /// Reads a token reply within its bound.
@@ -327,13 +412,18 @@ async fn read_capped(response: reqwest::Response) -> Result<Vec<u8>, ()> {
 }
 
 /// The JWT a service account exchanges for a token (RFC 7523).
-fn signed_jwt(client_email: &str, private_key: &str, token_uri: &str) -> Result<String, ()> {
+fn signed_jwt(
+    client_email: &str,
+    private_key: &str,
+    token_uri: &str,
+    scope: &str,
+) -> Result<String, ()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let claims = serde_json::json!({
         "iss": client_email,
-        "scope": SCOPE,
+        "scope": scope,
         "aud": token_uri,
         "iat": now,
         "exp": now + 3600,
@@ -372,6 +462,11 @@ impl Credentials for GoogleCredentials {
             Kind::ServiceAccount { client_email, .. } => format!("google:{client_email}"),
             Kind::AuthorizedUser { client_id, .. } => format!("google:user:{client_id}"),
             Kind::Metadata { host } => format!("google:metadata:{host}"),
+            Kind::External(account) => account.identity(),
+            Kind::Impersonated { url, .. } => format!(
+                "google:{}",
+                external::impersonated_account(url).unwrap_or_default()
+            ),
         }
     }
 
@@ -419,6 +514,8 @@ fn kind_name(c: &GoogleCredentials) -> &'static str {
         Kind::ServiceAccount { .. } => "service_account",
         Kind::AuthorizedUser { .. } => "authorized_user",
         Kind::Metadata { .. } => "metadata",
+        Kind::External(_) => "external_account",
+        Kind::Impersonated { .. } => "impersonated_service_account",
     }
 }
 
