@@ -150,10 +150,25 @@ pub(crate) struct ChainModel {
     members: Vec<Member>,
     active: usize,
     switches: Vec<Switch>,
-    /// Every member's state and the rules asked before and after each request.
-    gate: Gate,
+    /// Every member's state and the rules asked before and after each
+    /// request; shared with a hedge's admission, which runs on a blocking
+    /// thread (`gate/hedge.rs`).
+    gate: Arc<Gate>,
     /// The hedges sent (SPEC 23) and the losers' costs to charge.
     hedge_log: HedgeLog,
+}
+
+/// The gate as `build` sets it up. A chain is set up before its first
+/// request, while it alone holds its gate; a gate already shared (a hedge's
+/// admission still running) is left as it is.
+fn set_up(gate: Arc<Gate>, build: impl FnOnce(Gate) -> Gate) -> Arc<Gate> {
+    match Arc::try_unwrap(gate) {
+        Ok(gate) => Arc::new(build(gate)),
+        Err(shared) => {
+            debug_assert!(false, "a chain is set up before its first request");
+            shared
+        }
+    }
 }
 
 /// How one member's turn ended, in the chain's terms.
@@ -189,14 +204,14 @@ impl ChainModel {
             members,
             active: 0,
             switches: Vec::new(),
-            gate: Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer),
+            gate: Arc::new(Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer)),
             hedge_log: HedgeLog::default(),
         }
     }
 
     /// Hedges late first events as `policy` says (SPEC 23; off by default).
     pub(crate) fn with_hedging(mut self, policy: HedgePolicy) -> Self {
-        self.gate = self.gate.with_hedging(policy);
+        self.gate = set_up(self.gate, |g| g.with_hedging(policy));
         self
     }
 
@@ -214,27 +229,27 @@ impl ChainModel {
     /// Waits up to `wait` for a member to answer again when every one is
     /// down (SPEC 18; zero: the step fails at once, exit 75).
     pub(crate) fn with_outage_wait(mut self, wait: Duration) -> Self {
-        self.gate = self.gate.with_outage_wait(wait);
+        self.gate = set_up(self.gate, |g| g.with_outage_wait(wait));
         self
     }
 
     /// Turns pacing (SPEC 17, on by default) off: `pacing: off`.
     pub(crate) fn without_pacing(mut self) -> Self {
-        self.gate = self.gate.with_pacer(Pacer::off());
+        self.gate = set_up(self.gate, |g| g.with_pacer(Pacer::off()));
         self
     }
 
     /// Shares what this run learns about its members with other runs, and
     /// learns from theirs (SPEC section 13).
     pub(crate) fn with_health(mut self, health: Health) -> Self {
-        self.gate = self.gate.with_health(health);
+        self.gate = set_up(self.gate, |g| g.with_health(health));
         self
     }
 
     /// Counts the run's spend toward its budgets (SPEC 19), shared with the
     /// subagents' chain.
     pub(crate) fn with_budgets(mut self, book: Arc<BudgetBook>) -> Self {
-        self.gate = self.gate.with_budgets(book);
+        self.gate = set_up(self.gate, |g| g.with_budgets(book));
         self
     }
 

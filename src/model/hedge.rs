@@ -17,7 +17,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::attempt::{Accept, Attempted, Deadlines, Place, RequestCtx, Sending, Sent};
-use super::gate::{HedgeAdmission, HedgeTurn};
+use super::gate::{HedgeTurn, PartnerAdmission};
 use super::member::Member;
 use super::{Request, StreamObserver, Usage};
 use crate::events::Event;
@@ -201,6 +201,7 @@ impl StreamObserver for SideObserver<'_> {
 }
 
 type Flight<'a> = Pin<Box<dyn Future<Output = Attempted<RaceCut>> + Send + 'a>>;
+type Admitting = Pin<Box<dyn Future<Output = PartnerAdmission> + Send>>;
 
 /// Sends `original` (its request to the turn's member, with the turn's
 /// observer) and, if it is late, the same request to `partner`, and races
@@ -228,6 +229,8 @@ pub(crate) async fn race(
     ));
     let mut second: Option<Flight<'_>> = None;
     let mut timer = Some(Box::pin(tokio::time::sleep(partner.rules.after)));
+    // The partner's admission, on a blocking thread while the original is read.
+    let mut admitting: Option<Admitting> = None;
     let mut original_end = None;
     let mut hedge_end = None;
     let mut hedge_deadline = Duration::ZERO;
@@ -239,8 +242,16 @@ pub(crate) async fn race(
             .is_some_and(|t| t.as_mut().poll(cx).is_ready())
         {
             timer = None;
-            if original_end.is_none() && race.winner().is_none() {
-                if let Some(deadline) = admit_hedge(partner, original.member, ctx, sent_at) {
+            if still_late(&original_end, &race, ctx) && within_budget(partner, ctx) {
+                admitting = Some(Box::pin(partner.rules.admission()));
+            }
+        }
+        if let Some(admitted) = admitting.as_mut().and_then(|a| ready(a.as_mut(), cx)) {
+            admitting = None;
+            // The original may have sent its first event meanwhile.
+            if still_late(&original_end, &race, ctx) {
+                if let Some(deadline) = partner.rules.admitted(admitted) {
+                    announce(partner, original.member, ctx, sent_at);
                     hedged = true;
                     hedge_deadline = deadline;
                     let sending = hedge_sending(partner, &hedge_observer, ctx.step, deadline);
@@ -266,8 +277,9 @@ pub(crate) async fn race(
                 break;
             }
         }
-        // The original ended (no hedge goes after that) and so did the
-        // hedge, if one went.
+        // The original ended (no hedge goes after that, and an admission
+        // still running is left to end on its own) and so did the hedge,
+        // if one went.
         if first.is_none() && second.is_none() {
             Poll::Ready(())
         } else {
@@ -292,9 +304,32 @@ pub(crate) async fn race(
         Some(Side::Hedge) => hedge_observer.flush(),
         None => {}
     }
-    // Records go out in the order the requests ended.
+    let (original, hedge) = recorded(
+        (original_end, hedge_end),
+        ended_first,
+        (original.member, partner),
+        ctx,
+        (paced_ms, hedge_deadline),
+    );
+    Raced {
+        original,
+        hedge,
+        winner,
+        hedged,
+    }
+}
+
+/// Both sides' ends with their records emitted, in the order the requests
+/// ended (`ended_first`); `paced_ms` is the original's pacing wait and
+/// `hedge_deadline` the hedge's first-event deadline.
+fn recorded(
+    (mut original_end, mut hedge_end): (Option<Attempted<RaceCut>>, Option<Attempted<RaceCut>>),
+    ended_first: Option<Side>,
+    (from, partner): (&Member, &Partner<'_>),
+    ctx: RequestCtx<'_>,
+    (paced_ms, hedge_deadline): (u64, Duration),
+) -> (Option<Attempted<StopCause>>, Option<(Sent, Duration)>) {
     let original_first = ended_first != Some(Side::Hedge);
-    let from = original.member;
     let mut original = None;
     let mut hedge = None;
     for side in [original_first, !original_first] {
@@ -308,12 +343,7 @@ pub(crate) async fn race(
                 .and_then(|end| hedge_recorded(end, partner, ctx, hedge_deadline));
         }
     }
-    Raced {
-        original,
-        hedge,
-        winner,
-        hedged,
-    }
+    (original, hedge)
 }
 
 /// The original's end, its record emitted; `None` when it lost.
@@ -383,38 +413,47 @@ async fn cut(ctx: RequestCtx<'_>, race: &Race, side: Side) -> RaceCut {
     }
 }
 
-/// When the delay ran out: whether the hedge goes, announced (`model.hedge`
-/// and its stderr line) with the deadline it gets. Never with a cancel or
-/// a limit pending; the budget's first refusal is the run's one warning.
-fn admit_hedge(
-    partner: &Partner<'_>,
-    from: &Member,
-    ctx: RequestCtx<'_>,
-    sent_at: Instant,
-) -> Option<Duration> {
-    if ctx.stop.pending().is_some() {
-        return None;
+/// Whether the original is still without a first event and may be hedged:
+/// not ended, not beaten, no cancel or limit pending.
+fn still_late(original_end: &Option<Attempted<RaceCut>>, race: &Race, ctx: RequestCtx<'_>) -> bool {
+    original_end.is_none() && race.winner().is_none() && ctx.stop.pending().is_none()
+}
+
+/// Whether the run's hedge budget lets one more hedge go; its first
+/// refusal is the run's one warning.
+fn within_budget(partner: &Partner<'_>, ctx: RequestCtx<'_>) -> bool {
+    match partner.rules.within_budget() {
+        Ok(()) => true,
+        Err(over) => {
+            if over.first {
+                ctx.emitter.warn(format!(
+                    "hedge budget reached: hedges are held to {} of this run's requests (fallback.hedge_budget); later late first events are not hedged",
+                    partner.rules.budget_percent()
+                ));
+            }
+            false
+        }
     }
-    match partner.rules.admit() {
-        HedgeAdmission::Send {
-            first_event_deadline,
-        } => {
-            ctx.emitter.emit(Event::ModelHedge {
-                step: ctx.step,
-                from: from.spec.to_string(),
-                to: partner.member.spec.to_string(),
-                after_seconds: (sent_at.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
-            });
-            Some(first_event_deadline)
-        }
-        HedgeAdmission::OverBudget { first: true } => {
-            ctx.emitter.warn(format!(
-                "hedge budget reached: hedges are held to {} of this run's requests (fallback.hedge_budget); later late first events are not hedged",
-                partner.rules.budget_percent()
-            ));
-            None
-        }
-        HedgeAdmission::OverBudget { first: false } | HedgeAdmission::NotNow => None,
+}
+
+/// A hedge goes: `model.hedge` and its stderr line.
+fn announce(partner: &Partner<'_>, from: &Member, ctx: RequestCtx<'_>, sent_at: Instant) {
+    ctx.emitter.emit(Event::ModelHedge {
+        step: ctx.step,
+        from: from.spec.to_string(),
+        to: partner.member.spec.to_string(),
+        after_seconds: (sent_at.elapsed().as_secs_f64() * 1000.0).round() / 1000.0,
+    });
+}
+
+/// A future's output if it is ready now.
+fn ready<T>(
+    future: Pin<&mut (dyn Future<Output = T> + Send)>,
+    cx: &mut std::task::Context<'_>,
+) -> Option<T> {
+    match future.poll(cx) {
+        Poll::Ready(value) => Some(value),
+        Poll::Pending => None,
     }
 }
 

@@ -11,8 +11,9 @@
 //! `model/hedge.rs`.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::deadline::size_growth;
@@ -110,22 +111,29 @@ fn percentile_95(times: &[Duration]) -> Duration {
     sorted[rank - 1]
 }
 
-/// What a hedge about to be sent may do.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum HedgeAdmission {
-    /// Send it, giving its first event this long.
-    Send { first_event_deadline: Duration },
-    /// The hedge budget holds it back; `first` is true the first time in
-    /// the run (its one warning).
-    OverBudget { first: bool },
-    /// The partner may not be asked now (cooling, spent, paced, ...).
-    NotNow,
+/// The hedge budget held a hedge back; `first` is true the first time in
+/// the run (its one warning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverBudget {
+    pub first: bool,
+}
+
+/// What the partner's admission said: the hedge may go with this
+/// first-event deadline (`None`: the partner may not be asked now:
+/// cooling, spent, paced, ...), and whether it took the fleet's due outage
+/// probe of the partner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PartnerAdmission {
+    deadline: Option<Duration>,
+    fleet_probe: bool,
 }
 
 /// The hedge of one member's turn: after how long, to whom, and the
 /// partner's own rules.
 pub(crate) struct HedgeTurn<'g> {
     gate: &'g Gate,
+    /// The same gate, for the partner's admission on a blocking thread.
+    shared: Arc<Gate>,
     /// The partner's index in the chain.
     pub to: usize,
     /// How long the original may go without a first event.
@@ -136,28 +144,60 @@ pub(crate) struct HedgeTurn<'g> {
 }
 
 impl HedgeTurn<'_> {
-    /// At the moment the delay ran out: whether the hedge goes now. A sent
-    /// hedge is counted (and its request, by the partner's admission).
-    pub(crate) fn admit(&self) -> HedgeAdmission {
-        let Some(hedging) = &self.gate.hedging else {
-            return HedgeAdmission::NotNow;
-        };
-        if !hedging.within_budget() {
-            return HedgeAdmission::OverBudget {
+    /// At the moment the delay ran out: whether the run's hedge budget (in
+    /// memory) lets one more hedge go.
+    pub(crate) fn within_budget(&self) -> Result<(), OverBudget> {
+        match &self.gate.hedging {
+            Some(hedging) if !hedging.within_budget() => Err(OverBudget {
                 first: !hedging.warned.swap(true, Ordering::Relaxed),
-            };
+            }),
+            _ => Ok(()),
         }
-        match super::Referee::before_send(&self.partner, 1) {
-            Admission::Send {
-                first_event_deadline,
-            } => {
-                hedging.hedges.fetch_add(1, Ordering::Relaxed);
-                HedgeAdmission::Send {
+    }
+
+    /// The partner's admission as its own request's would be (its budgets,
+    /// the fleet's outage probe, cooldowns, pacing). These read and write
+    /// the shared record, a call that may take a Redis round trip or a
+    /// SQLite lock wait, so they run on a blocking thread: the original's
+    /// request goes on being read meanwhile. Nothing is counted until the
+    /// hedge is sent (`admitted`).
+    pub(crate) fn admission(&self) -> impl Future<Output = PartnerAdmission> + Send + 'static {
+        let gate = Arc::clone(&self.shared);
+        let (to, tokens) = (self.to, self.partner.estimated_input_tokens);
+        let task = tokio::task::spawn_blocking(move || {
+            let turn = gate.turn(to, tokens);
+            let deadline = match turn.admission(1) {
+                Admission::Send {
                     first_event_deadline,
-                }
+                } => Some(first_event_deadline),
+                _ => None,
+            };
+            PartnerAdmission {
+                deadline,
+                fleet_probe: turn.fleet_probe.load(Ordering::Relaxed),
             }
-            _ => HedgeAdmission::NotNow,
+        });
+        async move {
+            task.await.unwrap_or(PartnerAdmission {
+                deadline: None,
+                fleet_probe: false,
+            })
         }
+    }
+
+    /// The hedge goes as `admitted` says: counted as a request and a hedge,
+    /// with the first-event deadline it gets; `None` when the partner may
+    /// not be asked now.
+    pub(crate) fn admitted(&self, admitted: PartnerAdmission) -> Option<Duration> {
+        let deadline = admitted.deadline?;
+        if admitted.fleet_probe {
+            self.partner.fleet_probe.store(true, Ordering::Relaxed);
+        }
+        if let Some(hedging) = &self.gate.hedging {
+            hedging.count_request();
+            hedging.hedges.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(deadline)
     }
 
     /// The run's hedge budget as the percentage it was given (`10%`,
@@ -205,7 +245,11 @@ impl Gate {
     /// The hedge of a normal turn of member `index` for a request of
     /// `estimated_input_tokens`: `None` when hedging is off or no later
     /// member may be asked now.
-    pub(crate) fn hedge(&self, index: usize, estimated_input_tokens: u64) -> Option<HedgeTurn<'_>> {
+    pub(crate) fn hedge(
+        self: &Arc<Self>,
+        index: usize,
+        estimated_input_tokens: u64,
+    ) -> Option<HedgeTurn<'_>> {
         let hedging = self.hedging.as_ref()?;
         let now = self.record.now();
         let blocked = self.budget_blocked();
@@ -220,6 +264,7 @@ impl Gate {
         };
         Some(HedgeTurn {
             gate: self,
+            shared: Arc::clone(self),
             to,
             after,
             partner: self.turn(to, estimated_input_tokens),
@@ -229,8 +274,6 @@ impl Gate {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::health::{Health, HealthKey, LockedStore, MemoryStore};
     use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
@@ -276,16 +319,18 @@ mod tests {
     }
 
     /// A gate of two members hedging with `auto` on `health`.
-    fn auto_gate(health: Health) -> Gate {
+    fn auto_gate(health: Health) -> Arc<Gate> {
         let retry = RetryPolicy::default();
         let fallback = FallbackPolicy::new(3, Cooldown::Never, retry.attempts);
-        Gate::new(keys(), retry, fallback, health).with_hedging(HedgePolicy {
-            after: HedgeAfter::Auto,
-            budget: 0.10,
-        })
+        Arc::new(
+            Gate::new(keys(), retry, fallback, health).with_hedging(HedgePolicy {
+                after: HedgeAfter::Auto,
+                budget: 0.10,
+            }),
+        )
     }
 
-    fn auto_after(gate: &Gate) -> Duration {
+    fn auto_after(gate: &Arc<Gate>) -> Duration {
         gate.hedge(0, 0).expect("a partner may be asked").after
     }
 
@@ -330,6 +375,49 @@ mod tests {
         }
         assert_eq!(auto_after(&gate), secs(7.0));
         assert_eq!(warned.load(Ordering::Relaxed), 1, "one warning");
+    }
+
+    /// The partner's admission reads a shared record that takes 300 ms a
+    /// call here (a slow Redis, a locked SQLite file): the runtime thread,
+    /// where the original's request is read, goes on meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_partners_admission_never_holds_up_the_runtime_thread() {
+        let store: Arc<Mutex<MemoryStore>> = Arc::default();
+        let slow = Arc::new(AtomicBool::new(false));
+        let stalls = slow.clone();
+        let health = Health::new(Box::new(store), "test", |_| {}).with_clock(move || {
+            if stalls.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            crate::health::now_millis()
+        });
+        let gate = auto_gate(health);
+        let turn = gate.hedge(0, 0).expect("a partner may be asked");
+        slow.store(true, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let (admitted, meanwhile) = tokio::join!(turn.admission(), async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            started.elapsed()
+        });
+        assert!(
+            meanwhile < Duration::from_millis(250),
+            "the runtime thread waited {meanwhile:?} for the store"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let requests = gate
+            .hedging
+            .as_ref()
+            .unwrap()
+            .requests
+            .load(Ordering::Relaxed);
+        assert_eq!(requests, 0, "nothing counted before the hedge is sent");
+        assert!(
+            turn.admitted(admitted).is_some(),
+            "the partner may be asked"
+        );
+        let hedging = gate.hedging.as_ref().unwrap();
+        assert_eq!(hedging.hedges.load(Ordering::Relaxed), 1);
+        assert_eq!(hedging.requests.load(Ordering::Relaxed), 1);
     }
 
     #[test]

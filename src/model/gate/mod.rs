@@ -51,7 +51,7 @@ use super::ModelError;
 use crate::health::{Health, HealthKey, Millis, PaceLimit};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
 pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
-pub(crate) use hedge::{HedgeAdmission, HedgeTurn};
+pub(crate) use hedge::{HedgeTurn, PartnerAdmission};
 pub(crate) use outage::{Next, Outage};
 pub(crate) use pacing::Pacer;
 pub(crate) use shared::SharedRecord;
@@ -143,7 +143,7 @@ pub(crate) struct Gate {
     keys: Vec<HealthKey>,
     /// When this run last left each member (on the record's clock); `None`
     /// if it never did or the member answered since.
-    left_at: Vec<Option<Millis>>,
+    left_at: Mutex<Vec<Option<Millis>>>,
     record: SharedRecord,
     /// Each member's first-event deadline learned from a slow first event
     /// (`Duration::ZERO`: none yet).
@@ -175,7 +175,7 @@ impl Gate {
         let fallback =
             FallbackPolicy::new(fallback.switch_after, fallback.cooldown, retry.attempts);
         Gate {
-            left_at: vec![None; keys.len()],
+            left_at: Mutex::new(vec![None; keys.len()]),
             learned_deadlines: Mutex::new(vec![Duration::ZERO; keys.len()]),
             reply_caps: Mutex::new(vec![None; keys.len()]),
             keys,
@@ -250,7 +250,7 @@ impl Gate {
     /// run since cleared it), and no other run's record says it is cooling.
     fn eligible(&self, index: usize, now: Millis) -> bool {
         let record = self.record.elsewhere(&self.keys[index]);
-        let Some(left) = self.left_at[index] else {
+        let Some(left) = self.left_at_mut()[index] else {
             return !record.cooling;
         };
         let since = Duration::from_millis(now.saturating_sub(left).max(0) as u64);
@@ -312,11 +312,11 @@ impl Gate {
     /// other reason starts its cooldown here, and but for `rate_limit` (a
     /// fact of the key's pacing record, not of the model's health) in the
     /// record too.
-    pub(crate) fn left(&mut self, index: usize, reason: &SwitchReason) {
+    pub(crate) fn left(&self, index: usize, reason: &SwitchReason) {
         if matches!(reason, SwitchReason::Cooldown | SwitchReason::Budget) {
-            self.left_at[index] = None;
+            self.left_at_mut()[index] = None;
         } else {
-            self.left_at[index] = Some(self.record.now());
+            self.left_at_mut()[index] = Some(self.record.now());
             if *reason != SwitchReason::RateLimit {
                 self.record.left(&self.keys[index], &reason.to_string());
             }
@@ -324,8 +324,12 @@ impl Gate {
     }
 
     /// Member `index` answered: this run's cooldown of it is over.
-    pub(crate) fn answered(&mut self, index: usize) {
-        self.left_at[index] = None;
+    pub(crate) fn answered(&self, index: usize) {
+        self.left_at_mut()[index] = None;
+    }
+
+    fn left_at_mut(&self) -> std::sync::MutexGuard<'_, Vec<Option<Millis>>> {
+        self.left_at.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The first-event deadline member `index` starts its requests with
@@ -427,8 +431,10 @@ impl MemberTurn<'_> {
     }
 }
 
-impl Referee for MemberTurn<'_> {
-    fn before_send(&self, attempt: u32) -> Admission {
+impl MemberTurn<'_> {
+    /// What `before_send` decides, without counting the request for the
+    /// hedge budget (a hedge's admission counts it once it is sent).
+    fn admission(&self, attempt: u32) -> Admission {
         if let Some(admission) = self.budget_admission() {
             return admission;
         }
@@ -446,10 +452,16 @@ impl Referee for MemberTurn<'_> {
             gate.retry.max_backoff,
             self.can_leave,
         );
-        let admission = paced.unwrap_or(Admission::Send {
+        paced.unwrap_or(Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),
-        });
-        if let (Admission::Send { .. }, Some(hedging)) = (&admission, &gate.hedging) {
+        })
+    }
+}
+
+impl Referee for MemberTurn<'_> {
+    fn before_send(&self, attempt: u32) -> Admission {
+        let admission = self.admission(attempt);
+        if let (Admission::Send { .. }, Some(hedging)) = (&admission, &self.gate.hedging) {
             hedging.count_request();
         }
         admission
