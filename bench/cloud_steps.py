@@ -23,6 +23,8 @@ Two figures per door, each the median over RUNS:
     what signing, framing and decoding cost.
 
 Run: python3 bench/cloud_steps.py [--steps 10] [--runs 7] [--bin target/release/tinyagent]
+  or: python3 bench/cloud_steps.py --serve DIR   (servers only, each door's
+      command line in DIR/<door>.cmd, for a paired A/B timing harness)
 Needs: cargo build --release; python3 with the standard library only.
 """
 
@@ -57,13 +59,16 @@ def google_script(steps):
     return [call] * (steps - 1) + [{"text": "done"}]
 
 
-def start_fake(name, work, script):
-    path = os.path.join(work, f"{name}-script.json")
+def start_fake(name, work, script, by_turn=False, tag=None):
+    tag = tag or name
+    path = os.path.join(work, f"{tag}-script.json")
+    if by_turn:
+        script = {"by_turn": True, "replies": script["replies"] if isinstance(script, dict) else script}
     with open(path, "w") as f:
         json.dump(script, f)
     proc = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, f"tests/fakes/{name}.py"), "--port", "0",
-         "--log", os.path.join(work, f"{name}.log"), "--script", path],
+         "--log", os.path.join(work, f"{tag}.log"), "--script", path],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     port = int(proc.stdout.readline())
     return proc, f"http://127.0.0.1:{port}"
@@ -73,41 +78,47 @@ def service_account(work, url):
     key = {"type": "service_account", "project_id": "bench", "private_key_id": "k1",
            "private_key": open(PEM).read(), "client_email": "bench@bench.iam.gserviceaccount.com",
            "client_id": "1", "token_uri": f"{url}/token"}
-    path = os.path.join(work, "sa.json")
+    path = os.path.join(work, f"sa-{url.rsplit(':', 1)[1]}.json")
     with open(path, "w") as f:
         json.dump(key, f)
     return path
 
 
-def door(name, work, steps, stub_url):
+def door(name, work, steps, stub_url, by_turn=False):
     """(model, env additions, fake process or None) for one run."""
     if name == "anthropic":
         steps_stub.Stub.steps = steps
         return "anthropic/claude-sonnet-4-5", {"ANTHROPIC_BASE_URL": stub_url, "ANTHROPIC_API_KEY": "k"}, None
     if name == "bedrock":
-        proc, url = start_fake("bedrock", work, bedrock_script(steps))
+        proc, url = start_fake("bedrock", work, bedrock_script(steps), by_turn)
         return ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
                 {"AWS_ACCESS_KEY_ID": "AKIDTINYAGENTFAKE", "AWS_SECRET_ACCESS_KEY": "tinyagent/fake/secret+key",
                  "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": url}, proc)
     if name == "azure":
-        proc, url = start_fake("azure", work, google_script(steps))
+        proc, url = start_fake("azure", work, google_script(steps), by_turn)
         return "azure/gpt-5", {"AZURE_OPENAI_ENDPOINT": url, "AZURE_OPENAI_API_KEY": "fake-azure-key"}, proc
     if name == "gemini":
-        proc, url = start_fake("gemini", work, google_script(steps))
+        proc, url = start_fake("gemini", work, google_script(steps), by_turn)
         return "gemini/gemini-2.5-pro", {"GEMINI_API_KEY": "fake-gemini-key", "GEMINI_BASE_URL": f"{url}/v1beta"}, proc
-    proc, url = start_fake("vertex", work, google_script(steps))
+    proc, url = start_fake("vertex", work, google_script(steps), by_turn, tag=name)
     model = "vertex/claude-sonnet-4-5@20250929" if name == "vertex-claude" else "vertex/gemini-2.5-pro"
     return model, {"VERTEX_BASE_URL": url, "CLOUD_ML_REGION": "us-east5",
                    "GOOGLE_APPLICATION_CREDENTIALS": service_account(work, url)}, proc
 
 
-def run_once(binary, name, work, steps, stub_url):
-    model, extra, proc = door(name, work, steps, stub_url)
+def base_env(work, extra):
+    """The environment of one run: nothing of the developer's own clouds."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_", "GOOGLE_", "GEMINI_", "ANTHROPIC_", "VERTEX_"))}
     env.update(HOME=work, XDG_CONFIG_HOME=os.path.join(work, "cfg"), XDG_STATE_HOME=os.path.join(work, "state"),
                AWS_EC2_METADATA_DISABLED="true", GCE_METADATA_HOST="127.0.0.1:9",
                AWS_CONFIG_FILE=os.path.join(work, "none"), AWS_SHARED_CREDENTIALS_FILE=os.path.join(work, "none"),
                CLOUDSDK_CONFIG=os.path.join(work, "gcloud"), **extra)
+    return env
+
+
+def run_once(binary, name, work, steps, stub_url):
+    model, extra, proc = door(name, work, steps, stub_url)
+    env = base_env(work, extra)
     try:
         start = time.perf_counter()
         child = subprocess.Popen([binary, "-m", model, "-q", "--step-limit", str(steps + 5), "bench"],
@@ -125,17 +136,55 @@ def run_once(binary, name, work, steps, stub_url):
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def serve(work, steps, stub_url):
+    """--serve DIR: every door's server started once, answering by turn (so
+    each serves any number of runs), and for each door DIR/<door>.cmd, the
+    whole command line of one run (`env VAR=... tinyagent ...`), to time
+    with any harness, pair by pair; runs until interrupted."""
+    os.makedirs(os.path.join(work, "cfg", "tinyagent"), exist_ok=True)
+    with open(os.path.join(work, "cfg", "tinyagent", "config.yaml"), "w") as f:
+        f.write("health_db: off\npacing: off\n")
+    procs = []
+    for d in DOORS:
+        model, extra, proc = door(d, work, steps, stub_url, by_turn=True)
+        if proc:
+            procs.append(proc)
+        env = base_env(work, extra)
+        changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        line = ["env"] + [f"{k}={v}" for k, v in sorted(changed.items())]
+        line += [BIN_FOR_SERVE[0], "-m", model, "-q", "--step-limit", str(steps + 5), "bench"]
+        with open(os.path.join(work, f"{d}.cmd"), "w") as f:
+            f.write(" ".join(line) + "\n")
+    print(f"serving {', '.join(DOORS)}; commands in {work}/<door>.cmd (run them from {work})", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+BIN_FOR_SERVE = []
+DOORS = ["anthropic", "bedrock", "vertex-claude", "vertex-gemini", "gemini", "azure"]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--bin", default=os.path.join(ROOT, "target/release/tinyagent"))
+    p.add_argument("--serve", metavar="DIR", help="start the servers and write each door's command into DIR")
     a = p.parse_args()
     a.bin = os.path.abspath(a.bin)
     server = ThreadingHTTPServer(("127.0.0.1", 0), steps_stub.Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     stub_url = f"http://127.0.0.1:{server.server_port}"
-    doors = ["anthropic", "bedrock", "vertex-claude", "vertex-gemini", "gemini", "azure"]
+    if a.serve:
+        BIN_FOR_SERVE.append(a.bin)
+        steps_stub.Stub.steps = a.steps
+        return serve(os.path.abspath(a.serve), a.steps, stub_url)
+    doors = DOORS
     results = {d: [] for d in doors}
     with tempfile.TemporaryDirectory() as work:
         os.makedirs(os.path.join(work, "cfg", "tinyagent"))

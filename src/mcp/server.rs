@@ -420,7 +420,7 @@ mod tests {
         }
     }
 
-    fn start(config: &ServerSettings, timeout: Duration) -> Result<(), String> {
+    fn start(config: &ServerSettings, timeout: Duration) -> Result<(), StartError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -428,9 +428,8 @@ mod tests {
         let emitter = Emitter::new("r", vec![]);
         let env = |k: &str| std::env::var(k).ok();
         rt.block_on(async {
-            let server = McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout)
-                .await
-                .map_err(|e| e.to_string())?;
+            let server =
+                McpServer::start("t", config, Path::new("/"), &env, &emitter, timeout).await?;
             assert!(server.tools.iter().any(|t| t.name == "echo"));
             server.shutdown().await;
             assert!(!server.is_alive());
@@ -445,7 +444,8 @@ mod tests {
             &test_server(&["--hang-at-start"]),
             Duration::from_millis(300),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("did not finish initializing within 0.3s"),
             "{err}"

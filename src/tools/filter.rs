@@ -155,10 +155,10 @@ fn check_entry<'a>(
 mod tests {
     use super::*;
 
-    fn filter(allow: Option<&[&str]>, deny: &[&str]) -> Result<ToolFilter, String> {
+    fn filter(allow: Option<&[&str]>, deny: &[&str]) -> Result<ToolFilter, FilterError> {
         let allow: Option<Vec<String>> = allow.map(|a| a.iter().map(|s| s.to_string()).collect());
         let deny: Vec<String> = deny.iter().map(|s| s.to_string()).collect();
-        ToolFilter::new(allow.as_deref(), &deny, &["docs".to_string()]).map_err(|e| e.to_string())
+        ToolFilter::new(allow.as_deref(), &deny, &["docs".to_string()])
     }
 
     #[test]
@@ -179,21 +179,21 @@ mod tests {
 
     #[test]
     fn unknown_names_say_did_you_mean() {
-        let e = filter(None, &["write_fiel"]).unwrap_err();
+        let e = filter(None, &["write_fiel"]).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "config tools.deny: unknown tool 'write_fiel' (did you mean 'write_file'?"
             ),
             "{e}"
         );
-        let e = filter(Some(&["mcp__dcs__*"]), &[]).unwrap_err();
+        let e = filter(Some(&["mcp__dcs__*"]), &[]).unwrap_err().to_string();
         assert!(
             e.contains("no MCP server 'dcs'") && e.contains("did you mean mcp__docs__"),
             "{e}"
         );
-        let e = filter(None, &["zzz*"]).unwrap_err();
+        let e = filter(None, &["zzz*"]).unwrap_err().to_string();
         assert!(e.contains("unknown tool 'zzz*'"), "{e}");
-        let e = filter(None, &["submit"]).unwrap_err();
+        let e = filter(None, &["submit"]).unwrap_err().to_string();
         assert!(e.contains("always offered"), "{e}");
     }
 }

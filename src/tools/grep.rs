@@ -315,10 +315,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn grep(cwd: &Path, args: Value) -> Result<String, String> {
-        let args: GrepArgs = serde_json::from_value(args).map_err(|e| e.to_string())?;
+    /// Why a test's grep failed: its arguments, or the search.
+    #[derive(Debug, thiserror::Error)]
+    enum Failed {
+        #[error("{0}")]
+        Args(#[from] serde_json::Error),
+        #[error("{0}")]
+        Search(#[from] SearchError),
+    }
+
+    fn grep(cwd: &Path, args: Value) -> Result<String, Failed> {
+        let args: GrepArgs = serde_json::from_value(args)?;
         let root = cwd.join(args.path.as_deref().unwrap_or("."));
-        search(&args, &root, cwd, &|| false).map_err(|e| e.to_string())
+        Ok(search(&args, &root, cwd, &|| false)?)
     }
 
     fn tree() -> tempfile::TempDir {
@@ -412,11 +421,17 @@ mod tests {
     #[test]
     fn errors_are_messages() {
         let t = tree();
-        let e = grep(t.path(), json!({"pattern": "("})).unwrap_err();
+        let e = grep(t.path(), json!({"pattern": "("}))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("invalid regular expression"), "{e}");
-        let e = grep(t.path(), json!({"pattern": "x", "path": "nope"})).unwrap_err();
+        let e = grep(t.path(), json!({"pattern": "x", "path": "nope"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no such file"), "{e}");
-        let e = grep(t.path(), json!({"pattern": "x", "glob": "a{b"})).unwrap_err();
+        let e = grep(t.path(), json!({"pattern": "x", "glob": "a{b"}))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid glob"), "{e}");
         assert_eq!(
             grep(t.path(), json!({"pattern": "zzz"})).unwrap(),

@@ -55,15 +55,25 @@ fn paths(fake: &FakeCloud) -> Vec<String> {
         .collect()
 }
 
-fn run(env: &TestEnv, fake: &FakeCloud, creds: &std::path::Path) -> std::process::Output {
-    cmd(env, fake)
-        .env("GOOGLE_APPLICATION_CREDENTIALS", creds)
+/// A run on `creds` (`json`: with `--json` and a trajectory at traj.json).
+fn run_on(
+    env: &TestEnv,
+    fake: &FakeCloud,
+    creds: &std::path::Path,
+    json: bool,
+) -> std::process::Output {
+    let mut cmd = cmd(env, fake);
+    cmd.env("GOOGLE_APPLICATION_CREDENTIALS", creds)
         .env("GOOGLE_CLOUD_PROJECT", "wif-project")
-        .args(["-m", CLAUDE, "--json", "-o"])
-        .arg(env.file("traj.json"))
-        .arg("do it")
-        .output()
-        .unwrap()
+        .args(["-m", CLAUDE]);
+    if json {
+        cmd.args(["--json", "-o"]).arg(env.file("traj.json"));
+    }
+    cmd.arg("do it").output().unwrap()
+}
+
+fn run(env: &TestEnv, fake: &FakeCloud, creds: &std::path::Path) -> std::process::Output {
+    run_on(env, fake, creds, true)
 }
 
 #[test]
@@ -163,12 +173,7 @@ fn direct_federation_uses_the_federated_token_and_a_file_source_is_read() {
         "credential_source": {"file": token_file, "format": {"type": "text"}}
     });
     let creds = env.write("k8s-creds.json", &file.to_string());
-    let out = cmd(&env, &fake)
-        .env("GOOGLE_APPLICATION_CREDENTIALS", &creds)
-        .env("GOOGLE_CLOUD_PROJECT", "wif-project")
-        .args(["-m", CLAUDE, "do it"])
-        .output()
-        .unwrap();
+    let out = run_on(&env, &fake, &creds, false);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let sts: Vec<Value> = fake
         .requests()
@@ -250,12 +255,7 @@ fn federation_files_tinyagent_cannot_use_are_exit_2_naming_the_file() {
             "credential_source": source,
         });
         let creds = env.write(name, &file.to_string());
-        let out = cmd(&env, &fake)
-            .env("GOOGLE_APPLICATION_CREDENTIALS", &creds)
-            .env("GOOGLE_CLOUD_PROJECT", "wif-project")
-            .args(["-m", CLAUDE, "do it"])
-            .output()
-            .unwrap();
+        let out = run_on(&env, &fake, &creds, false);
         assert_eq!(out.status.code(), Some(2), "{name}");
         let err = stderr(&out);
         assert!(err.contains(name) && err.contains(why), "{err}");
@@ -273,12 +273,7 @@ fn a_refused_subject_token_is_an_auth_error_naming_the_file_not_a_retry() {
     .unwrap();
     file["credential_source"]["headers"]["Authorization"] = json!("Bearer wrong-request-token");
     let creds = env.write("gha-creds-wrong.json", &file.to_string());
-    let out = cmd(&env, &fake)
-        .env("GOOGLE_APPLICATION_CREDENTIALS", &creds)
-        .env("GOOGLE_CLOUD_PROJECT", "wif-project")
-        .args(["-m", CLAUDE, "do it"])
-        .output()
-        .unwrap();
+    let out = run_on(&env, &fake, &creds, false);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("gha-creds-wrong.json"), "{err}");

@@ -53,10 +53,11 @@ import argparse
 import json
 import socket
 import sys
-import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import gemini  # the script of replies, shared
 
 SAFE = {
     "hate": {"filtered": False, "severity": "safe"},
@@ -231,40 +232,7 @@ def cue_reply(body):
         return {"content_filter": "prompt"}
     return {"text": "Hello from the fake Azure OpenAI."}
 
-
-class Script:
-    """The replies, in order, the last one repeated."""
-
-    def __init__(self, path):
-        self.replies = json.load(open(path)) if path else None
-        self.next = 0
-        self.lock = threading.Lock()
-
-    def take(self, body):
-        if not self.replies:
-            return cue_reply(body)
-        with self.lock:
-            reply = self.replies[min(self.next, len(self.replies) - 1)]
-            self.next += 1
-            return reply
-
-
-def log_request(path, handler, body_bytes):
-    url = urllib.parse.urlsplit(handler.path)
-    try:
-        body = json.loads(body_bytes) if body_bytes else None
-    except ValueError:
-        body = body_bytes.decode("utf-8", "replace")
-    entry = {
-        "method": handler.command,
-        "path": url.path,
-        "query": dict(urllib.parse.parse_qsl(url.query)),
-        "headers": {k.lower(): v for k, v in handler.headers.items()},
-        "body": body,
-    }
-    with open(path, "a") as f:
-        f.write(json.dumps(entry) + "\n")
-    return entry
+log_request = gemini.log_request
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -373,7 +341,7 @@ class Handler(BaseHTTPRequestHandler):
 class Fake:
     def __init__(self, log, script, key, token, deployments):
         self.log = log
-        self.script = Script(script)
+        self.script = gemini.Script(script, cue_reply)
         self.key = key
         self.token = token
         self.deployments = dict(d.split("=", 1) for d in deployments) if deployments else None

@@ -18,7 +18,9 @@ the fake recomputes itself from the secret of the access key id given by
 `InvalidSignatureException` (a signature that does not match).
 
 --script names a JSON file {"replies": [...]}; each request takes the next
-reply (past the end: a plain text reply "done"). A reply is one of:
+reply (past the end: a plain text reply "done"; with "by_turn": true, the
+reply the conversation has reached, so one fake serves many runs). A reply
+is one of:
   {"text": "...", "tool_use": [{"name", "input", "id"?}], "stop": "end_turn",
    "usage": {"inputTokens", "outputTokens", ...}}  a streamed reply
   {"http_error": {"status", "type", "message"}}     an HTTP error
@@ -164,17 +166,26 @@ class Fake:
         self.log = args.log
         self.lock = threading.Lock()
         self.replies = []
+        self.by_turn = False
         if args.script:
             with open(args.script) as f:
-                self.replies = json.load(f).get("replies", [])
+                loaded = json.load(f)
+            self.replies = loaded.get("replies", [])
+            self.by_turn = loaded.get("by_turn", False)
         self.credentials = {}
         for entry in args.credentials or [DEFAULT_CREDENTIALS]:
             akid, secret, *token = entry.split(":", 2)
             self.credentials[akid] = (secret, token[0] if token else None)
         self.bearers = set(args.bearer or [])
 
-    def next_reply(self):
+    def next_reply(self, body=None):
+        """The next reply; with `"by_turn": true` in the script, the one the
+        conversation has reached (its count of assistant turns), so one fake
+        serves any number of runs."""
         with self.lock:
+            if self.by_turn:
+                turns = sum(1 for m in (body or {}).get("messages", []) if m.get("role") == "assistant")
+                return self.replies[min(turns, len(self.replies) - 1)] if self.replies else {"text": "done"}
             return self.replies.pop(0) if self.replies else {"text": "done"}
 
     def record(self, entry):
@@ -236,7 +247,7 @@ def make_handler(fake):
                 return self.error(404, "UnknownOperationException", "unknown operation")
             if not isinstance(parsed, dict) or not parsed.get("messages"):
                 return self.error(400, "ValidationException", "Malformed input request: messages required")
-            reply = fake.next_reply()
+            reply = fake.next_reply(parsed)
             if "stall_before_headers" in reply:
                 time.sleep(reply["stall_before_headers"])
                 reply = fake.next_reply()

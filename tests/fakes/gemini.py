@@ -178,21 +178,36 @@ def cue_reply(body):
 
 
 class Script:
-    """The replies, in order, the last one repeated."""
+    """The replies, in order, the last one repeated. A script file that is
+    an object `{"by_turn": true, "replies": [...]}` answers each request
+    with the reply its conversation has reached (the count of model turns
+    in it), so one fake serves any number of runs (benchmarks)."""
 
-    def __init__(self, path):
-        self.replies = json.load(open(path)) if path else None
+    def __init__(self, path, cue=None):
+        self.cue = cue or cue_reply
+        loaded = json.load(open(path)) if path else None
+        self.by_turn = isinstance(loaded, dict) and loaded.get("by_turn", False)
+        self.replies = loaded["replies"] if isinstance(loaded, dict) else loaded
         self.next = 0
         self.lock = threading.Lock()
 
     def take(self, body):
         if not self.replies:
-            return cue_reply(body)
+            return self.cue(body)
         with self.lock:
-            reply = self.replies[min(self.next, len(self.replies) - 1)]
+            index = model_turns(body) if self.by_turn else self.next
+            reply = self.replies[min(index, len(self.replies) - 1)]
             self.next += 1
             return reply
 
+
+def model_turns(body):
+    """How many model turns a request's conversation holds (Gemini
+    `contents` with role `model`, or `messages` with role `assistant`)."""
+    body = body if isinstance(body, dict) else {}
+    turns = [c for c in body.get("contents") or [] if c.get("role") == "model"]
+    turns += [m for m in body.get("messages") or [] if m.get("role") == "assistant"]
+    return len(turns)
 
 def log_request(path, handler, body_bytes):
     url = urllib.parse.urlsplit(handler.path)

@@ -207,7 +207,7 @@ class Handler(gemini.Handler):
         if not body.get("anthropic_version") or "model" in body:
             return self.send_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "anthropic_version is required; model is not allowed"}})
         model = entry["path"].rsplit("/", 1)[-1].split(":", 1)[0]
-        reply = self.server.fake.script.take({"contents": []})
+        reply = self.server.fake.script.take(body)
         if "retry_delay" in reply or "http" in reply:
             return self.answer(reply, model, True)
         if "stall" in reply:
