@@ -44,9 +44,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use stub::{End, Reply, Stub};
+use tinyagent::model::adapter::HttpModel;
 use tinyagent::model::http::{Auth, HttpTransport};
-use tinyagent::model::ollama::OllamaChat;
-use tinyagent::model::openai::{ChatCompletions, Dialect};
+use tinyagent::model::openai::Dialect;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
 use tinyagent::policy::StreamTimeouts;
 
@@ -484,7 +484,7 @@ fn child(case: &str, url: &str) {
     };
     let model: Box<dyn Model> = if case.starts_with("ndjson") {
         let transport = HttpTransport::new(url, None, Auth::Bearer, &BTreeMap::new(), timeouts);
-        Box::new(OllamaChat::new(transport.unwrap(), "m", None))
+        Box::new(HttpModel::ollama(transport.unwrap(), "m", None))
     } else {
         let transport = HttpTransport::new(
             &format!("{url}/v1"),
@@ -493,7 +493,7 @@ fn child(case: &str, url: &str) {
             &BTreeMap::new(),
             timeouts,
         );
-        Box::new(ChatCompletions::new(
+        Box::new(HttpModel::chat_completions(
             transport.unwrap(),
             "m",
             Dialect::Compatible,

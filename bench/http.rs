@@ -36,9 +36,9 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use stub::{End, Reply, Stub};
+use tinyagent::model::adapter::HttpModel;
 use tinyagent::model::http::{Auth, HttpTransport};
-use tinyagent::model::ollama::OllamaChat;
-use tinyagent::model::openai::{ChatCompletions, ChunkAssembler, Dialect};
+use tinyagent::model::openai::{ChunkAssembler, Dialect};
 use tinyagent::model::sse::SseDecoder;
 use tinyagent::model::{Message, Model, NoObserver, Request, Role};
 use tinyagent::policy::StreamTimeouts;
@@ -169,7 +169,7 @@ fn parsing() {
     // Over loopback HTTP through the real adapter.
     let reply = big_reply(&sse, "text/event-stream");
     let server = Stub::start(move |_, _| reply.clone());
-    let chat = ChatCompletions::new(
+    let chat = HttpModel::chat_completions(
         transport(&format!("{}/v1", server.url())),
         "gpt-5",
         Dialect::OpenAi,
@@ -181,7 +181,7 @@ fn parsing() {
     let nd_mb = nd.len() as f64 / 1e6;
     let reply = big_reply(&nd, "application/x-ndjson");
     let server = Stub::start(move |_, _| reply.clone());
-    let olla = OllamaChat::new(transport(&server.url()), "qwen3", None);
+    let olla = HttpModel::ollama(transport(&server.url()), "qwen3", None);
     let nd_http = adapter_throughput(&rt, &olla, nd_mb);
 
     println!("## Stream parsing, one {mb:.0} MB reply\n");

@@ -9,6 +9,7 @@
 //! `spec::ResolvedModel` by `registry::build_member`. The agent loop only
 //! sees `ChainModel::complete`.
 
+pub mod adapter;
 pub(crate) mod anthropic;
 pub(crate) mod attempt;
 pub(crate) mod azure;

@@ -1,4 +1,4 @@
-//! The Ollama adapter (`ollama` and named providers with `api: ollama`): one
+//! The Ollama wire form of the one HTTP adapter (`ollama` and named providers with `api: ollama`): one
 //! streaming POST to `{endpoint}/api/chat` per call, read as NDJSON. Text
 //! arrives in pieces, tool calls whole with object arguments, and the line
 //! with `done: true` is the finish marker carrying the token counts. Each
@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::ndjson::NdjsonReader;
 use super::spec::{WireApi, WireOptions};
 use super::wire::{
@@ -20,58 +21,38 @@ use super::wire::{
 };
 use super::wire_cache::{push_json, WireBody, WireCache};
 use super::{
-    http::HttpTransport, FinishReason, Message, Model, ModelError, Request, Response, Role,
+    http::HttpTransport, FinishReason, Message, ModelError, Request, Response, Role,
     StreamObserver, ToolCall, Usage,
 };
 
-/// One model served by Ollama.
-#[derive(Debug)]
-pub struct OllamaChat {
-    transport: HttpTransport,
-    model: String,
-    /// The model's own reply limit from config (`max_output_tokens`).
-    output_cap: Option<u32>,
+/// The Ollama `/api/chat` wire form: NDJSON lines assembled by
+/// `LineAssembler`.
+#[derive(Debug, Default)]
+struct OllamaForm {
     /// Each message's bytes in `/api/chat` form.
     cache: WireCache,
-    /// The provider's `stream` and `tool_choice` options.
-    wire: WireOptions,
 }
 
-impl OllamaChat {
-    pub fn new(transport: HttpTransport, model: &str, output_cap: Option<u32>) -> Self {
-        OllamaChat {
-            transport,
-            model: model.to_string(),
-            output_cap,
-            cache: WireCache::default(),
-            wire: WireOptions::default(),
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
+impl HttpModel {
+    /// A model served by Ollama.
+    pub fn ollama(transport: HttpTransport, model: &str, output_cap: Option<u32>) -> HttpModel {
+        HttpModel::new(transport, model, output_cap, OllamaForm::default())
     }
 }
 
 #[async_trait]
-impl Model for OllamaChat {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
-        let budget = request.reply_budget(self.output_cap);
-        let body = request_bytes(&self.model, budget, request, self.wire, &self.cache);
-        let (response, sent) = self
+impl WireForm for OllamaForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
+        let budget = call.request.reply_budget(call.output_cap);
+        let body = request_bytes(call.model, budget, call.request, call.wire, &self.cache);
+        let (response, sent) = call
             .transport
             .post("/api/chat", self.cache.lend(body))
             .await?;
-        let mut lines = NdjsonReader::new(response, sent, self.transport.timeouts());
+        let mut lines = NdjsonReader::new(response, sent, call.transport.timeouts());
         let mut reply = LineAssembler::default();
         while let Some(line) = lines.next().await? {
-            reply.feed(line, observer)?;
+            reply.feed(line, call.observer)?;
             if reply.done {
                 break;
             }

@@ -4,15 +4,10 @@
 
 use std::path::Path;
 
-use super::anthropic::AnthropicModel;
-use super::azure::AzureModel;
-use super::bedrock::BedrockModel;
-use super::gemini::GeminiModel;
+use super::adapter::HttpModel;
 use super::http::{Auth, HttpTransport};
 use super::member::Member;
-use super::ollama::OllamaChat;
-use super::openai::{ChatCompletions, Dialect};
-use super::responses::ResponsesModel;
+use super::openai::Dialect;
 use super::script::ScriptModel;
 use super::spec::{builtin, ResolvedModel, WireApi};
 use super::Model;
@@ -50,7 +45,7 @@ pub(crate) fn build_member(
         WireApi::OpenAi => {
             let dialect = builtin(spec.provider()).map_or(Dialect::Compatible, |b| b.dialect);
             Box::new(
-                ChatCompletions::new(
+                HttpModel::chat_completions(
                     transport(resolved, Auth::Bearer, timeouts)?,
                     spec.model(),
                     dialect,
@@ -60,7 +55,7 @@ pub(crate) fn build_member(
             )
         }
         WireApi::Ollama => Box::new(
-            OllamaChat::new(
+            HttpModel::ollama(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
                 resolved.max_output_tokens,
@@ -68,7 +63,7 @@ pub(crate) fn build_member(
             .with_wire(resolved.wire),
         ),
         WireApi::Anthropic => Box::new(
-            AnthropicModel::new(
+            HttpModel::anthropic(
                 transport(resolved, Auth::XApiKey, timeouts)?,
                 spec.model(),
                 resolved.max_output_tokens,
@@ -76,7 +71,7 @@ pub(crate) fn build_member(
             .with_wire(resolved.wire),
         ),
         WireApi::Bedrock => Box::new(
-            BedrockModel::new(
+            HttpModel::bedrock(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
                 resolved.max_output_tokens,
@@ -84,7 +79,7 @@ pub(crate) fn build_member(
             .with_wire(resolved.wire),
         ),
         WireApi::Vertex if spec.model().starts_with("claude") => Box::new(
-            AnthropicModel::on_vertex(
+            HttpModel::anthropic_on_vertex(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
                 resolved.max_output_tokens,
@@ -94,7 +89,7 @@ pub(crate) fn build_member(
         // Settings let through `claude…` and `gemini…` models only; the
         // endpoint is the publisher model's URL.
         WireApi::Vertex => Box::new(
-            GeminiModel::new(
+            HttpModel::gemini(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
                 String::new(),
@@ -103,17 +98,17 @@ pub(crate) fn build_member(
             .with_wire(resolved.wire),
         ),
         WireApi::Gemini => Box::new(
-            GeminiModel::new(
+            HttpModel::gemini(
                 transport(resolved, Auth::XGoogApiKey, timeouts)?,
                 spec.model(),
-                GeminiModel::api_path(spec.model()),
+                super::gemini::api_path(spec.model()),
                 resolved.max_output_tokens,
             )
             .with_wire(resolved.wire),
         ),
         WireApi::Azure => azure(resolved, timeouts)?,
         WireApi::Responses => Box::new(
-            ResponsesModel::new(
+            HttpModel::responses(
                 transport(resolved, Auth::Bearer, timeouts)?,
                 spec.model(),
                 resolved.max_output_tokens,
@@ -146,14 +141,14 @@ fn azure(
     let deployment = resolved.spec.model();
     let from_table = resolved.pricing == super::price::builtin_price("azure", deployment);
     Ok(Box::new(
-        AzureModel::new(
+        HttpModel::azure(
             transport(resolved, Auth::Bearer, timeouts)?,
             deployment,
             resolved.api_version.as_deref(),
             resolved.max_output_tokens,
+            from_table,
         )
-        .with_wire(resolved.wire)
-        .priced_by_reply(from_table),
+        .with_wire(resolved.wire),
     ))
 }
 

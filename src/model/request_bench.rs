@@ -23,11 +23,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::anthropic::AnthropicModel;
+use super::adapter::HttpModel;
 use super::http::{Auth, HttpTransport};
-use super::ollama::OllamaChat;
-use super::openai::{ChatCompletions, Dialect};
-use super::responses::ResponsesModel;
+use super::openai::Dialect;
 use super::{Message, Model, NoObserver, Request, Role, ToolCall, ToolSpec};
 use crate::policy::StreamTimeouts;
 
@@ -170,7 +168,7 @@ fn request_cost_per_step() {
         (
             "Chat Completions",
             "openai/gpt-5",
-            Box::new(ChatCompletions::new(
+            Box::new(HttpModel::chat_completions(
                 transport(port, Auth::Bearer),
                 "gpt-5",
                 Dialect::OpenAi,
@@ -180,7 +178,7 @@ fn request_cost_per_step() {
         (
             "Anthropic Messages",
             "anthropic/claude-sonnet-4-5",
-            Box::new(AnthropicModel::new(
+            Box::new(HttpModel::anthropic(
                 transport(port, Auth::XApiKey),
                 "claude-sonnet-4-5",
                 None,
@@ -189,7 +187,7 @@ fn request_cost_per_step() {
         (
             "Responses",
             "responses/gpt-5",
-            Box::new(ResponsesModel::new(
+            Box::new(HttpModel::responses(
                 transport(port, Auth::Bearer),
                 "gpt-5",
                 None,
@@ -198,7 +196,7 @@ fn request_cost_per_step() {
         (
             "Ollama",
             "ollama/qwen3",
-            Box::new(OllamaChat::new(
+            Box::new(HttpModel::ollama(
                 transport(port, Auth::Bearer),
                 "qwen3",
                 None,

@@ -1,4 +1,4 @@
-//! The Anthropic Messages adapter: one streaming `POST {endpoint}/v1/messages`
+//! The Anthropic Messages wire form of the one HTTP adapter: one streaming `POST {endpoint}/v1/messages`
 //! per call. `request.rs` translates our conversation to the wire form,
 //! `stream.rs` assembles the SSE events into a `Response`.
 
@@ -12,94 +12,83 @@ pub(crate) use request::request_body;
 pub(crate) use request::{request_bytes, request_bytes_on_vertex};
 pub(crate) use stream::Assembly;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::http::HttpTransport;
-use super::spec::WireOptions;
 use super::wire_cache::WireCache;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 
 /// The `anthropic-version` header every request carries.
 pub(crate) const API_VERSION: &str = "2023-06-01";
 
-/// One Anthropic model behind one endpoint.
-#[derive(Debug)]
-pub(crate) struct AnthropicModel {
-    transport: HttpTransport,
-    model: String,
-    /// The named model's configured `max_output_tokens`, used when the
-    /// request carries none.
-    max_output_tokens: Option<u32>,
+/// The Anthropic Messages wire form, on the Anthropic API or on Vertex AI.
+#[derive(Debug, Default)]
+struct MessagesForm {
     /// Each message's content blocks as bytes.
     cache: WireCache<request::Blocks>,
-    /// The provider's `stream` and `tool_choice` options.
-    wire: WireOptions,
     /// On Vertex AI: the body in its form, sent to the model's own URL
     /// (`:streamRawPredict`) instead of `/v1/messages`.
     on_vertex: bool,
 }
 
-impl AnthropicModel {
-    /// `transport` must authenticate with `x-api-key`; the version header is added here.
-    pub(crate) fn new(
+impl HttpModel {
+    /// A model on the Anthropic API (`transport` must authenticate with
+    /// `x-api-key`; the version header is added here).
+    pub(crate) fn anthropic(
         transport: HttpTransport,
         model: &str,
         max_output_tokens: Option<u32>,
-    ) -> Self {
-        AnthropicModel {
-            transport: transport.with_header("anthropic-version", API_VERSION),
-            model: model.to_string(),
+    ) -> HttpModel {
+        HttpModel::new(
+            transport.with_header("anthropic-version", API_VERSION),
+            model,
             max_output_tokens,
-            cache: WireCache::default(),
-            wire: WireOptions::default(),
-            on_vertex: false,
-        }
+            MessagesForm::default(),
+        )
     }
 
     /// Claude on Vertex AI (SPEC 22): `transport`'s endpoint is the
     /// publisher model's URL and it authorizes with a Google token; the
     /// version goes in the body, errors are read in Google's shape too.
-    pub(crate) fn on_vertex(
+    pub(crate) fn anthropic_on_vertex(
         transport: HttpTransport,
         model: &str,
         max_output_tokens: Option<u32>,
-    ) -> Self {
-        AnthropicModel {
-            transport: transport.with_error_reader(super::gemini::error_from_google_body),
-            model: model.to_string(),
-            max_output_tokens,
-            cache: WireCache::default(),
-            wire: WireOptions::default(),
+    ) -> HttpModel {
+        let form = MessagesForm {
             on_vertex: true,
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
+            ..MessagesForm::default()
+        };
+        HttpModel::new(
+            transport.with_error_reader(super::gemini::error_from_google_body),
+            model,
+            max_output_tokens,
+            form,
+        )
     }
 }
 
 #[async_trait]
-impl Model for AnthropicModel {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
-        let (write, path): (fn(_, _, _, _, _) -> _, _) = match (self.on_vertex, self.wire.stream) {
+impl WireForm for MessagesForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
+        let (write, path): (fn(_, _, _, _, _) -> _, _) = match (self.on_vertex, call.wire.stream) {
             (false, _) => (request_bytes, "/v1/messages"),
             (true, true) => (request_bytes_on_vertex, ":streamRawPredict"),
             (true, false) => (request_bytes_on_vertex, ":rawPredict"),
         };
         let body = write(
-            &self.model,
-            request,
-            self.max_output_tokens,
-            self.wire,
+            call.model,
+            call.request,
+            call.output_cap,
+            call.wire,
             &self.cache,
         );
-        super::wire::complete::<Assembly>(&self.transport, path, self.cache.lend(body), observer)
-            .await
+        super::wire::complete::<Assembly>(
+            call.transport,
+            path,
+            self.cache.lend(body),
+            call.observer,
+        )
+        .await
     }
 }
 
@@ -120,6 +109,7 @@ mod bench {
     use super::*;
     use crate::model::http::Auth;
     use crate::model::{Message, NoObserver, Role};
+    use crate::model::{Model, Request};
     use crate::policy::StreamTimeouts;
 
     /// A documented-shape stream: `text_events` text deltas, then a tool
@@ -233,7 +223,7 @@ mod bench {
             timeouts,
         )
         .unwrap();
-        let model = AnthropicModel::new(transport, "claude-sonnet-4-5", None);
+        let model = HttpModel::anthropic(transport, "claude-sonnet-4-5", None);
         let messages = [Message::new(Role::User, "go", 0)];
         let request = Request {
             system: "",

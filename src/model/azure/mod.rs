@@ -1,4 +1,4 @@
-//! The Azure OpenAI adapter (SPEC 22): Chat Completions on a deployment,
+//! The Azure OpenAI wire form of the one HTTP adapter (SPEC 22): Chat Completions on a deployment,
 //! one streaming POST per call to `{resource}/openai/v1/chat/completions`
 //! (the deployment named as `model`), or with an `api-version` to the
 //! classic `{resource}/openai/deployments/{deployment}/chat/completions?api-version=…`.
@@ -15,66 +15,52 @@ mod stream;
 
 use async_trait::async_trait;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::http::HttpTransport;
 use super::openai::{request_bytes, Dialect};
 use super::price::builtin_price;
-use super::spec::WireOptions;
 use super::wire_cache::WireCache;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 
-/// One Azure OpenAI deployment behind one resource.
+/// The Azure OpenAI wire form: the OpenAI adapter's body for a deployment,
+/// its reply read through the OpenAI assembly with Azure's additions.
 #[derive(Debug)]
-pub(crate) struct AzureModel {
-    transport: HttpTransport,
-    deployment: String,
+struct AzureForm {
     /// `/chat/completions`, with `?api-version=…` on the classic URL.
     path: String,
-    /// The model's own reply limit from config (`max_output_tokens`).
-    output_cap: Option<u32>,
     cache: WireCache,
-    wire: WireOptions,
     /// Whether a reply is priced by the model it names (no price was
     /// configured for the deployment).
     price_by_reply: bool,
 }
 
-impl AzureModel {
-    /// `transport`'s endpoint is `{resource}/openai/v1`, or with
-    /// `api_version` `{resource}/openai/deployments/{deployment}`.
-    pub(crate) fn new(
+impl HttpModel {
+    /// An Azure OpenAI deployment: `transport`'s endpoint is
+    /// `{resource}/openai/v1`, or with `api_version`
+    /// `{resource}/openai/deployments/{deployment}`; `price_by_reply`: a
+    /// reply is priced by the model it names (`false` when the config prices
+    /// the deployment itself).
+    pub(crate) fn azure(
         transport: HttpTransport,
         deployment: &str,
         api_version: Option<&str>,
         output_cap: Option<u32>,
-    ) -> Self {
+        price_by_reply: bool,
+    ) -> HttpModel {
         let path = match api_version {
             Some(version) => format!("/chat/completions?api-version={version}"),
             None => "/chat/completions".to_string(),
         };
-        AzureModel {
-            transport,
-            deployment: deployment.to_string(),
+        let form = AzureForm {
             path,
-            output_cap,
             cache: WireCache::default(),
-            wire: WireOptions::default(),
-            price_by_reply: true,
-        }
+            price_by_reply,
+        };
+        HttpModel::new(transport, deployment, output_cap, form)
     }
+}
 
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
-    }
-
-    /// Whether replies are priced by the model they name (`false` when the
-    /// config prices the deployment itself).
-    pub(crate) fn priced_by_reply(mut self, yes: bool) -> Self {
-        self.price_by_reply = yes;
-        self
-    }
-
+impl AzureForm {
     /// The reply's cost at the price of the model it says answered
     /// (`gpt-4o-2024-11-20` behind a deployment named `prod-chat`), when
     /// the table knows that model and the server reported the usage.
@@ -97,28 +83,28 @@ impl AzureModel {
 }
 
 #[async_trait]
-impl Model for AzureModel {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
-        let budget = request.reply_budget(self.output_cap);
+impl WireForm for AzureForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
+        let budget = call.request.reply_budget(call.output_cap);
         let body = request_bytes(
-            &self.deployment,
+            call.model,
             Dialect::OpenAi,
             budget,
-            request,
-            self.wire,
+            call.request,
+            call.wire,
             &self.cache,
         );
-        let (response, sent) = self
+        let (response, sent) = call
             .transport
             .post_with(&self.path, self.cache.lend(body), errors::http_error)
             .await?;
-        let mut response =
-            super::wire::assemble::<stream::Assembly>(&self.transport, response, sent, observer)
-                .await?;
+        let mut response = super::wire::assemble::<stream::Assembly>(
+            call.transport,
+            response,
+            sent,
+            call.observer,
+        )
+        .await?;
         self.price(&mut response);
         Ok(response)
     }

@@ -1,4 +1,4 @@
-//! The Amazon Bedrock adapter (SPEC 22): one `POST
+//! The Amazon Bedrock wire form of the one HTTP adapter (SPEC 22): one `POST
 //! {endpoint}/model/{modelId}/converse-stream` per call, the reply in AWS
 //! event-stream framing (`model::eventstream`). `request.rs` translates our
 //! conversation to the Converse form, `stream.rs` assembles the events into
@@ -15,47 +15,33 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::eventstream::{header, FrameReader};
 use super::http::HttpTransport;
-use super::spec::WireOptions;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 use stream::{Assembly, Stage};
 
 /// How long the `metadata` event (the usage) is awaited after `messageStop`:
 /// the reply is whole already, so a server that sends none costs this much.
 const METADATA_GRACE: Duration = Duration::from_secs(5);
 
-/// One Bedrock model (a model id or inference profile) behind one endpoint.
+/// The Converse wire form (a model id or inference profile as the model).
 #[derive(Debug)]
-pub(crate) struct BedrockModel {
-    transport: HttpTransport,
-    model_id: String,
-    /// The named model's configured `max_output_tokens`, used when the
-    /// request carries none.
-    max_output_tokens: Option<u32>,
-    /// The provider's `tool_choice`.
-    wire: WireOptions,
-}
+struct ConverseForm;
 
-impl BedrockModel {
-    /// `transport` carries the member's credentials.
-    pub(crate) fn new(
+impl HttpModel {
+    /// A Bedrock model (`transport` carries the member's credentials).
+    pub(crate) fn bedrock(
         transport: HttpTransport,
         model_id: &str,
         max_output_tokens: Option<u32>,
-    ) -> Self {
-        BedrockModel {
-            transport: transport.with_header("accept", "application/vnd.amazon.eventstream"),
-            model_id: model_id.to_string(),
+    ) -> HttpModel {
+        HttpModel::new(
+            transport.with_header("accept", "application/vnd.amazon.eventstream"),
+            model_id,
             max_output_tokens,
-            wire: WireOptions::default(),
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
+            ConverseForm,
+        )
     }
 }
 
@@ -83,22 +69,25 @@ fn http_error(status: u16, headers: &HeaderMap, body: &[u8], wait: Option<Durati
 }
 
 #[async_trait]
-impl Model for BedrockModel {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
-        let body =
-            request::request_body(&self.model_id, request, self.max_output_tokens, self.wire);
+impl WireForm for ConverseForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
+        let Call {
+            transport,
+            model: model_id,
+            request,
+            output_cap,
+            wire,
+            observer,
+        } = call;
+        let body = request::request_body(model_id, request, output_cap, wire);
         let body = serde_json::to_vec(&body).map_err(|e| ModelError::Invalid {
             message: format!("cannot write the request: {e}"),
         })?;
-        let path = converse_stream_path(&self.model_id);
+        let path = converse_stream_path(model_id);
         let body = bytes::Bytes::from(body);
         // Credentials that expired are fetched again by the transport.
-        let (response, sent) = self.transport.post_with(&path, body, http_error).await?;
-        let mut frames = FrameReader::new(response, sent, self.transport.timeouts());
+        let (response, sent) = transport.post_with(&path, body, http_error).await?;
+        let mut frames = FrameReader::new(response, sent, transport.timeouts());
         let mut assembly = Assembly::default();
         loop {
             let frame = match frames.next().await {

@@ -1,4 +1,4 @@
-//! The Gemini adapter: one `POST {base}/models/{model}:streamGenerateContent?alt=sse`
+//! The Gemini wire form of the one HTTP adapter: one `POST {base}/models/{model}:streamGenerateContent?alt=sse`
 //! per call on the Gemini API, or the same body at a Vertex AI publisher
 //! model's path. `request.rs` translates our conversation to the wire form,
 //! `stream.rs` assembles the SSE chunks into a `Response`, `errors.rs` reads
@@ -16,75 +16,69 @@ pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
 pub(crate) use stream::Assembly;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::http::HttpTransport;
-use super::spec::WireOptions;
 use super::wire_cache::WireCache;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 
-/// One Gemini model behind one endpoint.
+/// The Gemini wire form, on the Gemini API or on Vertex AI.
 #[derive(Debug)]
-pub(crate) struct GeminiModel {
-    transport: HttpTransport,
-    model: String,
+struct GeminiForm {
     /// The model's path without its method: `/models/{model}` on the Gemini
     /// API, `/v1/projects/…/publishers/google/models/{model}` on Vertex.
     model_path: String,
-    max_output_tokens: Option<u32>,
     cache: WireCache<request::Parts>,
-    wire: WireOptions,
 }
 
-impl GeminiModel {
-    /// `transport` must authenticate (an `x-goog-api-key` or a bearer
-    /// token); its error bodies are read as Google's here.
-    pub(crate) fn new(
+impl HttpModel {
+    /// A Gemini model at `model_path` (`transport` must authenticate: an
+    /// `x-goog-api-key` or a bearer token); its error bodies are read as
+    /// Google's.
+    pub(crate) fn gemini(
         transport: HttpTransport,
         model: &str,
         model_path: String,
         max_output_tokens: Option<u32>,
-    ) -> Self {
-        GeminiModel {
-            transport: transport.with_error_reader(error_from_google_body),
-            model: model.to_string(),
+    ) -> HttpModel {
+        let form = GeminiForm {
             model_path,
-            max_output_tokens,
             cache: WireCache::default(),
-            wire: WireOptions::default(),
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
-    }
-
-    /// The Gemini API's path of `model`.
-    pub(crate) fn api_path(model: &str) -> String {
-        format!("/models/{model}")
+        };
+        HttpModel::new(
+            transport.with_error_reader(error_from_google_body),
+            model,
+            max_output_tokens,
+            form,
+        )
     }
 }
 
+/// The Gemini API's path of `model`.
+pub(crate) fn api_path(model: &str) -> String {
+    format!("/models/{model}")
+}
+
 #[async_trait]
-impl Model for GeminiModel {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
+impl WireForm for GeminiForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
         let body = request_bytes(
-            &self.model,
-            request,
-            self.max_output_tokens,
-            self.wire,
+            call.model,
+            call.request,
+            call.output_cap,
+            call.wire,
             &self.cache,
         );
-        let path = if self.wire.stream {
+        let path = if call.wire.stream {
             format!("{}:streamGenerateContent?alt=sse", self.model_path)
         } else {
             format!("{}:generateContent", self.model_path)
         };
-        super::wire::complete::<Assembly>(&self.transport, &path, self.cache.lend(body), observer)
-            .await
+        super::wire::complete::<Assembly>(
+            call.transport,
+            &path,
+            self.cache.lend(body),
+            call.observer,
+        )
+        .await
     }
 }

@@ -1,17 +1,18 @@
-//! The OpenAI Chat Completions adapter (providers `openai`, `openrouter` and
-//! named providers with `api: openai`): one streaming POST to
-//! `{endpoint}/chat/completions` per call, read as server-sent events (or as
-//! one JSON body from a server that does not stream).
+//! The OpenAI Chat Completions wire form (providers `openai`, `openrouter`
+//! and named providers with `api: openai`) of the one HTTP adapter
+//! (`model/adapter.rs`): one streaming POST to `{endpoint}/chat/completions`
+//! per call, read as server-sent events (or as one JSON body from a server
+//! that does not stream).
 
 mod request;
 mod stream;
 
 use async_trait::async_trait;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::http::HttpTransport;
-use super::spec::WireOptions;
 use super::wire_cache::WireCache;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 
 pub use crate::model::spec::Dialect;
 #[cfg(test)]
@@ -19,65 +20,49 @@ pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
 pub use stream::ChunkAssembler;
 
-/// One model behind a Chat Completions endpoint.
+/// The Chat Completions wire form: the body in the provider's dialect,
+/// SSE chunks assembled by `ChunkAssembler`.
 #[derive(Debug)]
-pub struct ChatCompletions {
-    transport: HttpTransport,
-    model: String,
+struct ChatForm {
     dialect: Dialect,
-    /// The model's own reply limit from config (`max_output_tokens`).
-    output_cap: Option<u32>,
     /// Each message's bytes in Chat Completions form.
     cache: WireCache,
-    /// The provider's `stream` and `tool_choice` options.
-    wire: WireOptions,
 }
 
-impl ChatCompletions {
-    pub fn new(
+impl HttpModel {
+    /// A model behind a Chat Completions endpoint (`transport` authenticates
+    /// with a bearer token, or none).
+    pub fn chat_completions(
         transport: HttpTransport,
         model: &str,
         dialect: Dialect,
         output_cap: Option<u32>,
-    ) -> Self {
-        ChatCompletions {
-            transport,
-            model: model.to_string(),
+    ) -> HttpModel {
+        let form = ChatForm {
             dialect,
-            output_cap,
             cache: WireCache::default(),
-            wire: WireOptions::default(),
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
+        };
+        HttpModel::new(transport, model, output_cap, form)
     }
 }
 
 #[async_trait]
-impl Model for ChatCompletions {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
-        let budget = request.reply_budget(self.output_cap);
+impl WireForm for ChatForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
+        let budget = call.request.reply_budget(call.output_cap);
         let body = request_bytes(
-            &self.model,
+            call.model,
             self.dialect,
             budget,
-            request,
-            self.wire,
+            call.request,
+            call.wire,
             &self.cache,
         );
         super::wire::complete::<ChunkAssembler>(
-            &self.transport,
+            call.transport,
             "/chat/completions",
             self.cache.lend(body),
-            observer,
+            call.observer,
         )
         .await
     }

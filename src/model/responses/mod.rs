@@ -1,4 +1,4 @@
-//! The OpenAI Responses adapter: one streaming `POST {endpoint}/responses`
+//! The OpenAI Responses wire form of the one HTTP adapter: one streaming `POST {endpoint}/responses`
 //! per call, stateless (`store: false`). `request.rs` translates our
 //! conversation to input items, `stream.rs` assembles the `response.*` events.
 
@@ -12,66 +12,50 @@ pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
 pub(crate) use stream::Assembly;
 
+use super::adapter::{Call, HttpModel, WireForm};
 use super::http::HttpTransport;
-use super::spec::WireOptions;
 use super::wire_cache::WireCache;
-use super::{Model, ModelError, Request, Response, StreamObserver};
+use super::{ModelError, Response};
 
-/// One Responses model behind one endpoint.
-#[derive(Debug)]
-pub(crate) struct ResponsesModel {
-    transport: HttpTransport,
-    model: String,
-    /// The named model's configured `max_output_tokens`.
-    max_output_tokens: Option<u32>,
+/// The Responses wire form: input items, `response.*` events.
+#[derive(Debug, Default)]
+struct ResponsesForm {
     /// Each message's bytes as Responses input items.
     cache: WireCache,
-    /// The provider's `stream` and `tool_choice` options.
-    wire: WireOptions,
 }
 
-impl ResponsesModel {
-    /// `transport` must authenticate with a bearer token.
-    pub(crate) fn new(
+impl HttpModel {
+    /// A model behind a Responses endpoint (`transport` must authenticate
+    /// with a bearer token).
+    pub(crate) fn responses(
         transport: HttpTransport,
         model: &str,
         max_output_tokens: Option<u32>,
-    ) -> Self {
-        ResponsesModel {
+    ) -> HttpModel {
+        HttpModel::new(
             transport,
-            model: model.to_string(),
+            model,
             max_output_tokens,
-            cache: WireCache::default(),
-            wire: WireOptions::default(),
-        }
-    }
-
-    /// Sends requests as the provider's config asks (`stream`, `tool_choice`).
-    pub(crate) fn with_wire(mut self, wire: WireOptions) -> Self {
-        self.wire = wire;
-        self
+            ResponsesForm::default(),
+        )
     }
 }
 
 #[async_trait]
-impl Model for ResponsesModel {
-    async fn complete(
-        &self,
-        request: &Request<'_>,
-        observer: &dyn StreamObserver,
-    ) -> Result<Response, ModelError> {
+impl WireForm for ResponsesForm {
+    async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
         let body = request_bytes(
-            &self.model,
-            request,
-            self.max_output_tokens,
-            self.wire,
+            call.model,
+            call.request,
+            call.output_cap,
+            call.wire,
             &self.cache,
         );
         super::wire::complete::<Assembly>(
-            &self.transport,
+            call.transport,
             "/responses",
             self.cache.lend(body),
-            observer,
+            call.observer,
         )
         .await
     }

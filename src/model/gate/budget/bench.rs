@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 use crate::budget::{Budget, Period, Scope};
 use crate::events::Emitter;
 use crate::health::{Health, RedisStore, SqliteStore, Store};
+use crate::model::adapter::HttpModel;
 use crate::model::chain::ChainModel;
 use crate::model::gate::BudgetBook;
 use crate::model::http::{Auth, HttpTransport};
 use crate::model::member::Member;
-use crate::model::openai::{ChatCompletions, Dialect};
+use crate::model::openai::Dialect;
 use crate::model::price::Pricing;
 use crate::model::retry::RequestCtx;
 use crate::model::script::ScriptModel;
@@ -124,7 +125,7 @@ fn member(loopback: Option<u16>) -> Member {
                 timeouts,
             )
             .unwrap();
-            Box::new(ChatCompletions::new(transport, "m", Dialect::Compatible, None))
+            Box::new(HttpModel::chat_completions(transport, "m", Dialect::Compatible, None))
         }
     };
     let pricing = Pricing {
