@@ -76,6 +76,17 @@ fn run(env: &TestEnv, fake: &FakeCloud, creds: &std::path::Path) -> std::process
     run_on(env, fake, creds, true)
 }
 
+/// `--check`'s output on `creds`.
+fn run_check(env: &TestEnv, fake: &FakeCloud, creds: &std::path::Path) -> String {
+    let out = cmd(env, fake)
+        .env("GOOGLE_APPLICATION_CREDENTIALS", creds)
+        .env("GOOGLE_CLOUD_PROJECT", "wif-project")
+        .args(["-m", CLAUDE, "--check"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
 #[test]
 fn github_actions_federation_exchanges_the_oidc_token_and_impersonates_the_account() {
     let (env, fake) = one_step();
@@ -146,6 +157,12 @@ fn github_actions_federation_exchanges_the_oidc_token_and_impersonates_the_accou
     ] {
         assert_secret_absent(secret, &out, &[&traj]);
     }
+    // --check names the source and its kind.
+    let check = run_check(&env, &fake, &creds);
+    assert!(
+        check.contains("gha-creds-1a2b3c.json), workload identity federation"),
+        "{check}"
+    );
 }
 
 #[test]
@@ -211,6 +228,11 @@ fn gclouds_impersonated_service_account_impersonates_with_its_source_token() {
     let creds = env.write("impersonated.json", &file.to_string());
     let out = run(&env, &fake, &creds);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let check = run_check(&env, &fake, &creds);
+    assert!(
+        check.contains(&format!("impersonated.json), impersonating {ACCOUNT}")),
+        "{check}"
+    );
     assert_eq!(
         paths(&fake)[..2],
         [
@@ -277,6 +299,10 @@ fn a_refused_subject_token_is_an_auth_error_naming_the_file_not_a_retry() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("gha-creds-wrong.json"), "{err}");
+    assert!(
+        err.contains("/oidc refused them"),
+        "names the endpoint: {err}"
+    );
     assert!(!err.contains("wrong-request-token"), "{err}");
     assert_eq!(paths(&fake), ["/oidc"], "asked once, no retry");
 }

@@ -180,6 +180,14 @@ fn read_file(path: &Path, source: String) -> Result<GoogleCredentials, FindError
     let present = |v: Option<String>| v.filter(|v| !v.is_empty());
     let project = present(file.project_id.clone()).or(present(file.quota_project_id.clone()));
     let kind = kind_of(file, true).map_err(bad)?;
+    let source = match &kind {
+        Kind::External(_) => format!("{source}, workload identity federation"),
+        Kind::Impersonated { url, .. } => format!(
+            "{source}, impersonating {}",
+            external::impersonated_account(url).unwrap_or_default()
+        ),
+        _ => source,
+    };
     Ok(GoogleCredentials::new(kind, source, project))
 }
 
@@ -275,11 +283,8 @@ pub(super) async fn token_call(
         .await
         .map_err(|_| unreachable())??;
     if status.is_client_error() {
-        return Err(refused(
-            source,
-            status.as_u16(),
-            "the token endpoint refused them",
-        ));
+        let why = format!("the token endpoint {} refused them", display_url(url));
+        return Err(refused(source, status.as_u16(), &why));
     }
     if !status.is_success() {
         return Err(ModelError::Network {
