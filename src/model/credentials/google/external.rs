@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::{token_call, TokenReply, MAX_TOKEN_REPLY, SCOPE};
@@ -56,7 +57,7 @@ enum Subject {
     Url {
         url: String,
         /// Secrets (a bearer token for GitHub's OIDC endpoint): never shown.
-        headers: Vec<(String, String)>,
+        headers: Vec<(HeaderName, HeaderValue)>,
         field: Option<String>,
     },
 }
@@ -124,7 +125,7 @@ impl ExternalAccount {
             }
             (None, Some(url)) if is_http(&url) => Subject::Url {
                 url,
-                headers: source.headers.into_iter().collect(),
+                headers: valid_headers(source.headers)?,
                 field,
             },
             _ => return Err("an external_account file whose credential_source is neither one file nor one http(s) url"),
@@ -215,7 +216,7 @@ impl ExternalAccount {
             } => {
                 let mut request = shared_client().get(url);
                 for (name, value) in headers {
-                    request = request.header(name, value);
+                    request = request.header(name.clone(), value.clone());
                 }
                 let body = token_call(source, url, request).await?;
                 (body, field, crate::model::client::display_url(url))
@@ -296,6 +297,24 @@ fn no_token(source: &str, url: &str) -> ModelError {
     }
 }
 
+/// A URL source's headers as HTTP headers, each value marked sensitive.
+fn valid_headers(
+    headers: BTreeMap<String, String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>, &'static str> {
+    headers
+        .into_iter()
+        .map(|(name, value)| {
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            let mut value = HeaderValue::from_str(&value).ok()?;
+            value.set_sensitive(true);
+            Some((name, value))
+        })
+        .collect::<Option<_>>()
+        .ok_or(
+            "an external_account file whose credential_source headers are not valid HTTP headers",
+        )
+}
+
 fn is_http(url: &str) -> bool {
     url.starts_with("https://") || url.starts_with("http://")
 }
@@ -346,6 +365,8 @@ mod tests {
             serde_json::json!({"url": "file:///etc/passwd"}),
             serde_json::json!({"url": "https://x", "format": {"type": "json"}}),
             serde_json::json!({"file": "/nonexistent/token"}),
+            serde_json::json!({"url": "https://x", "headers": {"Bad Name": "v"}}),
+            serde_json::json!({"url": "https://x", "headers": {"Authorization": "Bearer a\nb"}}),
         ] {
             let text = source.to_string();
             assert!(ExternalAccount::parse(fields(source)).is_err(), "{text}");
