@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::fake_cloud::FakeCloud;
+use crate::support::fake_cloud::{cloud_env, FakeCloud};
 use crate::support::{assert_secret_absent, events, finished, of_type, retry_reasons, TestEnv};
 
 const MODEL: &str = "azure/prod-chat";
@@ -23,22 +23,17 @@ const VERSION: &str = "2024-10-21";
 const RETRY: &str = "retry: {attempts: 2, backoff: 1ms, max_backoff: 5s, jitter: 0, stream_first_event_timeout: 2s, stream_idle_timeout: 2s}\n";
 
 fn env_with(config: &str) -> TestEnv {
-    let env = TestEnv::new();
-    env.user_config(&format!("health_db: off\n{RETRY}{config}"));
-    env
+    cloud_env(RETRY, config)
 }
 
 /// A fake answering `replies` in order; `prod-chat` is a deployment of
 /// `gpt-4o-2024-11-20`, `gpt-4o` and `gpt-5` are deployments named after
 /// their models.
 fn fake(env: &TestEnv, replies: Value) -> FakeCloud {
-    let script = env.write(
-        &format!("azure-script-{}.json", rand_suffix()),
-        &replies.to_string(),
-    );
-    FakeCloud::start(
+    FakeCloud::scripted(
         "azure",
-        &env.home(),
+        env,
+        &replies,
         &[
             "--key",
             KEY,
@@ -50,16 +45,8 @@ fn fake(env: &TestEnv, replies: Value) -> FakeCloud {
             "gpt-4o=gpt-4o-2024-11-20",
             "--deployment",
             "gpt-5=gpt-5-2025-08-07",
-            "--script",
-            script.to_str().unwrap(),
         ],
     )
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
 }
 
 /// The binary with the fake as the Azure resource and the key set.

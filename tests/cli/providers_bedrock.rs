@@ -8,7 +8,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::fake_cloud::FakeCloud;
+use crate::support::fake_cloud::{cloud_env, FakeCloud};
 use crate::support::{assert_secret_absent, events, finished, of_type, retry_reasons, TestEnv};
 
 const MODEL: &str = "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0";
@@ -20,27 +20,12 @@ const SECRET: &str = "tinyagent/fake/secret+key";
 const RETRY: &str = "retry: {attempts: 3, backoff: 1ms, max_backoff: 20ms, jitter: 0, stream_first_event_timeout: 2s, stream_idle_timeout: 2s}\n";
 
 fn env_with(config: &str) -> TestEnv {
-    let env = TestEnv::new();
-    env.user_config(&format!("health_db: off\n{RETRY}{config}"));
-    env
+    cloud_env(RETRY, config)
 }
 
 /// The fake answering `replies` in turn.
 fn start_fake(env: &TestEnv, replies: Value, extra: &[&str]) -> FakeCloud {
-    let script = env.write(
-        &format!("bedrock-{}.json", uuid_like()),
-        &json!({ "replies": replies }).to_string(),
-    );
-    let mut args = vec!["--script", script.to_str().unwrap()];
-    args.extend_from_slice(extra);
-    FakeCloud::start("bedrock", &env.dir.path().join("files"), &args)
-}
-
-fn uuid_like() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
+    FakeCloud::scripted("bedrock", env, &json!({ "replies": replies }), extra)
 }
 
 /// The binary with keys in the environment, pointed at the fake.

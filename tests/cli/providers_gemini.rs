@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::support::fake_cloud::FakeCloud;
+use crate::support::fake_cloud::{cloud_env, FakeCloud};
 use crate::support::{assert_secret_absent, events, finished, of_type, retry_reasons, TestEnv};
 
 const MODEL: &str = "gemini/gemini-2.5-flash";
@@ -16,28 +16,12 @@ const KEY: &str = "AIzaSy-test-gemini-key-5f4e3d2c1b";
 const RETRY: &str = "retry: {attempts: 2, backoff: 1ms, max_backoff: 5s, jitter: 0, stream_first_event_timeout: 500ms, stream_idle_timeout: 500ms}\n";
 
 fn env_with(config: &str) -> TestEnv {
-    let env = TestEnv::new();
-    env.user_config(&format!("health_db: off\n{RETRY}{config}"));
-    env
+    cloud_env(RETRY, config)
 }
 
 /// A fake answering `replies` in order.
 fn fake(env: &TestEnv, replies: Value) -> FakeCloud {
-    let script = env.write(
-        &format!("gemini-script-{}.json", rand_suffix()),
-        &replies.to_string(),
-    );
-    FakeCloud::start(
-        "gemini",
-        &env.home(),
-        &["--key", KEY, "--script", script.to_str().unwrap()],
-    )
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1, Ordering::Relaxed)
+    FakeCloud::scripted("gemini", env, &replies, &["--key", KEY])
 }
 
 fn cmd(env: &TestEnv, fake: &FakeCloud) -> assert_cmd::Command {

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use crate::support::fake_cloud::FakeCloud;
+use crate::support::fake_cloud::{cloud_env, FakeCloud};
 use crate::support::{assert_secret_absent, events, finished, of_type, retry_reasons, TestEnv};
 
 pub(crate) const CLAUDE: &str = "vertex/claude-sonnet-4-5@20250929";
@@ -21,26 +21,11 @@ const GEMINI: &str = "vertex/gemini-2.5-pro";
 const RETRY: &str = "retry: {attempts: 2, backoff: 1ms, max_backoff: 5s, jitter: 0, stream_first_event_timeout: 1s, stream_idle_timeout: 1s}\n";
 
 pub(crate) fn env_with(config: &str) -> TestEnv {
-    let env = TestEnv::new();
-    env.user_config(&format!("health_db: off\n{RETRY}{config}"));
-    env
+    cloud_env(RETRY, config)
 }
 
 pub(crate) fn fake(env: &TestEnv, replies: Value, token_mode: &str) -> FakeCloud {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let name = format!("vertex-script-{}.json", N.fetch_add(1, Ordering::Relaxed));
-    let script = env.write(&name, &replies.to_string());
-    FakeCloud::start(
-        "vertex",
-        &env.home(),
-        &[
-            "--script",
-            script.to_str().unwrap(),
-            "--token-mode",
-            token_mode,
-        ],
-    )
+    FakeCloud::scripted("vertex", env, &replies, &["--token-mode", token_mode])
 }
 
 fn private_key() -> String {

@@ -14,6 +14,16 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
+use super::TestEnv;
+
+/// A test environment for a cloud's tests: no shared health record, the
+/// `retry` line given (`retry: {...}`), then `config`.
+pub fn cloud_env(retry: &str, config: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.user_config(&format!("health_db: off\n{retry}{config}"));
+    env
+}
+
 /// A running fake; killed when dropped.
 pub struct FakeCloud {
     child: Child,
@@ -22,6 +32,18 @@ pub struct FakeCloud {
 }
 
 impl FakeCloud {
+    /// Starts `tests/fakes/<name>.py` answering `script` (written into
+    /// `env`'s files), with `args` more.
+    pub fn scripted(name: &str, env: &TestEnv, script: &Value, args: &[&str]) -> FakeCloud {
+        let path = env.write(
+            &format!("{name}-script-{}.json", unique_suffix()),
+            &script.to_string(),
+        );
+        let mut all = vec!["--script", path.to_str().unwrap()];
+        all.extend_from_slice(args);
+        FakeCloud::start(name, &env.home(), &all)
+    }
+
     /// Starts `tests/fakes/<name>.py` with `args`, logging requests to a
     /// file in `dir`.
     pub fn start(name: &str, dir: &Path, args: &[&str]) -> FakeCloud {
