@@ -42,6 +42,8 @@ pub(crate) mod timed;
 pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;
+#[cfg(test)]
+pub(crate) mod wire_fixtures;
 
 #[cfg(test)]
 pub(crate) mod fuzz_tests;

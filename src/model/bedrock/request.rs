@@ -167,17 +167,8 @@ fn block_id(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ToolCall, ToolSpec};
-
-    fn call(id: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: "bash".into(),
-            arguments: args,
-            garbled: false,
-            oversized: None,
-        }
-    }
+    use crate::model::wire_fixtures::call;
+    use crate::model::ToolSpec;
 
     fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec]) -> Request<'a> {
         Request {

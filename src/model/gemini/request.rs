@@ -269,31 +269,10 @@ fn model_parts(model: &str, request: &Request<'_>, message: &Message) -> Vec<Val
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ToolCall, ToolSpec};
+    use crate::model::wire_fixtures::{call, request};
+    use crate::model::ToolSpec;
 
     const SPEC: &str = "gemini/gemini-2.5-flash";
-
-    fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
-        Request {
-            system: "be brief",
-            messages,
-            tools,
-            output_schema: None,
-            max_output_tokens: None,
-            reasoning_effort: None,
-            spec,
-        }
-    }
-
-    fn call(id: &str, args: Value) -> ToolCall {
-        ToolCall {
-            id: id.into(),
-            name: "bash".into(),
-            arguments: args,
-            garbled: false,
-            oversized: None,
-        }
-    }
 
     fn conversation(extra: Option<Value>) -> Vec<Message> {
         let c1 = call("call_1", json!({"command": "ls"}));

@@ -1,29 +1,8 @@
 //! The Anthropic request body: merged tool results, thinking replay, ids, budgets, Vertex AI's form.
 
 use super::*;
-use crate::model::{ToolCall, ToolSpec};
-
-fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) -> Request<'a> {
-    Request {
-        system: "be brief",
-        messages,
-        tools,
-        output_schema: None,
-        max_output_tokens: None,
-        reasoning_effort: None,
-        spec,
-    }
-}
-
-fn call(id: &str, args: Value) -> ToolCall {
-    ToolCall {
-        id: id.into(),
-        name: "bash".into(),
-        arguments: args,
-        garbled: false,
-        oversized: None,
-    }
-}
+use crate::model::wire_fixtures::{call, request};
+use crate::model::ToolSpec;
 
 fn conversation(extra: Option<Value>) -> Vec<Message> {
     let c1 = call("toolu_1", json!({"command": "ls"}));
