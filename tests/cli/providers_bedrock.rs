@@ -28,6 +28,14 @@ fn start_fake(env: &TestEnv, replies: Value, extra: &[&str]) -> FakeCloud {
     FakeCloud::scripted("bedrock", env, &json!({ "replies": replies }), extra)
 }
 
+/// A signed `--json` run of the task "go".
+fn signed_go(env: &TestEnv, fake: &FakeCloud) -> std::process::Output {
+    signed_cmd(env, fake)
+        .args(["-m", MODEL, "--json", "go"])
+        .output()
+        .unwrap()
+}
+
 /// The binary with keys in the environment, pointed at the fake.
 fn signed_cmd(env: &TestEnv, fake: &FakeCloud) -> assert_cmd::Command {
     let mut cmd = env.cmd();
@@ -248,10 +256,7 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
         ]),
         &[],
     );
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ev = events(&out.stdout);
     assert_eq!(retry_reasons(&ev), ["http_429", "http_503"]);
@@ -262,10 +267,7 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
         json!([{"http_error": {"status": 400, "type": "ValidationException", "message": "The model returned the following errors: malformed"}}]),
         &[],
     );
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert_eq!(fake.requests().len(), 1, "not retried");
     let ev = events(&out.stdout);
@@ -283,10 +285,7 @@ fn throttling_inside_the_stream_is_retried_and_http_errors_take_their_classes() 
         json!([{"http_error": {"status": 400, "type": "ServiceQuotaExceededException", "message": "quota"}}]),
         &[],
     );
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(75), "{}", stderr(&out));
     assert_eq!(fake.requests().len(), 1, "quota is not retried");
 }
@@ -319,10 +318,7 @@ fn hostile_frames_are_classified_failures_then_retried() {
         ]),
         &[],
     );
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ev = events(&out.stdout);
     assert_eq!(
@@ -363,10 +359,7 @@ fn bytes_that_never_complete_a_frame_do_not_keep_the_stream_alive() {
     env.user_config("health_db: off\nretry: {attempts: 2, backoff: 1ms, max_backoff: 20ms, jitter: 0, stream_first_event_timeout: 1s, stream_idle_timeout: 1s}\n");
     let fake = start_fake(&env, json!([{"hostile": "trickle"}, {"text": "ok"}]), &[]);
     let started = std::time::Instant::now();
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(retry_reasons(&events(&out.stdout)), ["timeout"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
@@ -406,10 +399,7 @@ fn expired_credentials_are_fetched_again_and_the_request_resent_at_once() {
         ]),
         &[],
     );
-    let out = signed_cmd(&env, &fake)
-        .args(["-m", MODEL, "--json", "go"])
-        .output()
-        .unwrap();
+    let out = signed_go(&env, &fake);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ev = events(&out.stdout);
     assert!(retry_reasons(&ev).is_empty(), "no retry used up");
