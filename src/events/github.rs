@@ -504,6 +504,7 @@ mod tests {
             output: serde_json::Value::Null,
             error: Some("every model | failed".into()),
             down: Vec::new(),
+            cache: Default::default(),
         };
         let mut per_model = BTreeMap::new();
         per_model.insert(

@@ -116,6 +116,8 @@ mod tests {
             model: model.into(),
             input_tokens: input,
             output_tokens: output,
+            cached_input_tokens: 0,
+            cache_write_tokens: 0,
             cost_usd: cost,
             finish_reason: "stop".into(),
             usage_estimated: false,

@@ -22,7 +22,9 @@ use crate::model::wire::{
     append, made_up_id, note_model, stream_error, too_large, Arguments, Assembly as WireAssembly,
     Kept, Progress, MAX_MESSAGE_CHARS, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
+use crate::model::{
+    usage_wire, FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage,
+};
 
 /// At most this many parts in one reply.
 const MAX_PARTS: usize = 4 * MAX_TOOL_CALLS;
@@ -64,7 +66,7 @@ pub(crate) struct Assembly {
 struct WireChunk<'a> {
     #[serde(default, borrow)]
     candidates: Option<Vec<WireCandidate<'a>>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage_metadata: Option<WireUsage>,
     #[serde(default, borrow)]
     model_version: Option<Cow<'a, str>>,
@@ -126,10 +128,16 @@ struct WireFeedback {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
+    #[serde(default, deserialize_with = "usage_wire::count")]
     prompt_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     candidates_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     thoughts_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     tool_use_prompt_token_count: Option<u64>,
+    /// A part of `promptTokenCount` (implicit or explicit cache reads).
+    #[serde(default, deserialize_with = "usage_wire::count")]
     cached_content_token_count: Option<u64>,
 }
 
@@ -152,14 +160,24 @@ impl Assembly {
         }
         note_model(&mut self.model, chunk.model_version.as_deref());
         if let Some(usage) = chunk.usage_metadata {
-            let output =
-                usage.candidates_token_count.unwrap_or(0) + usage.thoughts_token_count.unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_token_count.unwrap_or(0)
-                    + usage.tool_use_prompt_token_count.unwrap_or(0),
-                output_tokens: output,
-                cached_input_tokens: usage.cached_content_token_count.unwrap_or(0),
-            });
+            let output = usage
+                .candidates_token_count
+                .unwrap_or(0)
+                .saturating_add(usage.thoughts_token_count.unwrap_or(0));
+            self.usage = Some(
+                Usage {
+                    input_tokens: usage
+                        .prompt_token_count
+                        .unwrap_or(0)
+                        .saturating_add(usage.tool_use_prompt_token_count.unwrap_or(0)),
+                    output_tokens: output,
+                    cached_input_tokens: usage.cached_content_token_count.unwrap_or(0),
+                    // Gemini bills no cache writes: its implicit cache is free to fill.
+                    cache_write_tokens: 0,
+                    cache_write_1h_tokens: 0,
+                }
+                .bounded(),
+            );
         }
         if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
             self.blocked = Some(bounded(&reason));
@@ -476,7 +494,8 @@ mod tests {
             Usage {
                 input_tokens: 120,
                 output_tokens: 42,
-                cached_input_tokens: 100
+                cached_input_tokens: 100,
+                ..Usage::default()
             }
         );
         assert!(r.usage_reported);

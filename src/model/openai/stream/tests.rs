@@ -68,7 +68,8 @@ fn text_streams_to_the_observer_and_usage_comes_last() {
         Usage {
             input_tokens: 120,
             output_tokens: 30,
-            cached_input_tokens: 100
+            cached_input_tokens: 100,
+            ..Usage::default()
         }
     );
 }
