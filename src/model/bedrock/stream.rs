@@ -386,6 +386,55 @@ mod tests {
         assert_eq!(r.usage.output_tokens, 20);
     }
 
+    /// Bedrock's `inputTokens` leaves out the cache reads and writes;
+    /// `cacheDetails` gives the writes' lifetimes (1h before 5m).
+    #[test]
+    fn cache_reads_writes_and_their_lifetimes_are_read() {
+        let text = (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "x"}}),
+        );
+        let stop = ("messageStop", json!({"stopReason": "end_turn"}));
+        let r = run(&[
+            text.clone(),
+            stop.clone(),
+            ("metadata", json!({"usage": {"inputTokens": 12, "outputTokens": 20, "totalTokens": 5032,
+                "cacheReadInputTokens": 4000, "cacheWriteInputTokens": 1000,
+                "cacheDetails": [{"inputTokens": 600, "ttl": "1h"}, {"inputTokens": 400, "ttl": "5m"}]}})),
+        ])
+        .unwrap();
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 5012,
+                output_tokens: 20,
+                cached_input_tokens: 4000,
+                cache_write_tokens: 1000,
+                cache_write_1h_tokens: 600,
+            }
+        );
+        // Counts that lie are read as missing or cut, never failing the reply.
+        for usage in [
+            json!({"inputTokens": "7", "outputTokens": -1, "cacheReadInputTokens": "x", "cacheDetails": "1h"}),
+            json!({"inputTokens": u64::MAX, "cacheReadInputTokens": u64::MAX, "cacheWriteInputTokens": u64::MAX,
+                   "cacheDetails": [{"inputTokens": u64::MAX, "ttl": "1h"}, {"inputTokens": u64::MAX, "ttl": "1h"}]}),
+            json!(["usage"]),
+        ] {
+            let r = run(&[
+                text.clone(),
+                stop.clone(),
+                ("metadata", json!({"usage": usage})),
+            ])
+            .unwrap_or_else(|e| panic!("{usage}: {e:?}"));
+            let u = r.usage;
+            assert!(
+                u.cached_input_tokens + u.cache_write_tokens <= u.input_tokens,
+                "{u:?}"
+            );
+            assert!(u.cache_write_1h_tokens <= u.cache_write_tokens, "{u:?}");
+        }
+    }
+
     #[test]
     fn stop_reasons() {
         let stopped = |reason: &str| {

@@ -470,6 +470,32 @@ mod tests {
         json!({"promptTokenCount": 120, "candidatesTokenCount": 30, "thoughtsTokenCount": 12, "cachedContentTokenCount": 100, "totalTokenCount": 162})
     }
 
+    /// `cachedContentTokenCount` is a part of `promptTokenCount` (Gemini's
+    /// implicit cache); a lying count is cut to the prompt, a string read
+    /// as missing.
+    #[test]
+    fn cached_content_is_read_and_bounded() {
+        let with_usage = |usage: Value| {
+            let mut last = chunk(json!([{"text": "ok"}]), Some("STOP"));
+            last["usageMetadata"] = usage;
+            run(&[last]).0.unwrap().usage
+        };
+        let u = with_usage(
+            json!({"promptTokenCount": 40000, "candidatesTokenCount": 10, "cachedContentTokenCount": 32000}),
+        );
+        assert_eq!(
+            (u.input_tokens, u.cached_input_tokens, u.cache_write_tokens),
+            (40000, 32000, 0)
+        );
+        let u = with_usage(json!({"promptTokenCount": 100, "cachedContentTokenCount": 9999}));
+        assert_eq!(u.cached_input_tokens, 100);
+        let u = with_usage(
+            json!({"promptTokenCount": "a lot", "cachedContentTokenCount": -1, "candidatesTokenCount": u64::MAX, "thoughtsTokenCount": u64::MAX}),
+        );
+        assert_eq!((u.input_tokens, u.cached_input_tokens), (0, 0));
+        assert_eq!(u.output_tokens, crate::conversation::MAX_RESPONSE_TOKENS);
+    }
+
     #[test]
     fn text_and_calls_assemble_with_usage() {
         let mut last = chunk(

@@ -514,6 +514,26 @@ mod tests {
             "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + output}}})
     }
 
+    /// `input_tokens_details.cached_tokens` are the reads, a part of
+    /// `input_tokens`; a lying count is cut to the input.
+    #[test]
+    fn cached_input_is_read_and_bounded() {
+        let (r, _) = run(&[completed("completed", 5000, 4864, 10)]);
+        let u = r.unwrap().usage;
+        assert_eq!((u.input_tokens, u.cached_input_tokens), (5000, 4864));
+        let (r, _) = run(&[completed("completed", 50, 4864, 10)]);
+        assert_eq!(r.unwrap().usage.cached_input_tokens, 50);
+        let mut odd = completed("completed", 50, 0, 10);
+        odd["response"]["usage"]["input_tokens_details"] = json!("many");
+        odd["response"]["usage"]["output_tokens"] = json!(-4);
+        let (r, _) = run(&[odd]);
+        let u = r.unwrap().usage;
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cached_input_tokens),
+            (50, 0, 0)
+        );
+    }
+
     #[test]
     fn reasoning_text_and_function_call_assemble() {
         let reasoning = json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB=="});
