@@ -25,6 +25,8 @@ fn step_events(step: u32, output: &str) -> Vec<Event> {
             model: "anthropic/claude-sonnet-4-5".into(),
             input_tokens: 12000,
             output_tokens: 300,
+            cached_input_tokens: 11000,
+            cache_write_tokens: 700,
             cost_usd: 0.04,
             finish_reason: "tool_calls".into(),
             usage_estimated: false,
@@ -78,6 +80,7 @@ fn run_finished(steps: u32) -> Event {
         output: Value::Null,
         error: None,
         down: Vec::new(),
+        cache: Default::default(),
     }
 }
 
@@ -293,6 +296,8 @@ fn request_record(step: u32, attempt: u32) -> RequestRecord {
         paced_ms: 0,
         input_tokens: 12000,
         output_tokens: 300,
+        cached_input_tokens: 11000,
+        cache_write_tokens: 700,
         cost_usd: 0.04,
         response_model: None,
     }

@@ -269,6 +269,9 @@ pub(crate) struct ModelConfig {
     pub input_price: Option<f64>,
     pub output_price: Option<f64>,
     pub cached_input_price: Option<f64>,
+    /// USD per million input tokens written to a prompt cache with the
+    /// default lifetime (SPEC 25); a one-hour write costs 1.6 times it.
+    pub cache_write_price: Option<f64>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
 }

@@ -110,11 +110,41 @@ impl FinishReason {
     }
 }
 
-/// Token counts of one response.
+/// Token counts of one response. `input_tokens` is the whole prompt: the
+/// tokens read from a prompt cache (`cached_input_tokens`) and written to
+/// one (`cache_write_tokens`) are parts of it, and the one-hour writes
+/// (`cache_write_1h_tokens`) a part of the writes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     #[serde(default)]
     pub cached_input_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    #[serde(default)]
+    pub cache_write_1h_tokens: u64,
+}
+
+/// The most tokens one response is taken to count in any field: a server
+/// that says more is lying, and its figure is cut to this (no context
+/// window comes near it), so that sums and prices stay finite.
+pub const MAX_RESPONSE_TOKENS: u64 = 1 << 32;
+
+impl Usage {
+    /// The counts made consistent, whatever a server said: each at most
+    /// `MAX_RESPONSE_TOKENS`, the cache reads and writes together at most
+    /// the input (reads first), the one-hour writes at most the writes.
+    pub fn bounded(self) -> Usage {
+        let input = self.input_tokens.min(MAX_RESPONSE_TOKENS);
+        let cached = self.cached_input_tokens.min(input);
+        let write = self.cache_write_tokens.min(input - cached);
+        Usage {
+            input_tokens: input,
+            output_tokens: self.output_tokens.min(MAX_RESPONSE_TOKENS),
+            cached_input_tokens: cached,
+            cache_write_tokens: write,
+            cache_write_1h_tokens: self.cache_write_1h_tokens.min(write),
+        }
+    }
 }

@@ -28,6 +28,9 @@ pub struct Totals {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_input_tokens: u64,
+    /// Tokens written to a prompt cache (SPEC 25); 0 in older checkpoints.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     pub cost_usd: f64,
 }
 
@@ -40,6 +43,9 @@ impl Totals {
         self.cached_input_tokens = self
             .cached_input_tokens
             .saturating_add(usage.cached_input_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(usage.cache_write_tokens);
         self.cost_usd += cost_usd;
     }
 }
@@ -51,6 +57,8 @@ impl std::ops::AddAssign for Totals {
             input_tokens: child.input_tokens,
             output_tokens: child.output_tokens,
             cached_input_tokens: child.cached_input_tokens,
+            cache_write_tokens: child.cache_write_tokens,
+            cache_write_1h_tokens: 0,
         };
         self.add(&usage, child.cost_usd);
     }

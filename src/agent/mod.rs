@@ -19,7 +19,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
-use crate::events::{DownModel, Emitter, Event, ToolCallView};
+use crate::events::{CacheTotals, DownModel, Emitter, Event, ToolCallView};
 use crate::exit::Status;
 use crate::model::chain::{Answer, ChainError, ChainModel};
 use crate::model::gate::Halt;
@@ -276,6 +276,8 @@ impl Agent {
             model: answer.spec.clone(),
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
+            cached_input_tokens: response.usage.cached_input_tokens,
+            cache_write_tokens: response.usage.cache_write_tokens,
             cost_usd: answer.cost_usd,
             finish_reason: response.finish.as_str().to_string(),
             usage_estimated,
@@ -581,6 +583,10 @@ impl Agent {
             output: output.clone(),
             error: error.clone(),
             down,
+            cache: CacheTotals {
+                cached_input_tokens: self.doc.totals.cached_input_tokens,
+                cache_write_tokens: self.doc.totals.cache_write_tokens,
+            },
         });
     }
 }

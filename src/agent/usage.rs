@@ -124,7 +124,7 @@ impl TokenMeter {
         Usage {
             input_tokens: self.estimate(spec, request_chars).max(1),
             output_tokens: self.estimate(spec, reply_chars).max(1),
-            cached_input_tokens: 0,
+            ..Usage::default()
         }
     }
 

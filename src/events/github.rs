@@ -310,6 +310,7 @@ fn summary_markdown(
         active_model,
         output,
         error,
+        cache,
         ..
     } = end
     else {
@@ -322,8 +323,12 @@ fn summary_markdown(
     }
     md.push_str(&format!("| status | `{status}` (exit {exit_code}) |\n"));
     md.push_str(&format!("| steps | {steps} |\n"));
+    let cached =
+        crate::events::human::lines::cached_share(cache.cached_input_tokens, *input_tokens)
+            .map(|share| format!(" ({share} cached)"))
+            .unwrap_or_default();
     md.push_str(&format!(
-        "| tokens | {input_tokens} input, {output_tokens} output |\n"
+        "| tokens | {input_tokens} input{cached}, {output_tokens} output |\n"
     ));
     md.push_str(&format!("| cost | ${cost_usd:.4} |\n"));
     md.push_str(&format!("| duration | {} |\n", duration(*duration_ms)));
@@ -504,6 +509,10 @@ mod tests {
             output: serde_json::Value::Null,
             error: Some("every model | failed".into()),
             down: Vec::new(),
+            cache: crate::events::CacheTotals {
+                cached_input_tokens: 1032,
+                cache_write_tokens: 100,
+            },
         };
         let mut per_model = BTreeMap::new();
         per_model.insert(
@@ -530,6 +539,10 @@ mod tests {
         assert!(md.contains("tinyagent --resume /tmp/run.json\n"), "{md}");
         assert!(md.contains("| task | fix the \\| bug |"), "{md}");
         assert!(md.contains("| duration | 10ms |"), "{md}");
+        assert!(
+            md.contains("| tokens | 1200 input (86% cached), 80 output |"),
+            "{md}"
+        );
         assert!(!md.contains("**Answer**"), "{md}");
     }
 

@@ -579,6 +579,7 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
         model_fallbacks,
         active_model,
         down,
+        cache,
         ..
     } = event
     else {
@@ -588,7 +589,9 @@ pub(crate) fn summary_with_costs(event: &Event, costs: &[(String, f64)]) -> Stri
         &Summary {
             status: *status,
             steps: *steps,
-            tokens: input_tokens + output_tokens,
+            tokens: input_tokens.saturating_add(*output_tokens),
+            input_tokens: *input_tokens,
+            cached_input_tokens: cache.cached_input_tokens,
             cost_usd: *cost_usd,
             duration_ms: *duration_ms,
             model_fallbacks: *model_fallbacks,

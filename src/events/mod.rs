@@ -135,8 +135,13 @@ pub enum Event {
     ModelResponse {
         step: u32,
         model: String,
+        /// The whole prompt, cache reads and writes included.
         input_tokens: u64,
         output_tokens: u64,
+        /// The part of the input read from a prompt cache (SPEC 25).
+        cached_input_tokens: u64,
+        /// The part of the input written to a prompt cache.
+        cache_write_tokens: u64,
         cost_usd: f64,
         finish_reason: String,
         /// The provider reported no usage: the tokens are estimated.
@@ -295,7 +300,20 @@ pub enum Event {
         /// the summary line (SPEC 6); not in `--json`, where `error` says it.
         #[serde(skip)]
         down: Vec<DownModel>,
+        /// The run's totals of prompt-cache reads and writes (SPEC 25), for
+        /// the summary line's `· N% cached` and the traces; not in `--json`
+        /// (SPEC 6 lists `run.finished`'s fields), where the trajectory's
+        /// totals and `model.response` carry them.
+        #[serde(skip)]
+        cache: CacheTotals,
     },
+}
+
+/// A run's prompt-cache totals as `run.finished` hands them to the sinks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CacheTotals {
+    pub cached_input_tokens: u64,
+    pub cache_write_tokens: u64,
 }
 
 impl Event {
@@ -376,6 +394,10 @@ pub struct RequestRecord {
     pub paced_ms: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The part of the input read from a prompt cache (SPEC 25).
+    pub cached_input_tokens: u64,
+    /// The part of the input written to a prompt cache.
+    pub cache_write_tokens: u64,
     pub cost_usd: f64,
     /// The model name the server says answered, when it says.
     pub response_model: Option<String>,

@@ -19,7 +19,7 @@ use rusqlite_migration::{Migrations, M};
 use super::{Event, EventRecord, RequestRecord, Sink};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: u32 = 3;
+pub(crate) const SCHEMA_VERSION: u32 = 4;
 
 /// How long one statement waits for another process's lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -108,12 +108,36 @@ fn v3(tx: &Transaction) -> rusqlite_migration::HookResult {
     Ok(())
 }
 
+/// Version 4: `model_requests.cached_input_tokens` and
+/// `cache_write_tokens`, the prompt-cache reads and writes (SPEC 25); each
+/// added only where it is missing, as in `v3`.
+fn v4(tx: &Transaction) -> rusqlite_migration::HookResult {
+    for column in ["cached_input_tokens", "cache_write_tokens"] {
+        let has: bool = tx.query_row(
+            "SELECT count(*) FROM pragma_table_info('model_requests') WHERE name = ?1",
+            [column],
+            |r| r.get(0),
+        )?;
+        if !has {
+            tx.execute_batch(&format!(
+                "ALTER TABLE model_requests ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+            ))?;
+        }
+    }
+    Ok(())
+}
+
 /// The schema's migrations, in order (`SCHEMA_VERSION` of them). A new
 /// version is one more entry; each is idempotent (`IF NOT EXISTS`, or a
 /// hook that checks), since two runs opening an old file together may both
 /// apply it.
 fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1), M::up(V2), M::up_with_hook("", v3)])
+    Migrations::new(vec![
+        M::up(V1),
+        M::up(V2),
+        M::up_with_hook("", v3),
+        M::up_with_hook("", v4),
+    ])
 }
 
 /// Opens (creating when missing) and migrates the database at `path`, in
@@ -345,8 +369,8 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
     tx.prepare_cached(
         "INSERT INTO model_requests (run_id, step, model, endpoint, attempt, started_at,
             first_event_ms, duration_ms, outcome, http_status, paced_ms, input_tokens,
-            output_tokens, cost_usd)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            output_tokens, cost_usd, cached_input_tokens, cache_write_tokens)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?
     .execute(params![
         run_id,
@@ -362,7 +386,9 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
         clamp(r.paced_ms),
         clamp(r.input_tokens),
         clamp(r.output_tokens),
-        r.cost_usd
+        r.cost_usd,
+        clamp(r.cached_input_tokens),
+        clamp(r.cache_write_tokens)
     ])?;
     Ok(())
 }

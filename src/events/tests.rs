@@ -85,6 +85,7 @@ fn run_finished() -> Event {
         output: Value::Null,
         error: None,
         down: Vec::new(),
+        cache: Default::default(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::events::human::lines::tokens;
+use crate::events::human::lines::{cached_share, tokens};
 use crate::events::{Event, EventRecord, Sink};
 
 /// Tokens and cost of one model.
@@ -12,8 +12,17 @@ struct Spent {
     model: String,
     responses: u64,
     input_tokens: u64,
+    /// The part of the input read from a prompt cache.
+    cached_input_tokens: u64,
     output_tokens: u64,
     cost_usd: f64,
+}
+
+/// ` · 86% cached` when some of `input` was read from a cache.
+fn cached_note(cached: u64, input: u64) -> String {
+    cached_share(cached, input)
+        .map(|share| format!(" · {share} cached"))
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Default)]
@@ -46,10 +55,17 @@ impl Ledger {
             .iter()
             .map(|m| m.input_tokens + m.output_tokens)
             .sum();
+        let (input, cached) = book.models.iter().fold((0u64, 0u64), |(i, c), m| {
+            (
+                i.saturating_add(m.input_tokens),
+                c.saturating_add(m.cached_input_tokens),
+            )
+        });
         let runs = format!("{} run{}", book.runs, if book.runs == 1 { "" } else { "s" });
         let mut out = format!(
-            "this session: {runs} · {} tokens · ${total:.4}",
-            tokens(all)
+            "this session: {runs} · {} tokens{} · ${total:.4}",
+            tokens(all),
+            cached_note(cached, input)
         );
         if book.models.is_empty() {
             out.push_str("\n  no model has answered yet");
@@ -57,9 +73,10 @@ impl Ledger {
         let width = book.models.iter().map(|m| m.model.len()).max().unwrap_or(0);
         for m in &book.models {
             out.push_str(&format!(
-                "\n  {:<width$}  {} in · {} out · ${:.4} ({} response{})",
+                "\n  {:<width$}  {} in{} · {} out · ${:.4} ({} response{})",
                 m.model,
                 tokens(m.input_tokens),
+                cached_note(m.cached_input_tokens, m.input_tokens),
                 tokens(m.output_tokens),
                 m.cost_usd,
                 m.responses,
@@ -79,6 +96,7 @@ impl Sink for LedgerSink {
                 model,
                 input_tokens,
                 output_tokens,
+                cached_input_tokens,
                 cost_usd,
                 ..
             } => {
@@ -95,8 +113,11 @@ impl Sink for LedgerSink {
                 };
                 let spent = &mut book.models[index];
                 spent.responses += 1;
-                spent.input_tokens += input_tokens;
-                spent.output_tokens += output_tokens;
+                spent.input_tokens = spent.input_tokens.saturating_add(*input_tokens);
+                spent.cached_input_tokens = spent
+                    .cached_input_tokens
+                    .saturating_add(*cached_input_tokens);
+                spent.output_tokens = spent.output_tokens.saturating_add(*output_tokens);
                 spent.cost_usd += cost_usd;
             }
             Event::RunFinished { .. } if record.parent_run_id.is_none() => self.0.lock().runs += 1,
@@ -116,6 +137,8 @@ mod tests {
             model: model.into(),
             input_tokens: input,
             output_tokens: output,
+            cached_input_tokens: input / 2,
+            cache_write_tokens: 0,
             cost_usd: cost,
             finish_reason: "stop".into(),
             usage_estimated: false,
@@ -141,7 +164,7 @@ mod tests {
         }
         assert_eq!(
             ledger.report(),
-            "this session: 0 runs · 2.4k tokens · $0.0200\n  openai/gpt-5  2.0k in · 400 out · $0.0200 (2 responses)\n  script/x      20 in · 10 out · $0.0000 (2 responses)"
+            "this session: 0 runs · 2.4k tokens · 50% cached · $0.0200\n  openai/gpt-5  2.0k in · 50% cached · 400 out · $0.0200 (2 responses)\n  script/x      20 in · 50% cached · 10 out · $0.0000 (2 responses)"
         );
     }
 }

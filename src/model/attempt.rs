@@ -217,6 +217,11 @@ fn record(
             0.0,
         ),
     };
+    // The prompt-cache counts of a reply; none for a failure.
+    let cache_usage = match result {
+        Some(Ok(response)) => response.usage,
+        _ => crate::conversation::Usage::default(),
+    };
     RequestRecord {
         step: place.step,
         model: member.spec.to_string(),
@@ -231,6 +236,8 @@ fn record(
         paced_ms: 0,
         input_tokens,
         output_tokens,
+        cached_input_tokens: cache_usage.cached_input_tokens,
+        cache_write_tokens: cache_usage.cache_write_tokens,
         cost_usd,
         response_model: result
             .and_then(|r| r.as_ref().ok())

@@ -14,11 +14,13 @@ use super::http::{error_from_body, parse_retry_after, MAX_RETRY_AFTER};
 use super::ndjson::NdjsonReader;
 use super::ollama::LineAssembler;
 use super::openai::ChunkAssembler;
+use super::price::Pricing;
 use super::ratelimit::{go_duration, RateLimits, MAX_RESET_AHEAD};
 use super::responses::Assembly as ResponsesAssembly;
 use super::sse::SseDecoder;
 use super::wire::{stream_error, Assembly, Progress, MAX_MESSAGE_CHARS, MAX_TOOL_CALLS};
-use super::{ModelError, NoObserver, Response};
+use super::{ModelError, NoObserver, Response, Usage};
+use crate::conversation::MAX_RESPONSE_TOKENS;
 
 /// The proptest settings of every fuzz harness: `PROPTEST_CASES` cases
 /// (32 by default), nothing persisted.
@@ -74,6 +76,14 @@ const KEYS: &[&str] = &[
     "output_tokens",
     "thinking",
     "signature",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "cache_creation",
+    "ephemeral_1h_input_tokens",
+    "prompt_tokens_details",
+    "input_tokens_details",
+    "cached_tokens",
+    "cache_write_tokens",
 ];
 
 /// Strings the APIs give meaning to.
@@ -161,6 +171,14 @@ fn payloads() -> impl Strategy<Value = Vec<String>> {
 fn bounded(result: &Result<Response, ModelError>) {
     if let Ok(r) = result {
         assert!(r.tool_calls.len() <= MAX_TOOL_CALLS);
+        // Whatever the usage said, it adds up (SPEC 25).
+        let u = r.usage;
+        assert!(u.input_tokens <= MAX_RESPONSE_TOKENS && u.output_tokens <= MAX_RESPONSE_TOKENS);
+        assert!(
+            u.cached_input_tokens + u.cache_write_tokens <= u.input_tokens,
+            "{u:?}"
+        );
+        assert!(u.cache_write_1h_tokens <= u.cache_write_tokens, "{u:?}");
     }
     if let Err(e) = result {
         let _ = (e.class(), e.reason(), e.to_string());
@@ -284,6 +302,26 @@ proptest! {
         }
         if !failed {
             bounded(&asm.finish());
+        }
+    }
+
+    #[test]
+    fn fuzz_cost_of_any_usage(
+        counts in prop::array::uniform5(prop_oneof![any::<u64>(), 0u64..2_000_000]),
+        prices in prop::array::uniform4(prop_oneof![0.0f64..100.0, any::<f64>()]),
+    ) {
+        let usage = Usage {
+            input_tokens: counts[0],
+            output_tokens: counts[1],
+            cached_input_tokens: counts[2],
+            cache_write_tokens: counts[3],
+            cache_write_1h_tokens: counts[4],
+        };
+        let p = Pricing { input: prices[0], output: prices[1], cached_input: prices[2], cache_write: prices[3] };
+        let cost = p.cost(&usage);
+        prop_assert!(cost >= 0.0, "{cost}");
+        if prices.iter().all(|p| p.is_finite() && p.abs() < 1e6) {
+            prop_assert!(cost.is_finite(), "{cost}");
         }
     }
 

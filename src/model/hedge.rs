@@ -497,8 +497,7 @@ fn side_end(
             let cost = member.pricing.map_or(0.0, |p| {
                 p.cost(&Usage {
                     input_tokens: tokens,
-                    output_tokens: 0,
-                    cached_input_tokens: 0,
+                    ..Usage::default()
                 })
             });
             record.outcome = "hedged_out".into();

@@ -280,11 +280,13 @@ impl LineAssembler {
             // Ollama leaves `prompt_eval_count` out when the prompt was cached.
             self.usage_reported = line.eval_count.is_some() || line.prompt_eval_count.is_some();
             let count = |v: &Option<Value>| v.as_ref().and_then(Value::as_u64).unwrap_or(0);
+            // Ollama reports no cache reads or writes.
             self.usage = Usage {
                 input_tokens: count(&line.prompt_eval_count),
                 output_tokens: count(&line.eval_count),
-                cached_input_tokens: 0,
-            };
+                ..Usage::default()
+            }
+            .bounded();
         }
         Ok(())
     }

@@ -64,6 +64,12 @@ struct ScriptUsage {
     output: u64,
     #[serde(default)]
     cached_input: u64,
+    /// Tokens written to a prompt cache (a part of `input`).
+    #[serde(default)]
+    cache_write: u64,
+    /// The one-hour share of `cache_write`.
+    #[serde(default)]
+    cache_write_1h: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -297,7 +303,10 @@ impl Model for ScriptModel {
                 input_tokens: u.input,
                 output_tokens: u.output,
                 cached_input_tokens: u.cached_input,
-            },
+                cache_write_tokens: u.cache_write,
+                cache_write_1h_tokens: u.cache_write_1h,
+            }
+            .bounded(),
             None => {
                 let input_chars: usize = request.system.len()
                     + request
@@ -313,7 +322,7 @@ impl Model for ScriptModel {
                 Usage {
                     input_tokens: estimate_tokens(input_chars),
                     output_tokens: estimate_tokens(output_chars),
-                    cached_input_tokens: 0,
+                    ..Usage::default()
                 }
             }
         };

@@ -146,6 +146,7 @@ pub(crate) fn resolve(
                     input,
                     output: output.unwrap_or(0.0),
                     cached_input: model.cached_input_price.unwrap_or(input),
+                    cache_write: model.cache_write_price.unwrap_or(input),
                 })
             }
         };
@@ -275,6 +276,7 @@ fn script_pricing(spec: &ModelSpec) -> Option<Pricing> {
         input: 0.0,
         output: 0.0,
         cached_input: 0.0,
+        cache_write: 0.0,
     })
 }
 
@@ -421,7 +423,8 @@ mod tests {
             Some(Pricing {
                 input: 2.0,
                 output: 0.0,
-                cached_input: 2.0
+                cached_input: 2.0,
+                cache_write: 2.0
             })
         );
         assert_eq!(

@@ -86,7 +86,7 @@ fn schema_version_and_wal_mode() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     assert_eq!(
         columns(&conn, "model_requests"),
         [
@@ -103,7 +103,9 @@ fn schema_version_and_wal_mode() {
             "input_tokens",
             "output_tokens",
             "cost_usd",
-            "paced_ms"
+            "paced_ms",
+            "cached_input_tokens",
+            "cache_write_tokens"
         ]
     );
     let mode: String = conn

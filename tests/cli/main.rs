@@ -6,6 +6,7 @@ mod support;
 mod action;
 mod approvals;
 mod budgets;
+mod cache_usage;
 mod check;
 mod cloud_chain;
 mod compaction;

@@ -389,7 +389,7 @@ fn a_version_one_database_is_upgraded_in_place_keeping_its_rows() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let (runs, old, requests): (i64, i64, i64) = conn
         .query_row(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM events WHERE run_id = 'old-run'),

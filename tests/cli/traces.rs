@@ -14,7 +14,7 @@ const TASK: &str = "summarise the confidential-task-words";
 
 /// A reply running `bash` (printing TRACEPARENT), then a submit.
 const BASH_THEN_SUBMIT: &str = "- text: Looking first.\n  tool_calls:\n  - {name: bash, arguments: {command: 'echo \"TP=$TRACEPARENT\" private-argument-words'}}\n  usage: {input: 100, output: 10}\n\
-- tool_calls:\n  - {name: submit, arguments: {output: 'private-answer-words'}}\n  usage: {input: 200, output: 20}\n";
+- tool_calls:\n  - {name: submit, arguments: {output: 'private-answer-words'}}\n  usage: {input: 200, output: 20, cached_input: 90, cache_write: 60}\n";
 
 struct Run {
     code: Option<i32>,
@@ -97,6 +97,11 @@ fn a_run_exports_run_and_tool_spans_as_protobuf_joining_traceparent() {
         &end["output_tokens"]
     );
     assert_eq!(run_span.attr("tinyagent.cost_usd"), &end["cost_usd"]);
+    assert_eq!(run_span.attr("gen_ai.usage.cache_read.input_tokens"), 90);
+    assert_eq!(
+        run_span.attr("gen_ai.usage.cache_creation.input_tokens"),
+        60
+    );
     assert!(run_span.end_ns > run_span.start_ns);
     assert_eq!(run_span.resource["service.name"], "tinyagent");
 
@@ -133,6 +138,12 @@ fn a_run_exports_run_and_tool_spans_as_protobuf_joining_traceparent() {
     assert_eq!(chats[0].attr("gen_ai.usage.input_tokens"), 100);
     assert_eq!(chats[0].attr("gen_ai.usage.output_tokens"), 10);
     assert_eq!(chats[1].attr("gen_ai.usage.input_tokens"), 200);
+    assert_eq!(chats[0].attr("gen_ai.usage.cache_read.input_tokens"), 0);
+    assert_eq!(chats[1].attr("gen_ai.usage.cache_read.input_tokens"), 90);
+    assert_eq!(
+        chats[1].attr("gen_ai.usage.cache_creation.input_tokens"),
+        60
+    );
     assert_eq!(
         chats[0].attr("gen_ai.response.finish_reasons"),
         &serde_json::json!(["tool_calls"])

@@ -173,6 +173,10 @@ pub(crate) struct Summary<'a> {
     pub status: Status,
     pub steps: u32,
     pub tokens: u64,
+    /// The run's input tokens and the part of them read from a prompt
+    /// cache, for `· N% cached`.
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
     pub cost_usd: f64,
     pub duration_ms: u64,
     pub model_fallbacks: u32,
@@ -182,7 +186,8 @@ pub(crate) struct Summary<'a> {
 }
 
 /// `submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)`,
-/// with `(a $x, b $y)` after the cost when more than one model answered,
+/// with `· 86% cached` after the tokens when some input was read from a
+/// prompt cache (SPEC 25), `(a $x, b $y)` after the cost when more than one model answered,
 /// and after an outage `· every model was down (<spec>: <reason>, ...)`.
 pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> String {
     let mut cost = format!("${:.4}", s.cost_usd);
@@ -193,8 +198,11 @@ pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> Stri
             .collect();
         cost.push_str(&format!(" ({})", parts.join(", ")));
     }
+    let cached = cached_share(s.cached_input_tokens, s.input_tokens)
+        .map(|share| format!(" · {share} cached"))
+        .unwrap_or_default();
     let mut line = format!(
-        "{} after {} step{} · {} tokens · {cost} · {}",
+        "{} after {} step{} · {} tokens{cached} · {cost} · {}",
         s.status,
         s.steps,
         if s.steps == 1 { "" } else { "s" },
@@ -218,6 +226,21 @@ pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> Stri
         line.push_str(&format!(" · every model was down ({})", list.join(", ")));
     }
     line
+}
+
+/// The share of `input` tokens read from a cache, as `86%` (rounded down,
+/// so `100%` means all of it; `<1%` for a sliver), when any was; never
+/// over 100%, whatever the counts say.
+pub(crate) fn cached_share(cached: u64, input: u64) -> Option<String> {
+    if cached == 0 || input == 0 {
+        return None;
+    }
+    let percent = (u128::from(cached.min(input)) * 100 / u128::from(input)) as u64;
+    Some(if percent == 0 {
+        "<1%".to_string()
+    } else {
+        format!("{percent}%")
+    })
 }
 
 /// The summary's duration: seconds with one decimal below a minute.
@@ -395,6 +418,8 @@ mod tests {
             status: Status::Submitted,
             steps: 12,
             tokens: 48_200,
+            input_tokens: 46_000,
+            cached_input_tokens: 0,
             cost_usd: 0.1831,
             duration_ms: 72_000,
             model_fallbacks: 1,
@@ -404,6 +429,14 @@ mod tests {
         assert_eq!(
             summary(&s, &[("openai/gpt-5".into(), 0.1831)]),
             "submitted after 12 steps · 48.2k tokens · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)"
+        );
+        let cached = Summary {
+            cached_input_tokens: 39_600,
+            ..s
+        };
+        assert_eq!(
+            summary(&cached, &[]),
+            "submitted after 12 steps · 48.2k tokens · 86% cached · $0.1831 · 1m12s · 1 model fallback (now openai/gpt-5)"
         );
         let two = [("a/x".to_string(), 0.1), ("b/y".to_string(), 0.0831)];
         assert!(summary(&s, &two).contains("$0.1831 (a/x $0.1000, b/y $0.0831) · 1m12s"));
@@ -421,6 +454,8 @@ mod tests {
             status: Status::Error,
             steps: 0,
             tokens: 0,
+            input_tokens: 0,
+            cached_input_tokens: 0,
             cost_usd: 0.0,
             duration_ms: 100,
             model_fallbacks: 0,
@@ -431,6 +466,17 @@ mod tests {
             summary(&outage, &[]),
             "error after 0 steps · 0 tokens · $0.0000 · 0.1s · every model was down (a/x: http_503, b/y: quota)"
         );
+    }
+
+    #[test]
+    fn the_cached_share_is_rounded_down_and_never_over_everything() {
+        assert_eq!(cached_share(0, 100), None);
+        assert_eq!(cached_share(5, 0), None);
+        assert_eq!(cached_share(1, 1000), Some("<1%".into()));
+        assert_eq!(cached_share(999, 1000), Some("99%".into()));
+        assert_eq!(cached_share(1000, 1000), Some("100%".into()));
+        assert_eq!(cached_share(u64::MAX, 7), Some("100%".into()));
+        assert_eq!(cached_share(u64::MAX - 1, u64::MAX), Some("99%".into()));
     }
 
     #[test]

@@ -311,6 +311,14 @@ impl Spans {
             KeyValue::new("gen_ai.request.model", model_id.clone()),
             KeyValue::new("gen_ai.usage.input_tokens", as_i64(record.input_tokens)),
             KeyValue::new("gen_ai.usage.output_tokens", as_i64(record.output_tokens)),
+            KeyValue::new(
+                "gen_ai.usage.cache_read.input_tokens",
+                as_i64(record.cached_input_tokens),
+            ),
+            KeyValue::new(
+                "gen_ai.usage.cache_creation.input_tokens",
+                as_i64(record.cache_write_tokens),
+            ),
             KeyValue::new("tinyagent.model", record.model.clone()),
             KeyValue::new("tinyagent.attempt", i64::from(record.attempt)),
             KeyValue::new("tinyagent.step", i64::from(record.step)),

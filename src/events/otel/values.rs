@@ -39,6 +39,7 @@ impl<'a> RunEnd<'a> {
             active_model,
             output,
             error,
+            cache,
             ..
         } = event
         else {
@@ -51,6 +52,14 @@ impl<'a> RunEnd<'a> {
                 KeyValue::new("tinyagent.steps", i64::from(*steps)),
                 KeyValue::new("gen_ai.usage.input_tokens", as_i64(*input_tokens)),
                 KeyValue::new("gen_ai.usage.output_tokens", as_i64(*output_tokens)),
+                KeyValue::new(
+                    "gen_ai.usage.cache_read.input_tokens",
+                    as_i64(cache.cached_input_tokens),
+                ),
+                KeyValue::new(
+                    "gen_ai.usage.cache_creation.input_tokens",
+                    as_i64(cache.cache_write_tokens),
+                ),
                 KeyValue::new("tinyagent.cost_usd", *cost_usd),
                 KeyValue::new("tinyagent.model_fallbacks", i64::from(*model_fallbacks)),
                 KeyValue::new("tinyagent.active_model", active_model.clone()),

@@ -88,7 +88,9 @@ fn a_version_one_database_gains_model_requests_and_keeps_its_rows() {
             "input_tokens",
             "output_tokens",
             "cost_usd",
-            "paced_ms"
+            "paced_ms",
+            "cached_input_tokens",
+            "cache_write_tokens"
         ]
     );
 }
@@ -113,6 +115,8 @@ fn request_records_become_rows() {
         paced_ms: 0,
         input_tokens: 0,
         output_tokens: 0,
+        cached_input_tokens: 0,
+        cache_write_tokens: 0,
         cost_usd: 0.0,
         response_model: None,
     };
@@ -235,6 +239,7 @@ fn events_runs_and_tool_calls_are_written_on_finish() {
         output: serde_json::Value::Null,
         error: None,
         down: Vec::new(),
+        cache: Default::default(),
     });
     emitter.finish();
     let conn = Connection::open(&path).unwrap();

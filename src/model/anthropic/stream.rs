@@ -16,7 +16,7 @@ use crate::model::wire::{
     append, note_model, raw_text, stream_error, too_large, Arguments, Assembly as WireAssembly,
     Kept, Progress, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
+use crate::model::{usage_wire, FinishReason, ModelError, Response, StreamObserver, Usage};
 
 /// At most this many content blocks in one reply.
 const MAX_BLOCKS: usize = 4 * MAX_TOOL_CALLS;
@@ -58,18 +58,26 @@ struct Tokens {
     input: u64,
     cache_read: u64,
     cache_creation: u64,
+    /// The one-hour share of the writes, when `cache_creation` says so.
+    cache_creation_1h: u64,
     output: u64,
 }
 
 impl Tokens {
-    /// Our `input_tokens` counts all input, cache reads and writes
-    /// included; `cached_input_tokens` the cache reads.
+    /// Anthropic's `input_tokens` leaves out the cache reads and writes;
+    /// ours counts all input, so it is their sum.
     fn usage(&self) -> Usage {
         Usage {
-            input_tokens: self.input + self.cache_read + self.cache_creation,
+            input_tokens: self
+                .input
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_creation),
             output_tokens: self.output,
             cached_input_tokens: self.cache_read,
+            cache_write_tokens: self.cache_creation,
+            cache_write_1h_tokens: self.cache_creation_1h,
         }
+        .bounded()
     }
 }
 
@@ -87,7 +95,7 @@ struct WireEvent<'a> {
     content_block: Option<&'a RawValue>,
     #[serde(default)]
     message: Option<WireMessage>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
     #[serde(default)]
     error: Option<Value>,
@@ -111,7 +119,7 @@ struct WireDelta<'a> {
 
 #[derive(Deserialize)]
 struct WireMessage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
     #[serde(default)]
     model: Option<String>,
@@ -152,10 +160,23 @@ struct WireBlock<'a> {
 
 #[derive(Deserialize, Default)]
 struct WireUsage {
+    #[serde(default, deserialize_with = "usage_wire::count")]
     input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     output_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     cache_read_input_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     cache_creation_input_tokens: Option<u64>,
+    /// The writes by lifetime.
+    #[serde(default, deserialize_with = "usage_wire::object")]
+    cache_creation: Option<WireCacheCreation>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireCacheCreation {
+    #[serde(default, deserialize_with = "usage_wire::count")]
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 impl Assembly {
@@ -312,6 +333,13 @@ impl Assembly {
             (&mut t.input, usage.input_tokens),
             (&mut t.cache_read, usage.cache_read_input_tokens),
             (&mut t.cache_creation, usage.cache_creation_input_tokens),
+            (
+                &mut t.cache_creation_1h,
+                usage
+                    .cache_creation
+                    .as_ref()
+                    .and_then(|c| c.ephemeral_1h_input_tokens),
+            ),
             (&mut t.output, usage.output_tokens),
         ] {
             if let Some(value) = value {

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 use crate::model::wire::{
     append, raw_text, too_large, Arguments, Kept, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
+use crate::model::{usage_wire, FinishReason, ModelError, Response, StreamObserver, Usage};
 
 /// At most this many content blocks in one reply.
 const MAX_BLOCKS: usize = 4 * MAX_TOOL_CALLS;
@@ -113,21 +113,57 @@ struct MessageStop {
 
 #[derive(Deserialize)]
 struct Metadata {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     input_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     output_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     cache_read_input_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     cache_write_input_tokens: u64,
+    /// The writes by lifetime (`CacheDetail`: `inputTokens`, `ttl`).
+    #[serde(default, deserialize_with = "usage_wire::object")]
+    cache_details: Option<Vec<WireCacheDetail>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireCacheDetail {
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
+    input_tokens: u64,
+    #[serde(default, deserialize_with = "usage_wire::object")]
+    ttl: Option<String>,
+}
+
+impl WireUsage {
+    /// Bedrock's `inputTokens` leaves out the cache reads and writes; ours
+    /// counts all input, so it is their sum.
+    fn usage(&self) -> Usage {
+        let one_hour = self
+            .cache_details
+            .iter()
+            .flatten()
+            .filter(|d| d.ttl.as_deref() == Some("1h"))
+            .fold(0u64, |sum, d| sum.saturating_add(d.input_tokens));
+        Usage {
+            input_tokens: self
+                .input_tokens
+                .saturating_add(self.cache_read_input_tokens)
+                .saturating_add(self.cache_write_input_tokens),
+            output_tokens: self.output_tokens,
+            cached_input_tokens: self.cache_read_input_tokens,
+            cache_write_tokens: self.cache_write_input_tokens,
+            cache_write_1h_tokens: one_hour,
+        }
+        .bounded()
+    }
 }
 
 fn parse<'a, T: Deserialize<'a>>(payload: &'a str) -> Result<T, ModelError> {
@@ -168,15 +204,7 @@ impl Assembly {
             "metadata" => {
                 let meta: Metadata = parse(payload)?;
                 if let Some(u) = meta.usage {
-                    // Our input counts all input, cache reads and writes included.
-                    self.usage = Some(Usage {
-                        input_tokens: u
-                            .input_tokens
-                            .saturating_add(u.cache_read_input_tokens)
-                            .saturating_add(u.cache_write_input_tokens),
-                        output_tokens: u.output_tokens,
-                        cached_input_tokens: u.cache_read_input_tokens,
-                    });
+                    self.usage = Some(u.usage());
                 }
                 if self.stage == Stage::Stopped {
                     self.stage = Stage::Done;
@@ -356,6 +384,55 @@ mod tests {
         assert_eq!(r.usage.input_tokens, 150);
         assert_eq!(r.usage.cached_input_tokens, 50);
         assert_eq!(r.usage.output_tokens, 20);
+    }
+
+    /// Bedrock's `inputTokens` leaves out the cache reads and writes;
+    /// `cacheDetails` gives the writes' lifetimes (1h before 5m).
+    #[test]
+    fn cache_reads_writes_and_their_lifetimes_are_read() {
+        let text = (
+            "contentBlockDelta",
+            json!({"contentBlockIndex": 0, "delta": {"text": "x"}}),
+        );
+        let stop = ("messageStop", json!({"stopReason": "end_turn"}));
+        let r = run(&[
+            text.clone(),
+            stop.clone(),
+            ("metadata", json!({"usage": {"inputTokens": 12, "outputTokens": 20, "totalTokens": 5032,
+                "cacheReadInputTokens": 4000, "cacheWriteInputTokens": 1000,
+                "cacheDetails": [{"inputTokens": 600, "ttl": "1h"}, {"inputTokens": 400, "ttl": "5m"}]}})),
+        ])
+        .unwrap();
+        assert_eq!(
+            r.usage,
+            Usage {
+                input_tokens: 5012,
+                output_tokens: 20,
+                cached_input_tokens: 4000,
+                cache_write_tokens: 1000,
+                cache_write_1h_tokens: 600,
+            }
+        );
+        // Counts that lie are read as missing or cut, never failing the reply.
+        for usage in [
+            json!({"inputTokens": "7", "outputTokens": -1, "cacheReadInputTokens": "x", "cacheDetails": "1h"}),
+            json!({"inputTokens": u64::MAX, "cacheReadInputTokens": u64::MAX, "cacheWriteInputTokens": u64::MAX,
+                   "cacheDetails": [{"inputTokens": u64::MAX, "ttl": "1h"}, {"inputTokens": u64::MAX, "ttl": "1h"}]}),
+            json!(["usage"]),
+        ] {
+            let r = run(&[
+                text.clone(),
+                stop.clone(),
+                ("metadata", json!({"usage": usage})),
+            ])
+            .unwrap_or_else(|e| panic!("{usage}: {e:?}"));
+            let u = r.usage;
+            assert!(
+                u.cached_input_tokens + u.cache_write_tokens <= u.input_tokens,
+                "{u:?}"
+            );
+            assert!(u.cache_write_1h_tokens <= u.cache_write_tokens, "{u:?}");
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@ use crate::model::wire::{
     append, made_up_id, note_model, stream_error, too_large, Arguments, Assembly as WireAssembly,
     Kept, Progress, MAX_MESSAGE_CHARS, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
+use crate::model::{
+    usage_wire, FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage,
+};
 
 /// At most this many parts in one reply.
 const MAX_PARTS: usize = 4 * MAX_TOOL_CALLS;
@@ -64,7 +66,7 @@ pub(crate) struct Assembly {
 struct WireChunk<'a> {
     #[serde(default, borrow)]
     candidates: Option<Vec<WireCandidate<'a>>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage_metadata: Option<WireUsage>,
     #[serde(default, borrow)]
     model_version: Option<Cow<'a, str>>,
@@ -126,10 +128,16 @@ struct WireFeedback {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct WireUsage {
+    #[serde(default, deserialize_with = "usage_wire::count")]
     prompt_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     candidates_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     thoughts_token_count: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count")]
     tool_use_prompt_token_count: Option<u64>,
+    /// A part of `promptTokenCount` (implicit or explicit cache reads).
+    #[serde(default, deserialize_with = "usage_wire::count")]
     cached_content_token_count: Option<u64>,
 }
 
@@ -152,14 +160,24 @@ impl Assembly {
         }
         note_model(&mut self.model, chunk.model_version.as_deref());
         if let Some(usage) = chunk.usage_metadata {
-            let output =
-                usage.candidates_token_count.unwrap_or(0) + usage.thoughts_token_count.unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_token_count.unwrap_or(0)
-                    + usage.tool_use_prompt_token_count.unwrap_or(0),
-                output_tokens: output,
-                cached_input_tokens: usage.cached_content_token_count.unwrap_or(0),
-            });
+            let output = usage
+                .candidates_token_count
+                .unwrap_or(0)
+                .saturating_add(usage.thoughts_token_count.unwrap_or(0));
+            self.usage = Some(
+                Usage {
+                    input_tokens: usage
+                        .prompt_token_count
+                        .unwrap_or(0)
+                        .saturating_add(usage.tool_use_prompt_token_count.unwrap_or(0)),
+                    output_tokens: output,
+                    cached_input_tokens: usage.cached_content_token_count.unwrap_or(0),
+                    // Gemini bills no cache writes: its implicit cache is free to fill.
+                    cache_write_tokens: 0,
+                    cache_write_1h_tokens: 0,
+                }
+                .bounded(),
+            );
         }
         if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
             self.blocked = Some(bounded(&reason));
@@ -452,6 +470,32 @@ mod tests {
         json!({"promptTokenCount": 120, "candidatesTokenCount": 30, "thoughtsTokenCount": 12, "cachedContentTokenCount": 100, "totalTokenCount": 162})
     }
 
+    /// `cachedContentTokenCount` is a part of `promptTokenCount` (Gemini's
+    /// implicit cache); a lying count is cut to the prompt, a string read
+    /// as missing.
+    #[test]
+    fn cached_content_is_read_and_bounded() {
+        let with_usage = |usage: Value| {
+            let mut last = chunk(json!([{"text": "ok"}]), Some("STOP"));
+            last["usageMetadata"] = usage;
+            run(&[last]).0.unwrap().usage
+        };
+        let u = with_usage(
+            json!({"promptTokenCount": 40000, "candidatesTokenCount": 10, "cachedContentTokenCount": 32000}),
+        );
+        assert_eq!(
+            (u.input_tokens, u.cached_input_tokens, u.cache_write_tokens),
+            (40000, 32000, 0)
+        );
+        let u = with_usage(json!({"promptTokenCount": 100, "cachedContentTokenCount": 9999}));
+        assert_eq!(u.cached_input_tokens, 100);
+        let u = with_usage(
+            json!({"promptTokenCount": "a lot", "cachedContentTokenCount": -1, "candidatesTokenCount": u64::MAX, "thoughtsTokenCount": u64::MAX}),
+        );
+        assert_eq!((u.input_tokens, u.cached_input_tokens), (0, 0));
+        assert_eq!(u.output_tokens, crate::conversation::MAX_RESPONSE_TOKENS);
+    }
+
     #[test]
     fn text_and_calls_assemble_with_usage() {
         let mut last = chunk(
@@ -476,7 +520,8 @@ mod tests {
             Usage {
                 input_tokens: 120,
                 output_tokens: 42,
-                cached_input_tokens: 100
+                cached_input_tokens: 100,
+                ..Usage::default()
             }
         );
         assert!(r.usage_reported);

@@ -24,7 +24,9 @@ use crate::model::wire::{
     append, note_model, stream_error, too_large, Arguments, Assembly, Kept, Progress, MAX_TEXT,
     MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage};
+use crate::model::{
+    usage_wire, FinishReason, ModelError, Response, StreamObserver, ToolCall, Usage,
+};
 
 #[derive(Deserialize)]
 struct Chunk<'a> {
@@ -32,7 +34,7 @@ struct Chunk<'a> {
     choices: Vec<Choice<'a>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
     #[serde(default)]
     error: Option<Value>,
@@ -86,7 +88,7 @@ struct Completion<'a> {
     choices: Vec<CompletionChoice<'a>>,
     #[serde(default, borrow)]
     model: Option<Cow<'a, str>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
 }
 
@@ -103,18 +105,22 @@ struct CompletionChoice<'a> {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count")]
     prompt_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count")]
     completion_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     prompt_tokens_details: Option<PromptDetails>,
 }
 
+/// `cached_tokens` are the reads (OpenAI, Azure); `cache_write_tokens` the
+/// writes where a server reports them (OpenRouter).
 #[derive(Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
+    cached_tokens: u64,
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
+    cache_write_tokens: u64,
 }
 
 /// A tool call whose fragments are still arriving.
@@ -190,17 +196,16 @@ impl ChunkAssembler {
     }
 
     fn set_usage(&mut self, usage: WireUsage) {
-        let input = usage.prompt_tokens.unwrap_or(0);
         self.usage_reported |= usage.prompt_tokens.is_some() || usage.completion_tokens.is_some();
+        let details = usage.prompt_tokens_details;
         self.usage = Usage {
-            input_tokens: input,
+            input_tokens: usage.prompt_tokens.unwrap_or(0),
             output_tokens: usage.completion_tokens.unwrap_or(0),
-            cached_input_tokens: usage
-                .prompt_tokens_details
-                .and_then(|d| d.cached_tokens)
-                .unwrap_or(0)
-                .min(input),
-        };
+            cached_input_tokens: details.as_ref().map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: details.as_ref().map_or(0, |d| d.cache_write_tokens),
+            cache_write_1h_tokens: 0,
+        }
+        .bounded();
     }
 
     fn add_fragment(&mut self, fragment: ToolCallDelta<'_>) -> Result<(), ModelError> {

@@ -18,7 +18,7 @@ use crate::model::wire::{
     append, note_model, raw_text, stream_error, too_large, Arguments, Assembly as WireAssembly,
     Kept, Progress, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
-use crate::model::{FinishReason, ModelError, Response, StreamObserver, Usage};
+use crate::model::{usage_wire, FinishReason, ModelError, Response, StreamObserver, Usage};
 
 /// At most this many output items in one reply.
 const MAX_ITEMS: usize = 4 * MAX_TOOL_CALLS;
@@ -110,7 +110,7 @@ struct WireBody<'a> {
 
 #[derive(Deserialize)]
 struct WireResponse {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     usage: Option<WireUsage>,
     #[serde(default)]
     model: Option<String>,
@@ -120,18 +120,22 @@ struct WireResponse {
 
 #[derive(Deserialize)]
 struct WireUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     input_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     output_tokens: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::object")]
     input_tokens_details: Option<WireInputDetails>,
 }
 
+/// `cached_tokens` are the reads; `cache_write_tokens` the writes where a
+/// server reports them (Azure AI Foundry's Responses).
 #[derive(Deserialize)]
 struct WireInputDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
     cached_tokens: u64,
+    #[serde(default, deserialize_with = "usage_wire::count_or_zero")]
+    cache_write_tokens: u64,
 }
 
 impl Assembly {
@@ -223,11 +227,15 @@ impl Assembly {
 
     fn set_usage(&mut self, usage: WireUsage) {
         self.usage_reported = true;
+        let details = usage.input_tokens_details;
         self.usage = Usage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
-            cached_input_tokens: usage.input_tokens_details.map_or(0, |d| d.cached_tokens),
-        };
+            cached_input_tokens: details.as_ref().map_or(0, |d| d.cached_tokens),
+            cache_write_tokens: details.as_ref().map_or(0, |d| d.cache_write_tokens),
+            cache_write_1h_tokens: 0,
+        }
+        .bounded();
     }
 
     /// Applies a whole `response` body (a server that did not stream).
@@ -506,6 +514,26 @@ mod tests {
             "usage": {"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + output}}})
     }
 
+    /// `input_tokens_details.cached_tokens` are the reads, a part of
+    /// `input_tokens`; a lying count is cut to the input.
+    #[test]
+    fn cached_input_is_read_and_bounded() {
+        let (r, _) = run(&[completed("completed", 5000, 4864, 10)]);
+        let u = r.unwrap().usage;
+        assert_eq!((u.input_tokens, u.cached_input_tokens), (5000, 4864));
+        let (r, _) = run(&[completed("completed", 50, 4864, 10)]);
+        assert_eq!(r.unwrap().usage.cached_input_tokens, 50);
+        let mut odd = completed("completed", 50, 0, 10);
+        odd["response"]["usage"]["input_tokens_details"] = json!("many");
+        odd["response"]["usage"]["output_tokens"] = json!(-4);
+        let (r, _) = run(&[odd]);
+        let u = r.unwrap().usage;
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cached_input_tokens),
+            (50, 0, 0)
+        );
+    }
+
     #[test]
     fn reasoning_text_and_function_call_assemble() {
         let reasoning = json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB=="});
@@ -536,7 +564,8 @@ mod tests {
             Usage {
                 input_tokens: 1200,
                 output_tokens: 40,
-                cached_input_tokens: 1000
+                cached_input_tokens: 1000,
+                ..Usage::default()
             }
         );
         assert_eq!(

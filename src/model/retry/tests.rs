@@ -139,7 +139,7 @@ impl Model for Flaky {
             usage: crate::model::Usage {
                 input_tokens: 1_000_000,
                 output_tokens: 500_000,
-                cached_input_tokens: 0,
+                ..Default::default()
             },
             finish: FinishReason::Stop,
             extra: None,
@@ -166,6 +166,7 @@ async fn every_attempt_is_recorded_with_its_outcome_and_cost() {
         input: 2.0,
         output: 10.0,
         cached_input: 0.5,
+        cache_write: 2.0,
     });
     let gate = lone(RetryPolicy {
         backoff: Duration::ZERO,

@@ -99,7 +99,9 @@ fn text_thinking_and_tool_use_assemble() {
         Usage {
             input_tokens: 1070,
             output_tokens: 89,
-            cached_input_tokens: 1000
+            cached_input_tokens: 1000,
+            cache_write_tokens: 50,
+            cache_write_1h_tokens: 0,
         }
     );
     assert_eq!(
@@ -264,4 +266,63 @@ fn a_tool_use_over_the_argument_bound_is_refused_and_the_others_kept() {
     a.apply_message(&body.to_string(), &crate::model::NoObserver)
         .unwrap();
     assert!(a.finish().unwrap().tool_calls[0].oversized.is_some());
+}
+
+/// Anthropic's `input_tokens` leaves out the cache reads and writes; the
+/// writes' lifetimes come in `cache_creation`, and a later `message_delta`
+/// replaces the counts it repeats.
+#[test]
+fn cache_reads_and_writes_are_read_with_their_lifetimes() {
+    let usage = json!({"input_tokens": 12, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 40000, "output_tokens": 1,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000}});
+    let events = [
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude-sonnet-4-5", "usage": usage}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7, "input_tokens": 12, "cache_creation_input_tokens": 3000, "cache_read_input_tokens": 40000}}),
+        json!({"type": "message_stop"}),
+    ];
+    let r = run(&events).0.unwrap();
+    assert_eq!(
+        r.usage,
+        Usage {
+            input_tokens: 43_012,
+            output_tokens: 7,
+            cached_input_tokens: 40_000,
+            cache_write_tokens: 3000,
+            cache_write_1h_tokens: 2000,
+        }
+    );
+}
+
+/// Counts that lie (strings, negatives, a `cache_creation` that is no
+/// object, absurd sizes) are taken as not reported or cut, never failing
+/// the reply and never adding up past the input.
+#[test]
+fn hostile_usage_counts_neither_fail_the_reply_nor_overflow() {
+    for usage in [
+        json!({"input_tokens": "12", "cache_read_input_tokens": -5, "cache_creation_input_tokens": "lots", "output_tokens": 3.5, "cache_creation": "5m"}),
+        json!({"input_tokens": u64::MAX, "cache_read_input_tokens": u64::MAX, "cache_creation_input_tokens": u64::MAX, "output_tokens": u64::MAX,
+               "cache_creation": {"ephemeral_1h_input_tokens": u64::MAX}}),
+        json!("usage"),
+        json!([1, 2]),
+    ] {
+        let events = [
+            json!({"type": "message_start", "message": {"model": "claude-sonnet-4-5", "usage": usage}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "ok"}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage}),
+            json!({"type": "message_stop"}),
+        ];
+        let r = run(&events).0.unwrap_or_else(|e| panic!("{usage}: {e:?}"));
+        let u = r.usage;
+        assert!(
+            u.cached_input_tokens + u.cache_write_tokens <= u.input_tokens,
+            "{u:?}"
+        );
+        assert!(u.cache_write_1h_tokens <= u.cache_write_tokens, "{u:?}");
+        assert!(
+            u.input_tokens <= crate::conversation::MAX_RESPONSE_TOKENS,
+            "{u:?}"
+        );
+    }
 }

@@ -132,6 +132,7 @@ fn member(loopback: Option<u16>) -> Member {
         input: 1.0,
         output: 2.0,
         cached_input: 1.0,
+        cache_write: 1.0,
     };
     Member::new(
         ModelSpec::parse("gw/m").unwrap(),

@@ -68,7 +68,8 @@ fn text_streams_to_the_observer_and_usage_comes_last() {
         Usage {
             input_tokens: 120,
             output_tokens: 30,
-            cached_input_tokens: 100
+            cached_input_tokens: 100,
+            ..Usage::default()
         }
     );
 }
@@ -410,4 +411,37 @@ fn a_call_over_the_argument_bound_is_refused_and_the_others_kept() {
         );
         assert_eq!(r.finish, FinishReason::ToolCalls);
     }
+}
+
+/// `cached_tokens` are the reads (OpenAI, Azure); OpenRouter adds the
+/// writes as `cache_write_tokens`. Counts that lie are cut to the prompt.
+#[test]
+fn cached_and_written_prompt_tokens_are_read_and_bounded() {
+    let with_usage = |usage: Value| {
+        let events = [
+            chunk(json!({"content": "ok"}), json!("stop")),
+            json!({"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+                .to_string(),
+            "[DONE]".to_string(),
+        ];
+        assemble(&events, &NoObserver)
+            .unwrap_or_else(|e| panic!("{usage}: {e:?}"))
+            .usage
+    };
+    let u = with_usage(json!({"prompt_tokens": 2006, "completion_tokens": 300,
+        "prompt_tokens_details": {"cached_tokens": 1920, "cache_write_tokens": 80, "audio_tokens": 0}}));
+    assert_eq!(
+        (u.input_tokens, u.cached_input_tokens, u.cache_write_tokens),
+        (2006, 1920, 80)
+    );
+    let u = with_usage(json!({"prompt_tokens": 100, "completion_tokens": "12",
+        "prompt_tokens_details": {"cached_tokens": 5000}}));
+    assert_eq!(
+        (u.input_tokens, u.output_tokens, u.cached_input_tokens),
+        (100, 12, 100)
+    );
+    let u = with_usage(
+        json!({"prompt_tokens": -3, "completion_tokens": 1, "prompt_tokens_details": "cached"}),
+    );
+    assert_eq!((u.input_tokens, u.cached_input_tokens), (0, 0));
 }
