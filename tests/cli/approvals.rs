@@ -211,8 +211,8 @@ fn ctrl_c_at_the_question_declines_and_interrupts_the_run() {
     s.send_line("go on").unwrap();
     expect(&mut s, "Run it?").unwrap();
     expect(&mut s, "› ").unwrap();
-    // `y`, then Enter out of habit: taken with the answer, not left to
-    // end the session as an empty line at the next prompt.
+    // `y`, then Enter out of habit: taken with the answer, not left as an
+    // empty line at the next prompt.
     press(&mut s, "y");
     std::thread::sleep(std::time::Duration::from_millis(100));
     press(&mut s, "\r");

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support::{read_json, TestEnv};
 
-const HINT: &str = "interactive session; an empty line, exit or Ctrl-D ends it";
+const HINT: &str = "interactive session; exit, Ctrl-D or Ctrl-C twice ends it";
 const ANSWER: &str = "- text: the answer\n";
 
 /// Starts the binary on a pty (stdin and stderr), stdout into `answers`.
@@ -123,6 +123,9 @@ fn ctrl_c_interrupts_the_run_then_ends_the_session_at_the_prompt() {
     s.exp_string("interrupted after 1 step").unwrap();
     s.exp_string("> ").unwrap();
     s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
     assert_eq!(exit_code(&mut s), 130);
     let entries = runs(&env);
     let doc = read_json(Path::new(entries[0]["path"].as_str().unwrap()));
@@ -147,7 +150,7 @@ fn ctrl_d_ends_with_the_last_runs_exit_code() {
     let model = env.script("a.yaml", ANSWER);
     let mut s = spawn(&env, &["-m", &model], &answers);
     s.exp_string("> ").unwrap();
-    s.send_line("").unwrap();
+    s.send_control('d').unwrap();
     assert_eq!(exit_code(&mut s), 0);
     assert!(!env.home().join(".local/state/tinyagent/runs").exists());
 }
@@ -256,4 +259,48 @@ fn a_streamed_answer_is_shown_once_when_stdout_is_the_same_terminal() {
         std::fs::read_to_string(&answers).unwrap(),
         "the unique answer\n"
     );
+}
+
+#[test]
+fn an_empty_line_asks_again_and_ctrl_c_clears_the_line_then_ends_twice_in_a_row() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model], &answers);
+    s.exp_string("> ").unwrap();
+    // An empty line (and one of spaces) asks again, as a shell does.
+    s.send_line("").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("   ").unwrap();
+    s.exp_string("> ").unwrap();
+    // Ctrl-C clears the line being typed; it is never run.
+    s.send("half a thought").unwrap();
+    s.flush().unwrap();
+    s.exp_string("half a thought").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("> ").unwrap();
+    // Continued lines are dropped with it.
+    s.send_line("first part\\").unwrap();
+    s.exp_string(". ").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("> ").unwrap();
+    // One Ctrl-C at an empty prompt says how to leave; a task in between
+    // starts the count again.
+    s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("the task").unwrap();
+    s.exp_string("completed after 1 step").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
+    assert_eq!(exit_code(&mut s), 130);
+
+    let entries = runs(&env);
+    assert_eq!(entries.len(), 1, "only the task ran");
+    let doc = read_json(Path::new(entries[0]["path"].as_str().unwrap()));
+    assert_eq!(user_messages(&doc), ["the task"]);
+    assert_eq!(std::fs::read_to_string(&answers).unwrap(), "the answer\n");
 }
