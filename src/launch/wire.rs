@@ -99,8 +99,13 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
 
     let answers_checked =
         prepared.jobs.output_schema.is_some() || !prepared.jobs.hooks.stop.is_empty();
-    let (mut doc, new_messages, answered) =
+    let (mut doc, mut new_messages, answered) =
         document(&settings, &run_id, prepared.resume, answers_checked);
+    if compact {
+        // `/compact` asks nothing of the model: only the results of calls
+        // an interrupted run left unanswered are kept, no note to answer.
+        new_messages.retain(|m| m.role == Role::Tool);
+    }
     // A resumed run keeps its checkpoint's worktree unless it made a new one.
     if worktree.is_some() {
         doc.worktree = worktree;
