@@ -456,18 +456,11 @@ impl Lines {
         loop {
             match self.ask_once() {
                 Asked::Input(input) => return input,
-                Asked::Empty => armed = false,
-                Asked::Cleared => {
-                    armed = false;
-                    eprintln!();
-                }
-                Asked::CtrlC if armed => {
-                    eprintln!();
-                    return Input::Interrupted;
-                }
+                // rustyline has ended the line the key was pressed on.
+                Asked::Empty | Asked::Cleared => armed = false,
+                Asked::CtrlC if armed => return Input::Interrupted,
                 Asked::CtrlC => {
                     armed = true;
-                    eprintln!();
                     eprintln!("{AGAIN}");
                 }
             }
