@@ -727,5 +727,7 @@ impl From<ConfigError> for crate::setup::SetupError {
     }
 }
 
+pub(crate) mod locate;
+
 #[cfg(test)]
 mod tests;
