@@ -144,6 +144,12 @@ pub struct Cli {
     /// Human mode: print only the final answer and errors
     #[arg(short = 'q', long)]
     pub quiet: bool,
+
+    // Never a flag: the chain a session's `/model` put in a new order (a
+    // member moved first), each spec with its reply budget; it replaces
+    // `--model` and the fallbacks when set.
+    #[arg(skip)]
+    pub session_chain: Option<Vec<(String, Option<u32>)>>,
 }
 
 impl Cli {

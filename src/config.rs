@@ -486,12 +486,40 @@ pub(crate) enum ConfigProblem {
     Unreadable(std::io::Error),
     #[error(transparent)]
     Shape(#[from] ShapeError),
-    #[error(transparent)]
-    Yaml(#[from] serde_yaml::Error),
+    /// The parser's message, which says the line and column; `tab` when
+    /// the character it stopped at is a tab.
+    #[error("{error}{}", if *tab { " (a tab: YAML indents with spaces)" } else { "" })]
+    Yaml { error: serde_yaml::Error, tab: bool },
     #[error("expected a mapping of keys at the top level")]
     NotAMapping,
-    #[error(transparent)]
-    Key(#[from] KeyError),
+    #[error("{error}{}", at.map(|at| at.to_string()).unwrap_or_default())]
+    Key { error: KeyError, at: Option<Spot> },
+}
+
+/// Where in a file: one-based line and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(" at line {line} column {column}")]
+pub(crate) struct Spot {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Spot {
+    /// The line and column of byte `index` of `text`.
+    fn of(text: &str, index: usize) -> Spot {
+        let before = &text.as_bytes()[..index.min(text.len())];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        Spot {
+            line: before.iter().filter(|&&b| b == b'\n').count() + 1,
+            column: String::from_utf8_lossy(&before[line_start..])
+                .chars()
+                .count()
+                + 1,
+        }
+    }
 }
 
 /// A file the YAML parser is not given: too large, or nested too deep.
@@ -499,8 +527,8 @@ pub(crate) enum ConfigProblem {
 pub(crate) enum ShapeError {
     #[error("the file is larger than {} MiB", MAX_CONFIG_BYTES >> 20)]
     TooLarge,
-    #[error("nesting deeper than {MAX_FLOW_DEPTH} levels")]
-    TooDeep,
+    #[error("nesting deeper than {MAX_FLOW_DEPTH} levels{at}")]
+    TooDeep { at: Spot },
 }
 
 /// A value that does not fit `Config`: the key path (none at the top) and
@@ -532,14 +560,39 @@ pub(crate) fn read_layer(path: &Path, required: bool) -> Result<Option<Value>, C
         problem,
     };
     check_shape(&text).map_err(|e| err(e.into()))?;
-    let value: Value = serde_yaml::from_str(&text).map_err(|e| err(e.into()))?;
+    let value: Value = serde_yaml::from_str(&text).map_err(|error| {
+        let tab = error
+            .location()
+            .is_some_and(|at| text.as_bytes().get(at.index()) == Some(&b'\t'));
+        err(ConfigProblem::Yaml { error, tab })
+    })?;
     let value = match value {
         Value::Null => Value::Mapping(Default::default()),
         v @ Value::Mapping(_) => v,
         _ => return Err(err(ConfigProblem::NotAMapping)),
     };
-    check(&value).map_err(|e| err(e.into()))?;
+    check(&value).map_err(|error| {
+        err(ConfigProblem::Key {
+            error,
+            at: locate(&text),
+        })
+    })?;
     Ok(Some(value))
+}
+
+/// Where in `text` the value `check` refused is: the same check made on
+/// the text itself, whose parser knows positions (a `Value` has none).
+/// Only on the error path, so a good file is parsed once.
+fn locate(text: &str) -> Option<Spot> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let at = serde_path_to_error::deserialize::<_, Config>(de)
+        .err()?
+        .into_inner()
+        .location()?;
+    Some(Spot {
+        line: at.line(),
+        column: at.column(),
+    })
 }
 
 /// The largest config file read.
@@ -557,7 +610,7 @@ fn check_shape(text: &str) -> Result<(), ShapeError> {
     }
     let (mut depth, mut quote, mut comment, mut escaped) = (0usize, None, false, false);
     let mut prev = b'\n';
-    for &b in text.as_bytes() {
+    for (i, &b) in text.as_bytes().iter().enumerate() {
         if comment {
             comment = b != b'\n';
         } else if let Some(q) = quote {
@@ -584,7 +637,8 @@ fn check_shape(text: &str) -> Result<(), ShapeError> {
                 b'[' | b'{' => {
                     depth += 1;
                     if depth > MAX_FLOW_DEPTH {
-                        return Err(ShapeError::TooDeep);
+                        let at = Spot::of(text, i);
+                        return Err(ShapeError::TooDeep { at });
                     }
                 }
                 b']' | b'}' => depth = depth.saturating_sub(1),
@@ -675,6 +729,8 @@ impl From<ConfigError> for crate::setup::SetupError {
         crate::setup::SetupError(e.to_string())
     }
 }
+
+pub(crate) mod locate;
 
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,16 @@ pub enum Generate {
     Man,
 }
 
+/// Every variable that replaces a built-in provider's endpoint, and a
+/// model id of the cloud whose ids are hardest to guess.
+const ENDPOINTS: &str =
+    "\nEndpoint overrides (a proxy, a gateway, a test server): OPENAI_BASE_URL \
+(openai, responses), ANTHROPIC_BASE_URL, OLLAMA_HOST, GEMINI_BASE_URL (with /v1beta), \
+VERTEX_BASE_URL, AWS_ENDPOINT_URL_BEDROCK_RUNTIME, AZURE_OPENAI_ENDPOINT, \
+ANTHROPIC_FOUNDRY_BASE_URL.\n\
+A Bedrock model is its model or inference profile id, e.g.\n\
+  -m bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0\n";
+
 /// The text after the flags in `--help`.
 pub(crate) fn after_help() -> String {
     let mut text = String::from("Built-in providers (-m <provider>/<model>):\n");
@@ -41,6 +51,7 @@ pub(crate) fn after_help() -> String {
         };
         text.push_str(&format!("  {:<11} {key}{endpoint}\n", p.name));
     }
+    text.push_str(ENDPOINTS);
     text.push_str(
         "\nWhat runs without asking: a run given its TASK (a script, CI, --json) runs every \
 bash command and file change the model asks for without asking; an interactive session \

@@ -17,8 +17,8 @@ pub(crate) fn closest<'a>(
 }
 
 /// The whole spec a model name given without a provider most likely
-/// means: OpenAI's and Anthropic's own names, Gemini through OpenRouter
-/// (there is no built-in Google provider), open-weight families and
+/// means: OpenAI's, Anthropic's and Google's own names on their own
+/// providers (Gemini on the built-in `gemini/`), open-weight families and
 /// Ollama tags (`qwen3:8b`) on Ollama. `None` when nothing fits.
 pub(crate) fn full_spec(name: &str) -> Option<String> {
     let lower = name.to_ascii_lowercase();
@@ -49,7 +49,7 @@ pub(crate) fn full_spec(name: &str) -> Option<String> {
     } else if starts(&["claude-"]) {
         Some(format!("anthropic/{name}"))
     } else if starts(&["gemini-"]) {
-        Some(format!("openrouter/google/{name}"))
+        Some(format!("gemini/{name}"))
     } else {
         None
     }
@@ -165,7 +165,7 @@ mod tests {
             ("o3", "openai/o3"),
             ("o4-mini", "openai/o4-mini"),
             ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
-            ("gemini-2.5-pro", "openrouter/google/gemini-2.5-pro"),
+            ("gemini-2.5-pro", "gemini/gemini-2.5-pro"),
             ("qwen3-coder", "ollama/qwen3-coder"),
             ("llama3.2:3b", "ollama/llama3.2:3b"),
             ("gpt-oss:20b", "ollama/gpt-oss:20b"),

@@ -22,7 +22,7 @@ use std::ops::Range;
 use serde_json::Value;
 
 use super::usage::{request_chars, TokenMeter};
-use super::{Agent, StepEnd};
+use super::{Agent, Outcome, StepEnd};
 use crate::conversation::{Message, Role, ToolSpec};
 use crate::events::Event;
 use crate::exit::Status;
@@ -30,7 +30,7 @@ use crate::model::chain::ChainError;
 use crate::model::retry::RequestCtx;
 use crate::model::Prompt;
 use crate::tools::shorten;
-use crate::trajectory::JournalOp;
+use crate::trajectory::{JournalOp, Trajectory};
 
 /// The first line of the message that replaces summarised history.
 pub(crate) const SUMMARY_MARKER: &str = "[summary of earlier conversation]";
@@ -358,6 +358,41 @@ impl Agent {
         });
         self.checkpoint_compaction();
         Ok(true)
+    }
+
+    /// A session's `/compact`: compacts the conversation now, as an
+    /// overflow would (`context.compacted` shows the sizes), and ends the
+    /// run `completed` without another request; a conversation with
+    /// nothing to compact is said in a warning. The document is the
+    /// conversation's from now on.
+    pub(crate) async fn compact_keeping_doc(mut self) -> (Outcome, Trajectory) {
+        let started = std::time::Instant::now();
+        let mut system = super::prompt::system_prompt(&self.tool_ctx.cwd);
+        if let Some(note) = &self.jobs.system_note {
+            system.push_str("\n\n");
+            system.push_str(note);
+        }
+        let mut tools: Vec<ToolSpec> = self.tools.available_specs();
+        if self.jobs.subagent.is_some() {
+            tools.push(crate::tools::delegate::delegate_spec());
+        }
+        let schema = self.jobs.output_schema.as_ref().map(|s| s.value.clone());
+        tools.push(crate::tools::submit_spec(schema.as_ref()));
+        let step = self.doc.steps;
+        let (status, error, outage) = match self.compact(step, &system, &tools, false).await {
+            Ok(true) | Err(StepEnd::Continue) => (Status::Completed, None, None),
+            Ok(false) => {
+                let tokens = self.estimate_request(&system, &self.doc.messages, &tools);
+                self.emitter.warn(format!(
+                    "nothing to compact: the conversation (about {tokens} tokens) has no older turns to summarise or tool outputs to shorten"
+                ));
+                (Status::Completed, None, None)
+            }
+            Err(StepEnd::Finish(status, _, error)) => (status, error, None),
+            Err(StepEnd::Outage { error, down }) => (Status::Error, Some(error), Some(down)),
+        };
+        let outcome = self.finish(status, Value::Null, error, started, outage);
+        (outcome, self.doc)
     }
 
     /// Asks the active model for a summary of `older`; falls back to a

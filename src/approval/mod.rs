@@ -139,6 +139,22 @@ struct Asker {
     paint: Paint,
 }
 
+impl Asker {
+    /// A file change made without asking is still shown, as its question
+    /// would have shown it (SPEC 20: `edits` makes file changes without
+    /// asking, not without saying).
+    fn show_applied(&self, call: &ToolCall, at: &Where<'_>) {
+        let width = terminal::width();
+        let Some(body) = question::applied(&call.name, &call.arguments, at.cwd, width, self.paint)
+        else {
+            return;
+        };
+        at.emitter.hold_live(true);
+        eprint!("{body}");
+        at.emitter.hold_live(false);
+    }
+}
+
 /// The failed result a declined call gets.
 fn declined(reason: Option<&str>) -> String {
     match reason {
@@ -152,6 +168,9 @@ impl Gate for Asker {
     async fn review(&self, call: &ToolCall, at: Where<'_>) -> Review {
         let kind = Kind::of(&call.name, &call.arguments);
         if !self.policy.must_ask(kind) {
+            if kind == Kind::FileChange {
+                self.show_applied(call, &at);
+            }
             return Review::Run;
         }
         let width = terminal::width();

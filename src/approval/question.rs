@@ -66,6 +66,28 @@ pub(crate) struct Question {
     always: Option<String>,
 }
 
+/// What a file change about to be made without asking shows (`--approval
+/// edits`, or "always" for file changes): the question's diff under a
+/// header that says it is being made; `None` as for `build`.
+pub(crate) fn applied(
+    tool: &str,
+    args: &Value,
+    cwd: &Path,
+    width: usize,
+    paint: Paint,
+) -> Option<String> {
+    file_body(tool, args, cwd, width.max(30), paint, Mood::Applying)
+}
+
+/// Whether a file change's header asks or tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mood {
+    /// `write_file wants to change a.rs (+1 -1):`
+    Asking,
+    /// `write_file changes a.rs (+1 -1):`
+    Applying,
+}
+
 /// The question about a call of `kind` to `tool`, at `width` columns; `None`
 /// when the call cannot change anything (an edit whose text is not in
 /// the file: the tool says why without asking).
@@ -80,7 +102,10 @@ pub(crate) fn build(
     let width = width.max(30);
     let (body, verb) = match kind {
         Kind::Command(command) => (command_body(tool, command, width, paint), "Run it?"),
-        _ => (file_body(tool, args, cwd, width, paint)?, "Apply it?"),
+        _ => (
+            file_body(tool, args, cwd, width, paint, Mood::Asking)?,
+            "Apply it?",
+        ),
     };
     Some(Question {
         body,
@@ -100,7 +125,14 @@ fn command_body(tool: &str, command: &str, width: usize, paint: Paint) -> String
 }
 
 /// The header and diff of a `write_file` or `edit_file` call.
-fn file_body(tool: &str, args: &Value, cwd: &Path, width: usize, paint: Paint) -> Option<String> {
+fn file_body(
+    tool: &str,
+    args: &Value,
+    cwd: &Path,
+    width: usize,
+    paint: Paint,
+    mood: Mood,
+) -> Option<String> {
     let text = |key: &str| args.get(key).and_then(Value::as_str);
     let path = text("path")?;
     let full = {
@@ -113,8 +145,12 @@ fn file_body(tool: &str, args: &Value, cwd: &Path, width: usize, paint: Paint) -
     };
     let shown = printable(path);
     let head = |what: &str, note: String| {
+        let verb = match mood {
+            Mood::Asking => format!("wants to {what}"),
+            Mood::Applying => format!("{what}s"),
+        };
         format!(
-            "{} wants to {what} {}{note}:\n",
+            "{} {verb} {}{note}:\n",
             paint.bold(tool),
             paint.bold(&shown)
         )

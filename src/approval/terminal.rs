@@ -23,7 +23,7 @@ use crate::stop::Stop;
 const SETTLE: Duration = Duration::from_millis(30);
 /// How long after `y` or `a` an Enter pressed out of habit is taken with
 /// them (left alone, it would be an empty line at the session's next
-/// prompt, which ends the session).
+/// prompt, which asks again).
 const HABIT: Duration = Duration::from_millis(250);
 /// The quiet that ends a paste or a burst of keys being discarded.
 const QUIET: Duration = Duration::from_millis(100);

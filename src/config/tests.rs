@@ -96,3 +96,34 @@ fn user_config_path_rules() {
         Some(PathBuf::from("/h/.config/tinyagent/config.yaml"))
     );
 }
+
+#[test]
+fn every_problem_in_a_file_says_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        read_layer(&path, true).unwrap_err().to_string()
+    };
+    let err = at("tab.yaml", "model: script/x\nretry:\n\tattempts: 3\n");
+    assert!(err.contains("tab.yaml: "), "{err}");
+    assert!(err.contains("at line 3 column 1"), "{err}");
+    assert!(err.ends_with("(a tab: YAML indents with spaces)"), "{err}");
+    let err = at("zero.yaml", "model: script/x\nretry:\n  attempts: 0\n");
+    assert!(
+        err.ends_with(
+            "retry.attempts: must be a whole number of at least 1, got 0 at line 3 column 3"
+        ),
+        "{err}"
+    );
+    let err = at("key.yaml", "model: script/x\n\nretry: {atempts: 2}\n");
+    assert!(
+        err.ends_with("(did you mean `attempts`?) at line 3 column 9"),
+        "{err}"
+    );
+    let err = at("deep.yaml", &format!("a: 1\nb: {}\n", "[".repeat(70)));
+    assert!(
+        err.ends_with("nesting deeper than 64 levels at line 2 column 68"),
+        "{err}"
+    );
+}

@@ -10,10 +10,15 @@ mod slash;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use rustyline::config::Behavior;
 use rustyline::error::ReadlineError;
-use rustyline::DefaultEditor;
+use rustyline::{
+    Cmd, ConditionalEventHandler, DefaultEditor, Event, EventContext, EventHandler, KeyEvent,
+    RepeatCount,
+};
 
 use crate::approval::Always;
 use crate::cli::Cli;
@@ -30,7 +35,9 @@ pub(crate) const PROMPT: &str = "> ";
 pub(crate) const MORE: &str = ". ";
 /// Said once when a session starts by asking.
 pub(crate) const HINT: &str =
-    "tinyagent: interactive session; an empty line, exit or Ctrl-D ends it, a line ending in \\ continues";
+    "tinyagent: interactive session; exit, Ctrl-D or Ctrl-C twice ends it, a line ending in \\ continues";
+/// Said after Ctrl-C at an empty prompt.
+pub(crate) const AGAIN: &str = "(Ctrl-C again ends the session)";
 /// The history file under the state directory.
 const HISTORY: &str = "history";
 
@@ -45,6 +52,8 @@ pub(crate) struct Start {
     pub store_cwd: Option<PathBuf>,
     /// The session the run belongs to (`None`: a run on its own).
     pub session: Option<Link>,
+    /// `/compact`: the run compacts `previous` and ends, with no task.
+    pub compact: bool,
 }
 
 /// What each run of a session shares with it: the "always" answers given
@@ -108,14 +117,15 @@ fn task_arg(cli: &Cli) -> Option<&str> {
 #[derive(Debug, PartialEq)]
 enum Input {
     Task(String),
-    /// An empty line, `exit` or Ctrl-D.
+    /// `exit` or Ctrl-D.
     End,
-    /// Ctrl-C.
+    /// Ctrl-C twice in a row at an empty prompt.
     Interrupted,
 }
 
 /// Runs a session, each run through `run_one`, and returns its exit code:
-/// the last run's (0 when no task was given), 130 for Ctrl-C at the prompt.
+/// the last run's (0 when no task was given), 130 for Ctrl-C twice at an
+/// empty prompt.
 pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
     let resuming = cli.resume.is_some() || cli.continue_run;
     // A configuration that cannot run is said before asking for a task.
@@ -152,6 +162,12 @@ pub(crate) fn session(cli: Cli, run_one: impl Fn(&Cli, Start) -> Ended) -> i32 {
             Input::Interrupted => return Status::Interrupted.exit_code(),
         };
         if let Some(command) = slash::parse(&task) {
+            if command == slash::Slash::Compact {
+                if let Some(code) = talk.compact(&run_one) {
+                    return code;
+                }
+                continue;
+            }
             match talk.command(command) {
                 Some(code) => return code,
                 None => continue,
@@ -204,6 +220,7 @@ impl Conversation {
             previous: None,
             store_cwd: self.store_cwd.clone(),
             session: Some(self.link.clone()),
+            compact: false,
         }
     }
 
@@ -214,7 +231,31 @@ impl Conversation {
             previous: Some(doc),
             store_cwd: self.store_cwd.clone(),
             session: Some(self.link.clone()),
+            compact: false,
         }
+    }
+
+    /// `/compact`: a run that compacts the conversation now (as a context
+    /// overflow would) and ends; the conversation goes on from it.
+    /// `Some(code)` when the session ends with it.
+    fn compact(&mut self, run_one: &impl Fn(&Cli, Start) -> Ended) -> Option<i32> {
+        let Some(doc) = self.doc.take() else {
+            eprintln!("(nothing to compact: no conversation yet)");
+            return None;
+        };
+        let start = Start {
+            task: None,
+            previous: Some(doc.clone()),
+            store_cwd: self.store_cwd.clone(),
+            session: Some(self.link.clone()),
+            compact: true,
+        };
+        let ended = run_one(&self.follow_up, start);
+        if ended.doc.is_none() {
+            // It never started: the conversation stays as it was.
+            self.doc = Some(doc);
+        }
+        self.ended(ended)
     }
 
     /// Takes a run's end; `Some(code)` when the session ends with it (a
@@ -251,9 +292,15 @@ impl Conversation {
                 )
             }
             Slash::Model(Some(spec)) => match self.switch_model(&spec) {
-                Ok(spec) => eprintln!("model: {spec} (from the next task on)"),
+                Ok((spec, None)) => eprintln!("model: {spec} (from the next task on)"),
+                Ok((spec, Some(chain))) => eprintln!(
+                    "model: {spec} (from the next task on); chain: {}",
+                    chain.join(" → ")
+                ),
                 Err(e) => eprintln!("tinyagent: error: /model: {e}"),
             },
+            // Answered in `session`, which runs it.
+            Slash::Compact => {}
             Slash::Clear => {
                 self.doc = None;
                 // Before any run, a `--resume` or `--continue` is dropped too.
@@ -278,25 +325,36 @@ impl Conversation {
 
     /// `/model SPEC`: the next run (a follow-up or a new conversation)
     /// and every one after it have SPEC as their primary, checked first as
-    /// `-m` is; a bad SPEC changes nothing.
-    fn switch_model(&mut self, spec: &str) -> Result<String, SwitchRefused> {
+    /// `-m` is; a bad SPEC changes nothing. A member of the chain moves
+    /// first and the others keep their order behind it (then the new
+    /// chain is returned too); any other SPEC replaces the primary, as
+    /// `-m` would.
+    fn switch_model(&mut self, spec: &str) -> Result<(String, Option<Vec<String>>), SwitchRefused> {
         if self.doc.is_none() && (self.first.resume.is_some() || self.first.continue_run) {
             return Err(SwitchRefused::Resuming);
         }
+        let current = slash::chain_of(self.next_cli(), self.doc.as_ref())?;
+        let reordered = slash::lead_with(&current, spec.trim());
         let mut cli = self.next_cli().clone();
         cli.model = Some(spec.to_string());
+        cli.session_chain = reordered;
         let doc = self.doc.clone().map(|mut doc| {
             doc.model = spec.to_string();
             doc
         });
-        let spec = slash::check_switch(&cli, doc.as_ref())?;
-        for cli in [&mut self.first, &mut self.follow_up] {
-            cli.model = Some(spec.clone());
+        let chain = slash::chain_of(&cli, doc.as_ref())?;
+        let spec = chain[0].0.clone();
+        for next in [&mut self.first, &mut self.follow_up] {
+            next.model = Some(spec.clone());
+            next.session_chain = cli.session_chain.clone();
         }
         if let Some(doc) = &mut self.doc {
             doc.model = spec.clone();
         }
-        Ok(spec)
+        let moved = cli
+            .session_chain
+            .map(|_| chain.into_iter().map(|(member, _)| member).collect());
+        Ok((spec, moved))
     }
 }
 
@@ -328,14 +386,38 @@ fn follow_up_cli(cli: &Cli) -> Cli {
     cli
 }
 
+/// One reading of the prompt.
+enum Asked {
+    Input(Input),
+    /// An empty line (or only spaces).
+    Empty,
+    /// Ctrl-C with something typed, which is dropped.
+    Cleared,
+    /// Ctrl-C at an empty prompt.
+    CtrlC,
+}
+
 /// Where lines come from: rustyline on the terminal, or plain lines from
 /// stdin (prompts on stderr) on a terminal rustyline does not support.
 enum Lines {
     Editor {
         editor: Box<DefaultEditor>,
         history: Option<PathBuf>,
+        /// Whether the line was empty when Ctrl-C was last pressed.
+        typed: Arc<AtomicBool>,
     },
     Plain,
+}
+
+/// Ctrl-C at the prompt: notes whether something was typed on the line,
+/// then interrupts the line as rustyline does.
+struct CtrlC(Arc<AtomicBool>);
+
+impl ConditionalEventHandler for CtrlC {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        self.0.store(!ctx.line().is_empty(), Ordering::Relaxed);
+        Some(Cmd::Interrupt)
+    }
 }
 
 impl Lines {
@@ -351,28 +433,56 @@ impl Lines {
                 if let Some(path) = &history {
                     let _ = editor.load_history(path);
                 }
+                let typed = Arc::new(AtomicBool::new(false));
+                editor.bind_sequence(
+                    KeyEvent::ctrl('C'),
+                    EventHandler::Conditional(Box::new(CtrlC(typed.clone()))),
+                );
                 Lines::Editor {
                     editor: Box::new(editor),
                     history,
+                    typed,
                 }
             }
             _ => Lines::Plain,
         }
     }
 
-    /// Reads one task: lines ending in `\` continue on the next line.
+    /// Reads one task, asking again after an empty line or Ctrl-C: a
+    /// Ctrl-C clears what was being typed, and a second one in a row at an
+    /// empty prompt ends the session.
     fn ask(&mut self) -> Input {
+        let mut armed = false;
+        loop {
+            match self.ask_once() {
+                Asked::Input(input) => return input,
+                // rustyline has ended the line the key was pressed on.
+                Asked::Empty | Asked::Cleared => armed = false,
+                Asked::CtrlC if armed => return Input::Interrupted,
+                Asked::CtrlC => {
+                    armed = true;
+                    eprintln!("{AGAIN}");
+                }
+            }
+        }
+    }
+
+    /// Reads one task: lines ending in `\` continue on the next line.
+    fn ask_once(&mut self) -> Asked {
         let mut text = String::new();
         let mut prompt = PROMPT;
         loop {
             let line = match self.read_line(prompt) {
                 Ok(Some(line)) => line,
-                Ok(None) => return Input::End,
-                Err(ReadlineError::Interrupted) => return Input::Interrupted,
-                Err(ReadlineError::Eof) => return Input::End,
+                Ok(None) => return Asked::Input(Input::End),
+                Err(ReadlineError::Interrupted) if text.is_empty() && !self.typed() => {
+                    return Asked::CtrlC
+                }
+                Err(ReadlineError::Interrupted) => return Asked::Cleared,
+                Err(ReadlineError::Eof) => return Asked::Input(Input::End),
                 Err(e) => {
                     eprintln!("tinyagent: error: cannot read from the terminal: {e}");
-                    return Input::End;
+                    return Asked::Input(Input::End);
                 }
             };
             match line.strip_suffix('\\') {
@@ -388,11 +498,22 @@ impl Lines {
             }
         }
         let task = text.trim();
-        if task.is_empty() || task == "exit" {
-            return Input::End;
+        if task.is_empty() {
+            return Asked::Empty;
+        }
+        if task == "exit" {
+            return Asked::Input(Input::End);
         }
         self.remember(task);
-        Input::Task(task.to_string())
+        Asked::Input(Input::Task(task.to_string()))
+    }
+
+    /// Whether something was typed on the line when Ctrl-C was pressed.
+    fn typed(&self) -> bool {
+        match self {
+            Lines::Editor { typed, .. } => typed.swap(false, Ordering::Relaxed),
+            Lines::Plain => false,
+        }
     }
 
     fn read_line(&mut self, prompt: &str) -> Result<Option<String>, ReadlineError> {
@@ -411,7 +532,10 @@ impl Lines {
     }
 
     fn remember(&mut self, task: &str) {
-        if let Lines::Editor { editor, history } = self {
+        if let Lines::Editor {
+            editor, history, ..
+        } = self
+        {
             let _ = editor.add_history_entry(task);
             if let Some(path) = history {
                 if let Some(dir) = path.parent() {

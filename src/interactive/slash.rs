@@ -1,5 +1,5 @@
 //! Slash commands at a session's prompt (SPEC 20): `/help`, `/model`,
-//! `/cost`, `/clear`, `/exit`. None is ever sent to a model; an unknown
+//! `/cost`, `/clear`, `/compact`, `/exit`. None is ever sent to a model; an unknown
 //! one is answered with the list.
 
 use std::path::PathBuf;
@@ -18,6 +18,7 @@ pub(crate) enum Slash {
     Model(Option<String>),
     Cost,
     Clear,
+    Compact,
     Exit,
     /// Not one of ours: the name typed.
     Unknown(String),
@@ -28,10 +29,12 @@ pub(crate) const HELP: &str = "commands:
   /help    this list
   /model   the model chain, the active model and each model's health record
   /model <provider>/<model>
-           switch the session to that model, from the next task on
+           switch the session to that model, from the next task on (a member
+           of the chain moves first, the others keep their order behind it)
   /cost    this session's tokens and cost, per model
   /clear   start a new conversation (the next task starts from scratch)
-  /exit    end the session (as exit, an empty line or Ctrl-D do)";
+  /compact compact the conversation now: older turns become a summary
+  /exit    end the session (as exit, Ctrl-D or Ctrl-C twice do)";
 
 /// The slash command `line` is, if it is one: its first word is `/` and a
 /// name (`/usr/bin is slow` is a task).
@@ -50,6 +53,7 @@ pub(crate) fn parse(line: &str) -> Option<Slash> {
         "model" => Slash::Model((!rest.is_empty()).then(|| rest.to_string())),
         "cost" => Slash::Cost,
         "clear" => Slash::Clear,
+        "compact" => Slash::Compact,
         "exit" => Slash::Exit,
         _ => Slash::Unknown(word.to_string()),
     })
@@ -102,13 +106,13 @@ pub(crate) fn model_report(cli: &Cli, conversation: Option<&Trajectory>) -> Stri
     out
 }
 
-/// `/model SPEC`: the session's flags (`cli`) and conversation with SPEC
-/// as the primary, checked as `-m` is (the spec, its provider, its key,
-/// the chain it makes); the primary's spec as it will run, or why not.
-pub(crate) fn check_switch(
+/// The chain `cli` and the conversation run with: each member's spec and
+/// reply budget, the primary first; checked as `-m` is (the spec, its
+/// provider, its key, the chain it makes), or why not.
+pub(crate) fn chain_of(
     cli: &Cli,
     conversation: Option<&Trajectory>,
-) -> Result<String, settings::SetupError> {
+) -> Result<Vec<(String, Option<u32>)>, settings::SetupError> {
     let resumed = conversation.map(|doc| Checkpointed {
         path: PathBuf::new(),
         doc: doc.clone(),
@@ -116,7 +120,23 @@ pub(crate) fn check_switch(
     });
     let config = settings::load_config(&cli.config, &process_env)?;
     let settings = Settings::from_parts(cli, config, "-".into(), &process_env, resumed.as_ref())?;
-    Ok(settings.primary.spec.to_string())
+    Ok(settings
+        .chain()
+        .map(|m| (m.spec.to_string(), m.reply_budget))
+        .collect())
+}
+
+/// `chain` with `spec` moved first and the others in their order behind
+/// it; `None` when `spec` is not a member.
+pub(crate) fn lead_with(
+    chain: &[(String, Option<u32>)],
+    spec: &str,
+) -> Option<Vec<(String, Option<u32>)>> {
+    let at = chain.iter().position(|(member, _)| member == spec)?;
+    let mut reordered = chain.to_vec();
+    let lead = reordered.remove(at);
+    reordered.insert(0, lead);
+    Some(reordered)
 }
 
 /// One member's record in words.
@@ -165,6 +185,7 @@ mod tests {
         assert_eq!(parse("  /model  "), Some(Slash::Model(None)));
         assert_eq!(parse("/cost"), Some(Slash::Cost));
         assert_eq!(parse("/clear"), Some(Slash::Clear));
+        assert_eq!(parse("/compact"), Some(Slash::Compact));
         assert_eq!(parse("/exit"), Some(Slash::Exit));
         assert_eq!(parse("/nope"), Some(Slash::Unknown("/nope".into())));
         assert_eq!(parse("/Help"), Some(Slash::Unknown("/Help".into())));
@@ -183,6 +204,30 @@ mod tests {
         ] {
             assert_eq!(parse(task), None, "{task}");
         }
+    }
+
+    #[test]
+    fn a_member_moves_first_and_the_others_keep_their_order() {
+        let chain: Vec<(String, Option<u32>)> = vec![
+            ("a/1".into(), None),
+            ("b/2".into(), Some(8000)),
+            ("c/3".into(), None),
+        ];
+        let specs = |c: Vec<(String, Option<u32>)>| c.into_iter().map(|m| m.0).collect::<Vec<_>>();
+        assert_eq!(
+            specs(lead_with(&chain, "b/2").unwrap()),
+            ["b/2", "a/1", "c/3"]
+        );
+        assert_eq!(
+            specs(lead_with(&chain, "c/3").unwrap()),
+            ["c/3", "a/1", "b/2"]
+        );
+        assert_eq!(
+            specs(lead_with(&chain, "a/1").unwrap()),
+            ["a/1", "b/2", "c/3"]
+        );
+        assert_eq!(lead_with(&chain, "b/2").unwrap()[0].1, Some(8000));
+        assert_eq!(lead_with(&chain, "d/4"), None);
     }
 
     #[test]

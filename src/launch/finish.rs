@@ -21,7 +21,17 @@ pub(super) async fn run_to_the_end(wired: Wired) -> Ended {
         resumable,
         volatile,
         store_cwd,
+        compact,
     } = wired;
+    if compact {
+        let (outcome, doc) = agent.compact_keeping_doc().await;
+        mcp.shutdown().await;
+        return Ended {
+            code: outcome.exit_code,
+            doc: Some(doc),
+            store_cwd,
+        };
+    }
     let json_answer = agent.answers_json();
     let (outcome, doc) = match answered {
         Some(output) => {

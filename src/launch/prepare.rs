@@ -39,6 +39,8 @@ pub(super) struct Prepared {
     pub(super) tool_filter: ToolFilter,
     /// The interactive session this run belongs to, if any.
     pub(super) session: Option<interactive::Link>,
+    /// A session's `/compact`: the run compacts the conversation and ends.
+    pub(super) compact: bool,
 }
 
 /// Everything that can fail before the first request: the checkpoint to
@@ -52,6 +54,7 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     let store = runs::RunStore::locate(&process_env);
     let mut diagnostics = Diagnostics::default();
     let session = start.session;
+    let compact = start.compact;
     let mut store_cwd = start.store_cwd;
     let (resume, write_back) = if let Some(doc) = start.previous {
         let cp = resume::Checkpointed {
@@ -149,6 +152,7 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         instructions,
         tool_filter,
         session,
+        compact,
     })
 }
 

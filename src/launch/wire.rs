@@ -56,6 +56,8 @@ pub(super) struct Wired {
     pub(super) volatile: bool,
     /// The directory the run store records the run under.
     pub(super) store_cwd: Option<PathBuf>,
+    /// A session's `/compact`: compact the conversation, then end.
+    pub(super) compact: bool,
 }
 
 /// Where events go, and the trajectory path once the run store had its say.
@@ -74,6 +76,7 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
     } = isolated;
     let mut diagnostics = prepared.diagnostics;
     let settings = prepared.settings;
+    let compact = prepared.compact;
     // `-o`, else a resumed FILE written back, else (kept) the store's file.
     let output_path = settings.output.clone().or(prepared.write_back);
     // The store's own file (no -o, no resumed FILE) is kept cheap: not synced.
@@ -96,8 +99,13 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
 
     let answers_checked =
         prepared.jobs.output_schema.is_some() || !prepared.jobs.hooks.stop.is_empty();
-    let (mut doc, new_messages, answered) =
+    let (mut doc, mut new_messages, answered) =
         document(&settings, &run_id, prepared.resume, answers_checked);
+    if compact {
+        // `/compact` asks nothing of the model: only the results of calls
+        // an interrupted run left unanswered are kept, no note to answer.
+        new_messages.retain(|m| m.role == Role::Tool);
+    }
     // A resumed run keeps its checkpoint's worktree unless it made a new one.
     if worktree.is_some() {
         doc.worktree = worktree;
@@ -155,6 +163,7 @@ pub(super) async fn wire(isolated: Isolated, run_id: String) -> Wired {
         resumable,
         volatile,
         store_cwd: keep.map(|k| k.cwd),
+        compact,
     }
 }
 

@@ -114,10 +114,27 @@ impl Settings {
         Self::from_parts(cli, config, task, env, resumed)
     }
 
+    /// Resolution once the config is loaded and the task known; a config
+    /// value refused here (`config step_limit: …`) is said with the file
+    /// and line that set it.
+    pub(crate) fn from_parts(
+        cli: &Cli,
+        config: Config,
+        task: String,
+        env: Env,
+        resumed: Option<&Checkpointed>,
+    ) -> Result<Settings, SetupError> {
+        Self::resolve_parts(cli, config, task, env, resumed).map_err(|e| {
+            let user = config::user_config_path(env);
+            let layers = config::locate::layers(user.as_deref(), &cli.config);
+            SetupError(config::locate::locate(&e.0, &layers).unwrap_or(e.0))
+        })
+    }
+
     /// Resolution once the config is loaded and the task known, concern by
     /// concern. A resumed run keeps the checkpoint's primary model and,
     /// unless `-C` is given, its working directory.
-    pub(crate) fn from_parts(
+    fn resolve_parts(
         cli: &Cli,
         config: Config,
         task: String,

@@ -42,6 +42,9 @@ pub(super) fn run_chain(
             )));
         }
     }
+    if let Some(chain) = cli.session_chain.as_deref() {
+        return session_chain(chain, config, env);
+    }
     let model_text = resumed
         .map(|cp| cp.doc.model.clone())
         .or_else(|| cli.model.clone())
@@ -66,6 +69,30 @@ pub(super) fn run_chain(
         config.fallback_models.as_deref().unwrap_or_default()
     };
     let fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    Ok((primary, fallbacks))
+}
+
+/// A chain a session put in a new order (`/model` with a member): the
+/// first is the primary, each member keeps its reply budget.
+fn session_chain(
+    chain: &[(String, Option<u32>)],
+    config: &Config,
+    env: Env,
+) -> Result<(ResolvedModel, Vec<ResolvedModel>), SetupError> {
+    let ((first, budget), rest) = chain
+        .split_first()
+        .ok_or_else(|| SetupError("no model".into()))?;
+    let primary = ModelSpec::parse(first).map_err(|e| SetupError(e.to_string()))?;
+    let mut primary = resolve(primary, &config.providers, env, "model")?;
+    primary.reply_budget = *budget;
+    let entries: Vec<FallbackEntry> = rest
+        .iter()
+        .map(|(model, budget)| FallbackEntry {
+            model: model.clone(),
+            max_output_tokens: *budget,
+        })
+        .collect();
+    let fallbacks = resolve_chain(&primary.spec, &entries, &config.providers, env)?;
     Ok((primary, fallbacks))
 }
 

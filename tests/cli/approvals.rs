@@ -211,8 +211,8 @@ fn ctrl_c_at_the_question_declines_and_interrupts_the_run() {
     s.send_line("go on").unwrap();
     expect(&mut s, "Run it?").unwrap();
     expect(&mut s, "› ").unwrap();
-    // `y`, then Enter out of habit: taken with the answer, not left to
-    // end the session as an empty line at the next prompt.
+    // `y`, then Enter out of habit: taken with the answer, not left as an
+    // empty line at the next prompt.
     press(&mut s, "y");
     std::thread::sleep(std::time::Duration::from_millis(100));
     press(&mut s, "\r");
@@ -577,4 +577,48 @@ fn always_is_not_offered_for_chained_commands_and_no_takes_no_tool_time() {
         rows[1].1 < 500,
         "the declined call counted the thinking time: {rows:?}"
     );
+}
+
+#[test]
+fn edits_mode_shows_the_diff_of_each_change_it_makes_without_asking() {
+    let write = "- tool_calls:\n    - {name: write_file, arguments: {path: notes.txt, content: \"old one\\nnew two\\n\"}}\n";
+    let script = [write.to_string(), SUBMIT.into()].concat();
+    let env = TestEnv::new();
+    std::fs::write(env.work().join("notes.txt"), "old one\nold two\n").unwrap();
+    let mut s = session(&env, &script, &["--approval", "edits"]);
+    expect(&mut s, "write_file changes notes.txt (+1 -1):").unwrap();
+    let diff = expect(&mut s, "✓ write_file notes.txt").unwrap();
+    // Then the spinner again, until the tool's line.
+    assert!(
+        diff.replace("\r\n", "\n")
+            .starts_with("\n  @@ -1,2 +1,2 @@\n   old one\n  -old two\n  +new two\n"),
+        "{diff:?}"
+    );
+    expect(&mut s, "submitted after 2 steps").unwrap();
+    expect(&mut s, "> ").unwrap();
+    s.send_line("exit").unwrap();
+    assert_eq!(exit_code(&mut s), 0);
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("notes.txt")).unwrap(),
+        "old one\nnew two\n"
+    );
+
+    // Coloured on a terminal when NO_COLOR is not set.
+    let env = TestEnv::new();
+    std::fs::write(env.work().join("notes.txt"), "old one\nold two\n").unwrap();
+    let model = env.script("s.yaml", &script);
+    let mut cmd = env.std_cmd();
+    cmd.args(["-m", &model, "--approval", "edits", "-i", "the task"])
+        .env("TERM", "xterm")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::inherit())
+        .stdout(std::fs::File::create(env.file("answers.md")).unwrap());
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    expect(&mut s, "changes").unwrap();
+    let diff = expect(&mut s, "write_file notes.txt").unwrap();
+    assert!(diff.contains("\x1b[32m+new two"), "{diff:?}");
+    assert!(diff.contains("\x1b[31m-old two"), "{diff:?}");
+    expect(&mut s, "> ").unwrap();
+    s.send_line("exit").unwrap();
+    assert_eq!(exit_code(&mut s), 0);
 }

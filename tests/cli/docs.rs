@@ -340,3 +340,89 @@ fn the_log_database_guide_gives_the_schema_a_run_writes() {
         }
     }
 }
+
+#[test]
+fn the_options_table_names_each_flag_once() {
+    let doc = read("docs/configuration.md");
+    let mut seen = BTreeSet::new();
+    for row in doc.lines().filter(|l| l.starts_with("| `-")) {
+        let first = row.split('|').nth(1).unwrap().trim().to_string();
+        assert!(seen.insert(first.clone()), "{first} is listed twice");
+    }
+    assert!(seen.len() > 20, "{seen:?}");
+}
+
+#[test]
+fn every_api_comment_names_every_api_and_every_provider_is_known_to_the_docs() {
+    const APIS: [&str; 9] = [
+        "openai",
+        "responses",
+        "anthropic",
+        "ollama",
+        "bedrock",
+        "vertex",
+        "gemini",
+        "azure",
+        "foundry",
+    ];
+    for path in ["README.md", "docs/configuration.md", "docs/providers.md"] {
+        let text = read(path);
+        let comments: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("api:") && l.contains("# openai |"))
+            .collect();
+        assert!(!comments.is_empty(), "{path} has no `api:` comment");
+        for line in comments {
+            let listed: Vec<&str> = line
+                .split('#')
+                .nth(1)
+                .unwrap()
+                .split('|')
+                .map(str::trim)
+                .collect();
+            assert_eq!(listed, APIS, "{path}: {line}");
+        }
+    }
+    // The "known providers" list of the errors section names every
+    // built-in provider `--help` lists, and every endpoint override
+    // `--help` names is in the providers guide.
+    let env = TestEnv::new();
+    let out = env.cmd().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let builtins: Vec<&str> = help
+        .split("Built-in providers")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(builtins.len() >= 10, "{builtins:?}");
+    let config = read("docs/configuration.md").replace('\n', " ");
+    let known = config
+        .split("known providers: ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("docs/configuration.md lists the known providers");
+    let known: Vec<&str> = known.split(',').map(str::trim).collect();
+    for provider in builtins {
+        assert!(known.contains(&provider), "{provider} is not in {known:?}");
+    }
+    let overrides = help
+        .split("Endpoint overrides")
+        .nth(1)
+        .unwrap()
+        .split(".\n")
+        .next()
+        .unwrap();
+    let providers = read("docs/providers.md");
+    let vars: Vec<&str> = overrides
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.len() > 4 && w.contains('_'))
+        .collect();
+    assert!(vars.len() >= 8, "{vars:?}");
+    for var in vars {
+        assert!(providers.contains(var), "{var} is not in docs/providers.md");
+    }
+}

@@ -228,3 +228,66 @@ fn an_unwritable_trajectory_path_is_exit_2_before_any_request() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("plain.txt")]);
 }
+
+#[test]
+fn a_config_error_says_the_file_and_the_line() {
+    let env = TestEnv::new();
+    let model = env.script("s.yaml", "- text: hi\n");
+    // The parser's own: a tab.
+    let tab = env.file("tab.yaml");
+    std::fs::write(&tab, "retry:\n\tattempts: 3\n").unwrap();
+    let (code, stderr) = stderr_of(&env, &["-m", &model, "-c", tab.to_str().unwrap(), "t"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("config {}: ", tab.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("at line 2 column 1"), "{stderr}");
+    assert!(
+        stderr.contains("(a tab: YAML indents with spaces)"),
+        "{stderr}"
+    );
+    // A value out of range, read with the rest of its file.
+    let zero = env.file("zero.yaml");
+    std::fs::write(&zero, "# retries\nretry:\n  attempts: 0\n").unwrap();
+    let (code, stderr) = stderr_of(&env, &["-m", &model, "-c", zero.to_str().unwrap(), "t"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("config {}: retry.attempts: ", zero.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.trim_end().ends_with("at line 3 column 3"),
+        "{stderr}"
+    );
+    // A value refused once the files are laid over each other: the last
+    // file that sets it, and where.
+    let user = env.user_config("step_limit: 5\n");
+    let layer = env.file("layer.yaml");
+    std::fs::write(&layer, "cost_limit: 1\nstep_limit: 0\n").unwrap();
+    let (code, stderr) = stderr_of(&env, &["-m", &model, "-c", layer.to_str().unwrap(), "t"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("tinyagent: error: config step_limit: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with(&format!("({} at line 2 column 13)", layer.display())),
+        "{stderr}"
+    );
+    env.user_config("retry: {jitter: 20}\n");
+    let (code, stderr) = stderr_of(&env, &["-m", &model, "t"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("tinyagent: error: config retry.jitter: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with(&format!("({} at line 1 column 17)", user.display())),
+        "{stderr}"
+    );
+}

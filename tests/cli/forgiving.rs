@@ -31,7 +31,7 @@ fn a_model_without_its_provider_is_told_the_whole_spec() {
     for (given, spec) in [
         ("gpt-5", "openai/gpt-5"),
         ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"),
-        ("gemini-2.5-pro", "openrouter/google/gemini-2.5-pro"),
+        ("gemini-2.5-pro", "gemini/gemini-2.5-pro"),
     ] {
         let (code, err) = fails(&env, &["-m", given, "fix it"]);
         assert_eq!(code, Some(2), "{err}");

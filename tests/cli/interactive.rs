@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support::{read_json, TestEnv};
 
-const HINT: &str = "interactive session; an empty line, exit or Ctrl-D ends it";
+const HINT: &str = "interactive session; exit, Ctrl-D or Ctrl-C twice ends it";
 const ANSWER: &str = "- text: the answer\n";
 
 /// Starts the binary on a pty (stdin and stderr), stdout into `answers`.
@@ -123,6 +123,9 @@ fn ctrl_c_interrupts_the_run_then_ends_the_session_at_the_prompt() {
     s.exp_string("interrupted after 1 step").unwrap();
     s.exp_string("> ").unwrap();
     s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
     assert_eq!(exit_code(&mut s), 130);
     let entries = runs(&env);
     let doc = read_json(Path::new(entries[0]["path"].as_str().unwrap()));
@@ -147,7 +150,7 @@ fn ctrl_d_ends_with_the_last_runs_exit_code() {
     let model = env.script("a.yaml", ANSWER);
     let mut s = spawn(&env, &["-m", &model], &answers);
     s.exp_string("> ").unwrap();
-    s.send_line("").unwrap();
+    s.send_control('d').unwrap();
     assert_eq!(exit_code(&mut s), 0);
     assert!(!env.home().join(".local/state/tinyagent/runs").exists());
 }
@@ -256,4 +259,167 @@ fn a_streamed_answer_is_shown_once_when_stdout_is_the_same_terminal() {
         std::fs::read_to_string(&answers).unwrap(),
         "the unique answer\n"
     );
+}
+
+#[test]
+fn an_empty_line_asks_again_and_ctrl_c_clears_the_line_then_ends_twice_in_a_row() {
+    let env = TestEnv::new();
+    let model = env.script("a.yaml", ANSWER);
+    let answers = env.file("answers.md");
+    let mut s = spawn(&env, &["-m", &model], &answers);
+    s.exp_string("> ").unwrap();
+    // An empty line (and one of spaces) asks again, as a shell does.
+    s.send_line("").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("   ").unwrap();
+    s.exp_string("> ").unwrap();
+    // Ctrl-C clears the line being typed; it is never run.
+    s.send("half a thought").unwrap();
+    s.flush().unwrap();
+    s.exp_string("half a thought").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("> ").unwrap();
+    // Continued lines are dropped with it.
+    s.send_line("first part\\").unwrap();
+    s.exp_string(". ").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("> ").unwrap();
+    // One Ctrl-C at an empty prompt says how to leave; a task in between
+    // starts the count again.
+    s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_line("the task").unwrap();
+    s.exp_string("completed after 1 step").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.exp_string("> ").unwrap();
+    s.send_control('c').unwrap();
+    assert_eq!(exit_code(&mut s), 130);
+
+    let entries = runs(&env);
+    assert_eq!(entries.len(), 1, "only the task ran");
+    let doc = read_json(Path::new(entries[0]["path"].as_str().unwrap()));
+    assert_eq!(user_messages(&doc), ["the task"]);
+    assert_eq!(std::fs::read_to_string(&answers).unwrap(), "the answer\n");
+}
+
+/// The rows a terminal `width` columns wide shows after `bytes`: enough
+/// of a VT100 for the view (printing with wrap, `\r`, `\n`, erasing a
+/// line, moving up); other escape sequences are skipped.
+fn screen(bytes: &[u8], width: usize) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col, mut pending) = (0usize, 0usize, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => (col, pending) = (0, false),
+            '\n' => (row, pending) = (row + 1, false),
+            '\x1b' => {
+                if chars.peek() != Some(&'[') {
+                    chars.next();
+                    continue;
+                }
+                chars.next();
+                let mut params = String::new();
+                let mut end = ' ';
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() || c == '~' {
+                        end = c;
+                        break;
+                    }
+                    params.push(c);
+                }
+                let n = params.parse::<usize>().unwrap_or(1);
+                match (end, params.as_str()) {
+                    ('K', "2") => rows[row].clear(),
+                    ('K', "" | "0") => rows[row].truncate(col),
+                    ('A', _) => row = row.saturating_sub(n),
+                    ('C', _) => col = (col + n).min(width - 1),
+                    ('D', _) => col = col.saturating_sub(n),
+                    _ => {}
+                }
+                pending = false;
+            }
+            c if c.is_control() => {}
+            c => {
+                if pending {
+                    (row, col, pending) = (row + 1, 0, false);
+                }
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let line = &mut rows[row];
+                while line.len() <= col {
+                    line.push(' ');
+                }
+                line[col] = c;
+                if col + 1 == width {
+                    pending = true;
+                } else {
+                    col += 1;
+                }
+            }
+        }
+        while rows.len() <= row {
+            rows.push(Vec::new());
+        }
+    }
+    rows.into_iter()
+        .map(|r| r.into_iter().collect::<String>().trim_end().to_string())
+        .collect()
+}
+
+#[test]
+fn ctrl_c_during_a_command_leaves_no_spinner_frame_on_screen() {
+    let env = TestEnv::new();
+    let marker = env.file("started");
+    let model = env.script(
+        "slow.yaml",
+        &format!(
+            "- tool_calls:\n    - {{name: bash, arguments: {{command: 'echo x > {} && sleep 30'}}}}\n",
+            marker.display()
+        ),
+    );
+    // A terminal as people have it: 60 columns, echoing `^C` for Ctrl-C.
+    let tinyagent = env.std_cmd();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg("stty echo echoctl cols 60 rows 20 && exec \"$0\" \"$@\"")
+        .arg(tinyagent.get_program())
+        .args(["-m", &model, "--approval", "auto", "-i", "a slow task"])
+        .current_dir(env.work())
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::inherit())
+        .stdout(std::fs::File::create(env.file("answers.md")).unwrap());
+    for (var, value) in tinyagent.get_envs() {
+        match value {
+            Some(value) => cmd.env(var, value),
+            None => cmd.env_remove(var),
+        };
+    }
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    crate::resume::wait_for(&marker);
+    // A few spinner frames.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.send_control('c').unwrap();
+    let mut seen = String::new();
+    for text in ["interrupted after 1 step", "> "] {
+        seen.push_str(&s.exp_string(text).unwrap());
+        seen.push_str(text);
+    }
+    let bytes: Vec<u8> = seen.chars().map(|c| c as u32 as u8).collect();
+    let rows = screen(&bytes, 60);
+    assert!(
+        rows.iter().all(|r| !r.contains("running bash")),
+        "a spinner frame is left: {rows:#?}"
+    );
+    assert!(rows.iter().any(|r| r.contains("bash echo x")), "{rows:#?}");
+    s.send_control('c').unwrap();
+    s.exp_string("(Ctrl-C again ends the session)").unwrap();
+    s.send_control('c').unwrap();
+    assert_eq!(exit_code(&mut s), 130);
 }
