@@ -85,10 +85,29 @@ const TABLE: &[(&str, f64, f64, f64, f64)] = &[
 
 /// Models that Bedrock bills 10% more through a geographic cross-region
 /// profile (`us.`, `eu.`, `apac.` ...) or in one region than through the
-/// `global.` profile, whose price is the Anthropic API's.
+/// `global.` profile, and Vertex AI through a regional or multi-region
+/// endpoint than through the global one; the global price is the
+/// Anthropic API's.
 const BEDROCK_REGIONAL: &[&str] = &["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-5"];
 /// The factor of that premium, on every price (reads and writes included).
 const BEDROCK_REGIONAL_FACTOR: f64 = 1.1;
+
+/// The built-in price of `model` on Vertex AI in `region` (`global` or a
+/// location): the table's, with the regional premium where one applies.
+pub(crate) fn vertex_price(model: &str, region: &str) -> Option<Pricing> {
+    let price = builtin_price("vertex", model)?;
+    let family = model.split('@').next().unwrap_or(model);
+    if region == "global" || !BEDROCK_REGIONAL.contains(&family) {
+        return Some(price);
+    }
+    let f = BEDROCK_REGIONAL_FACTOR;
+    Some(Pricing {
+        input: price.input * f,
+        output: price.output * f,
+        cached_input: price.cached_input * f,
+        cache_write: price.cache_write * f,
+    })
+}
 
 /// The built-in price of a model of a built-in provider, if known.
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
@@ -290,6 +309,27 @@ mod tests {
         assert_eq!((gpt.cached_input, gpt.cache_write), (1.25, 2.5));
         let flash = builtin_price("vertex", "gemini-2.5-flash").unwrap();
         assert_eq!((flash.cached_input, flash.cache_write), (0.03, 0.30));
+    }
+
+    #[test]
+    fn vertex_regional_endpoints_cost_more_for_the_4_5_models() {
+        let global = vertex_price("claude-sonnet-4-5@20250929", "global").unwrap();
+        assert_eq!(
+            Some(global),
+            builtin_price("anthropic", "claude-sonnet-4-5")
+        );
+        let regional = vertex_price("claude-sonnet-4-5@20250929", "us-east5").unwrap();
+        assert!((regional.input - 3.3).abs() < 1e-9);
+        assert!((regional.cache_write - 4.125).abs() < 1e-9);
+        assert_eq!(
+            vertex_price("claude-sonnet-4@20250514", "us-east5"),
+            builtin_price("anthropic", "claude-sonnet-4")
+        );
+        assert_eq!(
+            vertex_price("gemini-2.5-pro", "europe-west1"),
+            builtin_price("gemini", "gemini-2.5-pro")
+        );
+        assert_eq!(vertex_price("claude-9", "global"), None);
     }
 
     #[test]

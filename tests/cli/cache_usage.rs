@@ -583,3 +583,41 @@ fn an_old_checkpoint_without_cache_writes_resumes_from_zero() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(read_json(&traj)["totals"]["cache_write_tokens"], 60);
 }
+
+/// Vertex AI's regional endpoint (`us-east5`) bills Claude Sonnet 4.5 at
+/// 10% over the global endpoint, the Anthropic API's price.
+#[test]
+fn claude_on_a_vertex_regional_endpoint_costs_its_published_premium() {
+    use crate::providers_vertex::{cmd, env_with, fake};
+    let env = env_with("");
+    let fake = fake(&env, json!([{"text": "Done."}]), "ok");
+    let key = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fakes/fixtures/throwaway-service-account.pem"),
+    )
+    .unwrap();
+    let sa = env.write(
+        "sa.json",
+        &json!({"type": "service_account", "project_id": "file-project", "private_key_id": "k1",
+            "private_key": key, "client_email": "agent@file-project.iam.gserviceaccount.com",
+            "client_id": "1", "token_uri": format!("{}/token", fake.url())})
+        .to_string(),
+    );
+    let cost = |region: &str| {
+        let out = cmd(&env, &fake)
+            .env("GOOGLE_APPLICATION_CREDENTIALS", &sa)
+            .env("CLOUD_ML_REGION", region)
+            .args(["-m", "vertex/claude-sonnet-4-5@20250929", "--json", "go"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let ev = events(&out.stdout);
+        of_type(&ev, "model.response")[0]["cost_usd"]
+            .as_f64()
+            .unwrap()
+    };
+    // The fake's usage: 30 input, 10 output.
+    let global = (30.0 * 3.0 + 10.0 * 15.0) / 1e6;
+    assert!((cost("global") - global).abs() < 1e-12);
+    assert!((cost("us-east5") - 1.1 * global).abs() < 1e-12);
+}
