@@ -129,7 +129,7 @@ pub struct Usage {
 /// The most tokens one response is taken to count in any field: a server
 /// that says more is lying, and its figure is cut to this (no context
 /// window comes near it), so that sums and prices stay finite.
-pub const MAX_RESPONSE_TOKENS: u64 = 1 << 32;
+pub(crate) const MAX_RESPONSE_TOKENS: u64 = 1 << 32;
 
 impl Usage {
     /// The counts made consistent, whatever a server said: each at most

@@ -83,6 +83,32 @@ const TABLE: &[(&str, f64, f64, f64, f64)] = &[
     ("nova-micro", 0.035, 0.14, 0.00875, 0.035),
 ];
 
+/// Models that Bedrock bills 10% more through a geographic cross-region
+/// profile (`us.`, `eu.`, `apac.` ...) or in one region than through the
+/// `global.` profile, and Vertex AI through a regional or multi-region
+/// endpoint than through the global one; the global price is the
+/// Anthropic API's.
+const BEDROCK_REGIONAL: &[&str] = &["claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-5"];
+/// The factor of that premium, on every price (reads and writes included).
+const BEDROCK_REGIONAL_FACTOR: f64 = 1.1;
+
+/// The built-in price of `model` on Vertex AI in `region` (`global` or a
+/// location): the table's, with the regional premium where one applies.
+pub(crate) fn vertex_price(model: &str, region: &str) -> Option<Pricing> {
+    let price = builtin_price("vertex", model)?;
+    let family = model.split('@').next().unwrap_or(model);
+    if region == "global" || !BEDROCK_REGIONAL.contains(&family) {
+        return Some(price);
+    }
+    let f = BEDROCK_REGIONAL_FACTOR;
+    Some(Pricing {
+        input: price.input * f,
+        output: price.output * f,
+        cached_input: price.cached_input * f,
+        cache_write: price.cache_write * f,
+    })
+}
+
 /// The built-in price of a model of a built-in provider, if known.
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
 /// last part, with dots read as dashes.
@@ -100,6 +126,7 @@ pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
     ) {
         return None;
     }
+    let regional = provider == "bedrock" && !model.starts_with("global.");
     let model = if provider == "bedrock" {
         bedrock_name(model)
     } else {
@@ -122,11 +149,18 @@ pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
                 || (name.starts_with(prefix) && name[prefix.len()..].starts_with('@'))
         })
         .max_by_key(|(prefix, ..)| prefix.len())
-        .map(|&(_, input, output, cached_input, cache_write)| Pricing {
-            input,
-            output,
-            cached_input,
-            cache_write,
+        .map(|&(prefix, input, output, cached_input, cache_write)| {
+            let factor = if regional && BEDROCK_REGIONAL.contains(&prefix) {
+                BEDROCK_REGIONAL_FACTOR
+            } else {
+                1.0
+            };
+            Pricing {
+                input: input * factor,
+                output: output * factor,
+                cached_input: cached_input * factor,
+                cache_write: cache_write * factor,
+            }
         })
 }
 
@@ -173,23 +207,34 @@ mod tests {
                 .input,
             3.0
         );
+        // The global profile costs what the Anthropic API does; a
+        // geographic profile or one region 10% more (for the 4.5 models).
+        assert_eq!(
+            builtin_price(
+                "bedrock",
+                "global.anthropic.claude-sonnet-4-5-20250929-v1:0"
+            ),
+            builtin_price("anthropic", "claude-sonnet-4-5"),
+        );
         for id in [
             "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-            "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
             "anthropic.claude-sonnet-4-5-20250929-v1:0",
             "apac.anthropic.claude-sonnet-4-5-20250929-v1:0",
         ] {
-            assert_eq!(
-                builtin_price("bedrock", id),
-                builtin_price("anthropic", "claude-sonnet-4-5"),
+            let p = builtin_price("bedrock", id).unwrap();
+            assert!(
+                (p.input - 3.3).abs() < 1e-9 && (p.output - 16.5).abs() < 1e-9,
                 "{id}"
             );
+            assert!((p.cached_input - 0.33).abs() < 1e-9, "{id}");
+            assert!((p.cache_write - 4.125).abs() < 1e-9, "{id}");
         }
+        let haiku = builtin_price("bedrock", "eu.anthropic.claude-haiku-4-5-20251001-v1:0");
+        assert!((haiku.unwrap().input - 1.1).abs() < 1e-9);
+        // Older models cost the same through every profile.
         assert_eq!(
-            builtin_price("bedrock", "eu.anthropic.claude-haiku-4-5-20251001-v1:0")
-                .unwrap()
-                .input,
-            1.0
+            builtin_price("bedrock", "us.anthropic.claude-sonnet-4-20250514-v1:0"),
+            builtin_price("anthropic", "claude-sonnet-4"),
         );
         assert!(builtin_price("bedrock", "meta.llama3-70b-instruct-v1:0").is_none());
         assert!(builtin_price("openai", "gpt-5-turbo-unknown").is_none());
@@ -250,11 +295,12 @@ mod tests {
                 "bedrock",
                 "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
             ),
+            ("bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
             ("vertex", "claude-sonnet-4-5@20250929"),
         ] {
             let p = builtin_price(provider, model).unwrap();
-            assert!((p.cached_input - p.input * 0.1).abs() < 1e-12, "{model}");
-            assert!((p.cache_write - p.input * 1.25).abs() < 1e-12, "{model}");
+            assert!((p.cached_input - p.input * 0.1).abs() < 1e-9, "{model}");
+            assert!((p.cache_write - p.input * 1.25).abs() < 1e-9, "{model}");
         }
         let opus = builtin_price("anthropic", "claude-opus-4-1").unwrap();
         assert_eq!((opus.cached_input, opus.cache_write), (1.5, 18.75));
@@ -263,6 +309,27 @@ mod tests {
         assert_eq!((gpt.cached_input, gpt.cache_write), (1.25, 2.5));
         let flash = builtin_price("vertex", "gemini-2.5-flash").unwrap();
         assert_eq!((flash.cached_input, flash.cache_write), (0.03, 0.30));
+    }
+
+    #[test]
+    fn vertex_regional_endpoints_cost_more_for_the_4_5_models() {
+        let global = vertex_price("claude-sonnet-4-5@20250929", "global").unwrap();
+        assert_eq!(
+            Some(global),
+            builtin_price("anthropic", "claude-sonnet-4-5")
+        );
+        let regional = vertex_price("claude-sonnet-4-5@20250929", "us-east5").unwrap();
+        assert!((regional.input - 3.3).abs() < 1e-9);
+        assert!((regional.cache_write - 4.125).abs() < 1e-9);
+        assert_eq!(
+            vertex_price("claude-sonnet-4@20250514", "us-east5"),
+            builtin_price("anthropic", "claude-sonnet-4")
+        );
+        assert_eq!(
+            vertex_price("gemini-2.5-pro", "europe-west1"),
+            builtin_price("gemini", "gemini-2.5-pro")
+        );
+        assert_eq!(vertex_price("claude-9", "global"), None);
     }
 
     #[test]

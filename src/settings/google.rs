@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::config::ProviderConfig;
 use crate::model::credentials::google::{find, metadata_project};
 use crate::model::credentials::Credentials as _;
+use crate::model::price::{builtin_price, vertex_price};
 use crate::model::spec::{builtin, FoundCredentials, ResolvedModel, WireApi};
 use crate::setup::{Env, SetupError};
 
@@ -147,6 +148,10 @@ pub(super) fn resolve_vertex(
         path(&region)?,
         path(model)?
     );
+    if resolved.pricing.is_some() && resolved.pricing == builtin_price("vertex", model) {
+        // The table's price, at this endpoint's (SPEC 22).
+        resolved.pricing = vertex_price(model, &region);
+    }
     resolved.credentials = Some(FoundCredentials(Arc::new(credentials)));
     Ok(())
 }
@@ -183,10 +188,12 @@ mod tests {
             r.endpoint,
             "https://us-east5-aiplatform.googleapis.com/v1/projects/p1/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
         );
+        // A regional endpoint costs 10% more than the global one.
         assert_eq!(
             r.pricing,
-            crate::model::price::builtin_price("anthropic", "claude-sonnet-4-5")
+            crate::model::price::vertex_price("claude-sonnet-4-5@20250929", "us-east5")
         );
+        assert!((r.pricing.unwrap().input - 3.3).abs() < 1e-9);
         let e = vertex_env(&[
             ("ANTHROPIC_VERTEX_PROJECT_ID", "p2"),
             ("VERTEX_BASE_URL", "http://127.0.0.1:7"),

@@ -251,9 +251,10 @@ fn openai_cached_tokens_are_read_and_priced() {
     assert_eq!(read_json(&traj)["totals"]["cached_input_tokens"], 9_984);
 }
 
-/// Bedrock Converse (a cross-region profile of Claude at the built-in
-/// price): `inputTokens` leaves the cache out; reads, writes and the
-/// one-hour share from `cacheDetails` are read and priced.
+/// Bedrock Converse (Claude through the `us.` cross-region profile, at
+/// Bedrock's published price for it: 10% over the global profile's):
+/// `inputTokens` leaves the cache out; reads, writes and the one-hour share
+/// from `cacheDetails` are read and priced.
 #[test]
 fn bedrock_reads_and_writes_are_read_and_priced() {
     let env = cloud_env(RETRY, "");
@@ -286,10 +287,11 @@ fn bedrock_reads_and_writes_are_read_and_priced() {
     assert_eq!(r["input_tokens"], 6_100);
     assert_eq!(r["cached_input_tokens"], 4_000);
     assert_eq!(r["cache_write_tokens"], 2_000);
-    let cost =
-        (100.0 * 3.0 + 4_000.0 * 0.30 + 1_000.0 * 3.75 + 1_000.0 * 3.75 * 1.6 + 10.0 * 15.0) / 1e6;
+    let cost = 1.1
+        * (100.0 * 3.0 + 4_000.0 * 0.30 + 1_000.0 * 3.75 + 1_000.0 * 3.75 * 1.6 + 10.0 * 15.0)
+        / 1e6;
     let got = r["cost_usd"].as_f64().unwrap();
-    assert!(close(got, cost), "{got} vs {cost}");
+    assert!((got - cost).abs() < 1e-9, "{got} vs {cost}");
 }
 
 /// Gemini's implicit cache: `cachedContentTokenCount` is a part of the
@@ -580,4 +582,42 @@ fn an_old_checkpoint_without_cache_writes_resumes_from_zero() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(read_json(&traj)["totals"]["cache_write_tokens"], 60);
+}
+
+/// Vertex AI's regional endpoint (`us-east5`) bills Claude Sonnet 4.5 at
+/// 10% over the global endpoint, the Anthropic API's price.
+#[test]
+fn claude_on_a_vertex_regional_endpoint_costs_its_published_premium() {
+    use crate::providers_vertex::{cmd, env_with, fake};
+    let env = env_with("");
+    let fake = fake(&env, json!([{"text": "Done."}]), "ok");
+    let key = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fakes/fixtures/throwaway-service-account.pem"),
+    )
+    .unwrap();
+    let sa = env.write(
+        "sa.json",
+        &json!({"type": "service_account", "project_id": "file-project", "private_key_id": "k1",
+            "private_key": key, "client_email": "agent@file-project.iam.gserviceaccount.com",
+            "client_id": "1", "token_uri": format!("{}/token", fake.url())})
+        .to_string(),
+    );
+    let cost = |region: &str| {
+        let out = cmd(&env, &fake)
+            .env("GOOGLE_APPLICATION_CREDENTIALS", &sa)
+            .env("CLOUD_ML_REGION", region)
+            .args(["-m", "vertex/claude-sonnet-4-5@20250929", "--json", "go"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let ev = events(&out.stdout);
+        of_type(&ev, "model.response")[0]["cost_usd"]
+            .as_f64()
+            .unwrap()
+    };
+    // The fake's usage: 30 input, 10 output.
+    let global = (30.0 * 3.0 + 10.0 * 15.0) / 1e6;
+    assert!((cost("global") - global).abs() < 1e-12);
+    assert!((cost("us-east5") - 1.1 * global).abs() < 1e-12);
 }
