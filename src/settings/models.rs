@@ -132,6 +132,7 @@ pub(crate) fn resolve(
             wire: WireOptions::default(),
             credentials: None,
             api_version: None,
+            region: None,
             spec,
         };
         builtin_cloud(&mut resolved, env, what)?;
@@ -165,6 +166,7 @@ pub(crate) fn resolve(
             },
             credentials: None,
             api_version: None,
+            region: None,
             spec,
         };
         named_api(&mut resolved, p, env, what)?;

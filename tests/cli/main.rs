@@ -8,6 +8,7 @@ mod approvals;
 mod budgets;
 mod check;
 mod cloud_chain;
+mod cloud_failures;
 mod compaction;
 mod core;
 mod deadlines;
