@@ -645,6 +645,40 @@ mod tests {
     }
 
     #[test]
+    fn profiles_are_the_sections_of_either_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        let credentials = dir.path().join("credentials");
+        std::fs::write(
+            &config,
+            "[default]\nregion = us-east-1\n[profile team] # ours\nregion = eu-west-1\n[sso-session s]\n[ci]\n",
+        )
+        .unwrap();
+        std::fs::write(&credentials, "[keys]\naws_access_key_id = A\n").unwrap();
+        let vars = [
+            ("AWS_CONFIG_FILE", config.display().to_string()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                credentials.display().to_string(),
+            ),
+        ];
+        let e = move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert!(profile_exists("default", &e));
+        assert!(profile_exists("team", &e));
+        assert!(profile_exists("keys", &e));
+        assert!(!profile_exists("typo", &e));
+        assert!(!profile_exists("profile", &e));
+        // A bare `[ci]` in the config file is read as aws-config reads it.
+        assert!(profile_exists("ci", &e));
+        let err = member(Some("us-east-1"), None, Some("typo"), &e).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("profile 'typo' not found (looked in "),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_bearer_token_needs_no_region_and_is_never_shown() {
         let e = env(&[(BEARER_ENV, "ABSK-secret-token")]);
         let p = Place {
