@@ -23,7 +23,7 @@ use crate::model::registry::build_member;
 use crate::model::spec::ResolvedModel;
 use crate::model::{Message, NoObserver, Request, Role, ToolSpec};
 use crate::reason::FailureReason;
-use crate::settings::{load_config, Env, Settings, SetupError};
+use crate::settings::{gemini_key_source, load_config, Env, Settings, SetupError};
 
 /// A probe's reply budget: enough for a short tool call, a fraction of a
 /// cent on any priced model.
@@ -112,12 +112,16 @@ pub(crate) fn models(settings: &Settings) -> Vec<&ResolvedModel> {
 /// every model to probe. Errors are setup errors (exit 2).
 pub(crate) fn prepare(cli: &Cli, env: Env) -> Result<(Settings, Vec<Target>), SetupError> {
     let config = load_config(&cli.config, env)?;
+    let providers = config.providers.clone();
     let settings = Settings::from_parts(cli, config, String::new(), env, None)?;
     let mut targets = Vec::new();
     for model in models(&settings) {
         let member = build_member(model, settings.retry.stream_timeouts())?;
         let secret = model.api_key.clone().filter(|k| !k.is_empty());
-        let credentials = model.credentials.as_ref().map(|c| c.0.source());
+        let credentials = match &model.credentials {
+            Some(found) => Some(found.0.source()),
+            None => gemini_key_source(model, &providers, env),
+        };
         targets.push(Target {
             member,
             secret,

@@ -26,6 +26,7 @@ pub mod model;
 pub(crate) mod paths;
 pub mod policy;
 pub mod reason;
+pub(crate) mod regions;
 pub(crate) mod resume;
 pub mod runs;
 pub mod sandbox;

@@ -1,11 +1,13 @@
 //! Warnings due before a run's first request about what its models cost:
 //! unpriced models under a cost limit, fallbacks dearer than the primary
 //! (SPEC sections 2 and 5), and budgets nearly spent or that cannot count a
-//! model's spend (SPEC 19).
+//! model's spend (SPEC 19), and cloud regions this release does not know
+//! (SPEC 22).
 
 use crate::events::Emitter;
 use crate::model::gate::BudgetBook;
-use crate::model::spec::ResolvedModel;
+use crate::model::spec::{ResolvedModel, WireApi};
+use crate::regions::{self, Cloud};
 
 /// The budgets' warnings for a run that may ask `models` (its chain and
 /// its subagents').
@@ -49,4 +51,24 @@ pub(crate) fn dearer_fallbacks(models: &[&ResolvedModel]) -> Vec<String> {
             m.spec, models[0].spec, p.input, p.output, primary.input, primary.output
         ))
         .collect()
+}
+
+/// A warning for each Bedrock region or Vertex AI location this release
+/// does not know, naming the closest known one (the request is still
+/// made: new regions open).
+pub(crate) fn regions(models: &[&ResolvedModel], emitter: &Emitter) {
+    for m in models {
+        let cloud = match m.api {
+            WireApi::Bedrock => Cloud::Aws,
+            WireApi::Vertex => Cloud::Google,
+            _ => continue,
+        };
+        if let Some(warning) = m
+            .region
+            .as_deref()
+            .and_then(|region| regions::warning(cloud, m.spec.as_str(), region))
+        {
+            emitter.warn(warning);
+        }
+    }
 }

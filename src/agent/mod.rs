@@ -91,6 +91,8 @@ pub(crate) struct Outcome {
     pub output: Value,
     pub error: Option<String>,
     pub steps: u32,
+    /// After an outage (exit 75): every model with its last reason.
+    pub down: Vec<DownModel>,
 }
 
 /// One run's loop and everything it needs: built by `Agent::new` (the run
@@ -546,10 +548,10 @@ impl Agent {
                     .warn(format!("could not write the trajectory: {e}"));
             }
         }
+        let down = outage.unwrap_or_default();
         // A subagent's end is its parent's `subagent.finished`.
         if !self.emitter.is_child() {
-            let down = outage.unwrap_or_default();
-            self.emit_run_finished(status, exit_code, &output, &error, started, down);
+            self.emit_run_finished(status, exit_code, &output, &error, started, down.clone());
         }
         self.emitter.finish();
         Outcome {
@@ -558,6 +560,7 @@ impl Agent {
             output,
             error,
             steps: self.doc.steps,
+            down,
         }
     }
 

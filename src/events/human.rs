@@ -443,6 +443,7 @@ impl HumanSink {
                 wait_seconds,
                 reason,
                 deadline_seconds,
+                cause,
                 ..
             } => self.provider_retry(
                 model,
@@ -450,6 +451,7 @@ impl HumanSink {
                 *wait_seconds,
                 *reason,
                 *deadline_seconds,
+                cause.as_deref(),
             ),
             Event::ProviderPaced {
                 model,
@@ -527,10 +529,12 @@ impl HumanSink {
         wait_seconds: f64,
         reason: FailureReason,
         deadline_seconds: Option<f64>,
+        cause: Option<&str>,
     ) {
-        let reason = match deadline_seconds {
-            Some(deadline) => format!("{reason} after {deadline}s"),
-            None => reason.to_string(),
+        let reason = match (deadline_seconds, cause) {
+            (Some(deadline), _) => format!("{reason} after {deadline}s"),
+            (None, Some(cause)) => format!("{reason}: {cause}"),
+            (None, None) => reason.to_string(),
         };
         self.waiting(
             &format!("retrying {model} in {wait_seconds:.1}s ({reason}, attempt {next_attempt})"),

@@ -93,6 +93,11 @@ pub enum Event {
         /// For `timeout`: the first-event or idle deadline that ran out.
         #[serde(skip_serializing_if = "Option::is_none")]
         deadline_seconds: Option<f64>,
+        /// For `network`: what failed (`could not resolve host <host>`,
+        /// `connection refused`, ...), for the retry line (SPEC 4); not in
+        /// `--json`, where `reason` says `network`.
+        #[serde(skip)]
+        cause: Option<String>,
     },
     #[strum(serialize = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },

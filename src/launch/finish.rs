@@ -53,7 +53,11 @@ pub(super) async fn run_to_the_end(wired: Wired) -> Ended {
         let hint = resumable.and_then(|path| {
             let store = volatile.then(|| events::human::Continue::for_dir(store_cwd.as_deref()));
             if outcome.exit_code == exit::TEMPFAIL {
-                Some(events::human::outage_resume_hint(&path, store))
+                Some(events::human::outage_resume_hint(
+                    &path,
+                    store,
+                    &outcome.down,
+                ))
             } else {
                 events::human::resume_hint(outcome.status, &path, store)
             }

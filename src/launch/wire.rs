@@ -191,6 +191,7 @@ fn announce(
         settings.cost_limit,
         emitter,
     );
+    start_warnings::regions(&check::models(settings), emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(doc, settings, emitter);
     }

@@ -5,13 +5,15 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`.
+/// The process's one HTTP client. Proxies come from `HTTP(S)_PROXY`/`NO_PROXY`;
+/// a host that does not resolve is named (`unreachable::Resolver`).
 pub(crate) fn shared_client() -> &'static reqwest::Client {
     static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
     CLIENT.get_or_init(|| {
         reqwest::Client::builder()
             .user_agent(concat!("tinyagent/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
+            .dns_resolver(std::sync::Arc::new(super::unreachable::Resolver))
             .build()
             .unwrap_or_default()
     })

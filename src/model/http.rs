@@ -329,20 +329,23 @@ pub(crate) async fn read_reply(
     }
 }
 
-/// A connection-level failure.
+/// A connection-level failure, saying which when its causes tell
+/// (`unreachable::cause`: a host that does not resolve, a refused
+/// connection, a failed TLS handshake, a reset).
 pub(crate) fn network_error(e: &reqwest::Error) -> ModelError {
-    let kind = if e.is_connect() {
-        "connection failed"
-    } else if e.is_timeout() {
-        "timed out"
-    } else if e.is_body() || e.is_decode() {
-        "connection dropped during the reply"
-    } else {
-        "request failed"
-    };
-    ModelError::Network {
-        message: kind.to_string(),
-    }
+    let message = super::unreachable::cause(e, e.is_connect()).unwrap_or_else(|| {
+        if e.is_connect() {
+            "connection failed"
+        } else if e.is_timeout() {
+            "timed out"
+        } else if e.is_body() || e.is_decode() {
+            "connection dropped during the reply"
+        } else {
+            "request failed"
+        }
+        .to_string()
+    });
+    ModelError::Network { message }
 }
 
 /// Builds a classified error from an error response body. Only the vendor's

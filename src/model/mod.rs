@@ -40,6 +40,7 @@ pub(crate) mod spec;
 pub mod sse;
 pub(crate) mod timed;
 pub(crate) mod usage_wire;
+pub(crate) mod unreachable;
 pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;

@@ -333,6 +333,10 @@ fn decide(
         wait_seconds: seconds(wait),
         reason,
         deadline_seconds: deadline_that_ran_out(&error, timing.deadline).map(seconds),
+        cause: match &error {
+            ModelError::Network { message } if !message.is_empty() => Some(message.clone()),
+            _ => None,
+        },
     });
     Ok(Next::Retry(wait))
 }

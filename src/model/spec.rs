@@ -138,6 +138,9 @@ pub(crate) struct ResolvedModel {
     /// deployment's classic URL (`endpoint` is `…/openai/deployments/{name}`)
     /// with it as their query; `None` is the `/openai/v1` form.
     pub api_version: Option<String>,
+    /// A cloud member's region (Bedrock) or location (Vertex AI), for the
+    /// warning about one this release does not know (SPEC 22).
+    pub region: Option<String>,
 }
 
 /// A member's credentials, found once (and shared by every member that
@@ -198,6 +201,7 @@ impl fmt::Debug for ResolvedModel {
             .field("wire", &self.wire)
             .field("credentials", &self.credentials)
             .field("api_version", &self.api_version)
+            .field("region", &self.region)
             .finish()
     }
 }
@@ -336,6 +340,7 @@ mod tests {
             wire: WireOptions::default(),
             credentials: None,
             api_version: None,
+            region: None,
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

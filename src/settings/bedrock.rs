@@ -23,10 +23,11 @@ pub(super) fn resolve(
     what: &str,
 ) -> Result<(), SetupError> {
     let failed = |e: aws::AwsSetupError| SetupError(format!("{what} '{}': {e}", resolved.spec));
-    let place = aws::place(overrides.region, overrides.endpoint, overrides.profile, env)
-        .map_err(&failed)?;
-    let credentials = aws::credentials(&place, env).map_err(&failed)?;
+    let (place, credentials) =
+        aws::member(overrides.region, overrides.endpoint, overrides.profile, env)
+            .map_err(&failed)?;
     resolved.endpoint = place.endpoint;
+    resolved.region = place.region;
     if resolved.pricing.is_none() {
         // A named provider's model ids are Bedrock's too.
         resolved.pricing = crate::model::price::builtin_price("bedrock", resolved.spec.model());

@@ -65,6 +65,28 @@ pub(super) fn key_variables(api: WireApi, var: &str) -> String {
     }
 }
 
+/// Where a Gemini API member's key was found, for `--check` (SPEC 22):
+/// `environment (GEMINI_API_KEY)`, the variable that holds the key it
+/// sends (a named provider's own `api_key_env`, else the two of the
+/// Gemini API in order); never the value. `None` for other APIs.
+pub(crate) fn gemini_key_source(
+    model: &ResolvedModel,
+    providers: &std::collections::BTreeMap<String, ProviderConfig>,
+    env: Env,
+) -> Option<String> {
+    if model.api != WireApi::Gemini {
+        return None;
+    }
+    let key = model.api_key.as_deref().filter(|k| !k.is_empty())?;
+    let own = providers
+        .get(model.spec.provider())
+        .and_then(|p| p.api_key_env.as_deref());
+    own.into_iter()
+        .chain(GEMINI_KEYS)
+        .find(|name| env(name).as_deref() == Some(key))
+        .map(|name| format!("environment ({name})"))
+}
+
 /// A named Vertex provider's own settings, which win over the variables.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct VertexOverrides<'a> {
@@ -153,6 +175,7 @@ pub(super) fn resolve_vertex(
         resolved.pricing = vertex_price(model, &region);
     }
     resolved.credentials = Some(FoundCredentials(Arc::new(credentials)));
+    resolved.region = Some(region);
     Ok(())
 }
 
@@ -255,6 +278,35 @@ mod tests {
         assert_eq!(
             e.0,
             "model 'gemini/gemini-2.5-flash': the API key variable GEMINI_API_KEY (or GOOGLE_API_KEY) is not set"
+        );
+    }
+
+    #[test]
+    fn the_gemini_keys_source_is_the_variable_that_holds_it() {
+        use super::gemini_key_source;
+        let none = BTreeMap::new();
+        let spec = || ModelSpec::parse("gemini/gemini-2.5-flash").unwrap();
+        let e = env(&[("GOOGLE_API_KEY", "g")]);
+        let r = resolve(spec(), &none, &e, "model").unwrap();
+        assert_eq!(
+            gemini_key_source(&r, &none, &e).as_deref(),
+            Some("environment (GOOGLE_API_KEY)")
+        );
+        let e = env(&[("GOOGLE_API_KEY", "g"), ("GEMINI_API_KEY", "k")]);
+        let r = resolve(spec(), &none, &e, "model").unwrap();
+        assert_eq!(
+            gemini_key_source(&r, &none, &e).as_deref(),
+            Some("environment (GEMINI_API_KEY)")
+        );
+        let config: crate::config::Config =
+            serde_yaml::from_str("providers:\n  g2:\n    api: gemini\n    api_key_env: TEAM_KEY\n")
+                .unwrap();
+        let e = env(&[("TEAM_KEY", "t"), ("GEMINI_API_KEY", "k")]);
+        let spec = ModelSpec::parse("g2/gemini-2.5-pro").unwrap();
+        let r = resolve(spec, &config.providers, &e, "model").unwrap();
+        assert_eq!(
+            gemini_key_source(&r, &config.providers, &e).as_deref(),
+            Some("environment (TEAM_KEY)")
         );
     }
 

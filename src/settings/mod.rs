@@ -41,6 +41,7 @@ use crate::task_input;
 use crate::tools::filter::ToolFilter;
 use crate::worktree;
 
+pub(crate) use google::gemini_key_source;
 pub(crate) use models::SubagentSettings;
 
 /// Everything a run needs, validated.

@@ -159,6 +159,7 @@ pub(crate) fn resolve(
             wire: WireOptions::default(),
             credentials: None,
             api_version: None,
+            region: None,
             spec,
         };
         builtin_cloud(&mut resolved, env, what)?;
@@ -193,6 +194,7 @@ pub(crate) fn resolve(
             },
             credentials: None,
             api_version: None,
+            region: None,
             spec,
         };
         named_api(&mut resolved, p, env, what)?;

@@ -9,6 +9,7 @@ mod budgets;
 mod cache_usage;
 mod check;
 mod cloud_chain;
+mod cloud_failures;
 mod compaction;
 mod core;
 mod deadlines;

@@ -223,7 +223,12 @@ pub(crate) fn summary(s: &Summary<'_>, cost_per_model: &[(String, f64)]) -> Stri
             .iter()
             .map(|m| format!("{}: {}", m.model, m.reason))
             .collect();
-        line.push_str(&format!(" · every model was down ({})", list.join(", ")));
+        let what = if any_out_of_quota(s.down) {
+            "every model was out of quota or down"
+        } else {
+            "every model was down"
+        };
+        line.push_str(&format!(" · {what} ({})", list.join(", ")));
     }
     line
 }
@@ -241,6 +246,19 @@ pub(crate) fn cached_share(cached: u64, input: u64) -> Option<String> {
     } else {
         format!("{percent}%")
     })
+}
+
+/// Whether a model of an outage's list had its account's quota, credit or
+/// billing exhausted (reason `quota`): no wait on the provider brings it back.
+pub(crate) fn any_out_of_quota(down: &[DownModel]) -> bool {
+    down.iter().any(|m| is_quota(&m.reason))
+}
+
+fn is_quota(reason: &crate::reason::SwitchReason) -> bool {
+    matches!(
+        reason,
+        crate::reason::SwitchReason::Failed(crate::reason::FailureReason::Quota)
+    )
 }
 
 /// The summary's duration: seconds with one decimal below a minute.
@@ -301,14 +319,28 @@ pub(crate) fn resume_hint(
 
 /// How to go on with a run that ended with exit 75 (every model down) and
 /// has a checkpoint at `checkpoint`: resume it with `--outage-wait`, or
-/// with a `--fallback-model` that is up (SPEC 6).
-pub(crate) fn outage_resume_hint(checkpoint: &Path, store: Option<Continue>) -> String {
-    resume_lines(
-        checkpoint,
-        store,
-        " --outage-wait DURATION",
-        " (to wait for a model to answer again; or --fallback-model SPEC to go on with another model)",
-    )
+/// with a `--fallback-model` that is up (SPEC 6). When every model was out
+/// of quota (`down`), waiting on the provider does not help: the resume
+/// waits for the account (credit, billing, quota), or another model.
+pub(crate) fn outage_resume_hint(
+    checkpoint: &Path,
+    store: Option<Continue>,
+    down: &[DownModel],
+) -> String {
+    if !down.is_empty() && down.iter().all(|m| is_quota(&m.reason)) {
+        return resume_lines(
+            checkpoint,
+            store,
+            "",
+            " (once the account has quota or credit again: that waits on the account, not the provider; or --fallback-model SPEC to go on with another model)",
+        );
+    }
+    let note = if any_out_of_quota(down) {
+        " (to wait for a model to answer again: a model out of quota waits on its account, not the provider; or --fallback-model SPEC to go on with another model)"
+    } else {
+        " (to wait for a model to answer again; or --fallback-model SPEC to go on with another model)"
+    };
+    resume_lines(checkpoint, store, " --outage-wait DURATION", note)
 }
 
 /// `to resume: tinyagent --resume FILE<flag><note>`, or for a run kept in
@@ -464,8 +496,13 @@ mod tests {
         };
         assert_eq!(
             summary(&outage, &[]),
-            "error after 0 steps · 0 tokens · $0.0000 · 0.1s · every model was down (a/x: http_503, b/y: quota)"
+            "error after 0 steps · 0 tokens · $0.0000 · 0.1s · every model was out of quota or down (a/x: http_503, b/y: quota)"
         );
+        let outage = Summary {
+            down: &down[..1],
+            ..outage
+        };
+        assert!(summary(&outage, &[]).ends_with(" · every model was down (a/x: http_503)"));
     }
 
     #[test]
@@ -482,15 +519,35 @@ mod tests {
     #[test]
     fn an_outage_hint_gives_the_wait_and_the_fallback_as_ways_past_it() {
         assert_eq!(
-            outage_resume_hint(Path::new("t.json"), None),
+            outage_resume_hint(Path::new("t.json"), None, &[]),
             "to resume: tinyagent --resume t.json --outage-wait DURATION (to wait for a model \
              to answer again; or --fallback-model SPEC to go on with another model)"
         );
         assert_eq!(
-            outage_resume_hint(Path::new("/s/runs/r1.json"), Some(Continue::Here)),
+            outage_resume_hint(Path::new("/s/runs/r1.json"), Some(Continue::Here), &[]),
             "to resume: tinyagent --continue --outage-wait DURATION (to wait for a model to \
              answer again; or --fallback-model SPEC to go on with another model)\n       \
              or: tinyagent --resume /s/runs/r1.json --outage-wait DURATION"
+        );
+    }
+
+    #[test]
+    fn an_account_out_of_quota_is_waited_for_on_the_account() {
+        let down = |reason: &str| DownModel {
+            model: "a/x".into(),
+            reason: crate::reason::SwitchReason::parse(reason),
+        };
+        assert_eq!(
+            outage_resume_hint(Path::new("t.json"), None, &[down("quota")]),
+            "to resume: tinyagent --resume t.json (once the account has quota or credit again: \
+             that waits on the account, not the provider; or --fallback-model SPEC to go on \
+             with another model)"
+        );
+        let mixed =
+            outage_resume_hint(Path::new("t.json"), None, &[down("quota"), down("network")]);
+        assert!(
+            mixed.contains("--outage-wait DURATION") && mixed.contains("waits on its account"),
+            "{mixed}"
         );
     }
 

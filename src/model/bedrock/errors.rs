@@ -95,8 +95,19 @@ fn validation(status: u16, message: String) -> ModelError {
             message,
         };
     }
+    if lower.contains("model identifier is invalid") {
+        // Bedrock's 400 for a model id it does not serve: a 404 in all but name.
+        return ModelError::Status {
+            status,
+            message: format!("{message}{MODEL_ID_HINT}"),
+            retry_after: None,
+        };
+    }
     classify_status(status, None, &message, None)
 }
+
+/// What an unknown model id is told, as a 404 is, with the form of an id.
+const MODEL_ID_HINT: &str = " (hint: the model name may be wrong; a Bedrock model id looks like us.anthropic.claude-sonnet-4-5-20250929-v1:0)";
 
 /// The cap a refusal of `maxTokens` names: Bedrock's own wording ("The
 /// maximum tokens you requested exceeds the model limit of 64000") or the
@@ -188,6 +199,22 @@ mod tests {
         assert_eq!(
             class("ValidationException", Some(400), "max_tokens: 100000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5-20250929"),
             ErrorClass::ReplyCap(64000)
+        );
+        let unknown = exception(
+            Some("ValidationException"),
+            Some(400),
+            "The provided model identifier is invalid.".into(),
+            None,
+        );
+        assert_eq!(unknown.class(), ErrorClass::Fatal);
+        assert!(
+            unknown
+                .message()
+                .contains("hint: the model name may be wrong")
+                && unknown
+                    .message()
+                    .contains("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            "{unknown}"
         );
         assert_eq!(
             exception(None, Some(503), String::new(), None).class(),

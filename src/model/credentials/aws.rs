@@ -13,6 +13,7 @@
 //! expire, by one request however many are in flight.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
@@ -41,8 +42,10 @@ const IMDS_TIMEOUT: Duration = Duration::from_secs(2);
 /// Why no credentials (or no region) were found: a setup error (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AwsSetupError {
-    #[error("no AWS region: looked in {0}")]
-    NoRegion(String),
+    /// Everything missing at once (a profile not found, no region, no
+    /// credentials), each naming where it was looked for.
+    #[error("{}", .0.join("; and "))]
+    Missing(Vec<String>),
     #[error("no AWS credentials found: looked in {0}")]
     NotFound(String),
     /// A source that claims credentials but cannot give them (a profile
@@ -62,17 +65,23 @@ pub(crate) struct Place {
     pub profile: String,
 }
 
+/// A member's region, endpoint (when one is set) and profile.
+struct Located {
+    endpoint: Option<String>,
+    region: Option<String>,
+    profile: String,
+}
+
 /// The region, endpoint and profile of a Bedrock member: a named
 /// provider's own `region`, `endpoint` and `profile` win; else
 /// `AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's `region`; the
-/// endpoint `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, else `AWS_ENDPOINT_URL`,
-/// else `https://bedrock-runtime.{region}.amazonaws.com`.
-pub(crate) fn place(
+/// endpoint `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, else `AWS_ENDPOINT_URL`.
+fn locate(
     region: Option<&str>,
     endpoint: Option<&str>,
     profile: Option<&str>,
     env: Env,
-) -> Result<Place, AwsSetupError> {
+) -> Result<Located, AwsSetupError> {
     let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
     let profile = set(profile.map(str::to_string))
         .or_else(|| set(env("AWS_PROFILE")))
@@ -83,30 +92,160 @@ pub(crate) fn place(
         .map_or_else(|| profile_region(&profile), |r| Ok(Some(r)))?;
     let endpoint = set(endpoint.map(str::to_string))
         .or_else(|| set(env("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")))
-        .or_else(|| set(env("AWS_ENDPOINT_URL")));
-    let endpoint = match (endpoint, &region) {
-        (Some(endpoint), _) => endpoint,
-        (None, Some(region)) => format!("https://bedrock-runtime.{region}.amazonaws.com"),
-        (None, None) => {
-            return Err(AwsSetupError::NoRegion(format!(
-                "AWS_REGION, AWS_DEFAULT_REGION and the region of profile '{profile}' ({})",
-                files_looked_in()
-            )))
-        }
-    };
-    Ok(Place {
-        endpoint: endpoint.trim_end_matches('/').to_string(),
+        .or_else(|| set(env("AWS_ENDPOINT_URL")))
+        .map(|e| e.trim_end_matches('/').to_string());
+    Ok(Located {
+        endpoint,
         region,
         profile,
     })
 }
 
-/// The AWS config files, as `aws-config` finds them.
-fn files_looked_in() -> String {
-    let config = std::env::var("AWS_CONFIG_FILE").unwrap_or_else(|_| "~/.aws/config".into());
-    let credentials = std::env::var("AWS_SHARED_CREDENTIALS_FILE")
-        .unwrap_or_else(|_| "~/.aws/credentials".into());
+/// `https://bedrock-runtime.{region}.amazonaws.com`
+fn regional_endpoint(region: &str) -> String {
+    format!("https://bedrock-runtime.{region}.amazonaws.com")
+}
+
+/// The region, endpoint and profile of a Bedrock member (`locate`), the
+/// endpoint defaulting to the region's.
+#[cfg(test)]
+fn place(
+    region: Option<&str>,
+    endpoint: Option<&str>,
+    profile: Option<&str>,
+    env: Env,
+) -> Result<Place, AwsSetupError> {
+    let found = locate(region, endpoint, profile, env)?;
+    let endpoint = found
+        .endpoint
+        .or_else(|| found.region.as_deref().map(regional_endpoint))
+        .ok_or_else(|| AwsSetupError::Missing(vec![no_region(&found.profile, env, false)]))?;
+    Ok(Place {
+        endpoint,
+        region: found.region,
+        profile: found.profile,
+    })
+}
+
+/// What a missing region says: where it was looked for (and, with an
+/// endpoint set, that SigV4 still needs one).
+fn no_region(profile: &str, env: Env, signing: bool) -> String {
+    format!(
+        "no AWS region: looked in AWS_REGION, AWS_DEFAULT_REGION and the region of profile '{profile}' ({}){}",
+        files_looked_in(env),
+        if signing { ": SigV4 signs for a region" } else { "" }
+    )
+}
+
+/// A Bedrock member's place and credentials (SPEC 22 "Validation"), or
+/// one error naming everything missing: a profile named by `AWS_PROFILE`
+/// or the provider that is in neither file, no region, no credentials.
+pub(crate) fn member(
+    region: Option<&str>,
+    endpoint: Option<&str>,
+    profile: Option<&str>,
+    env: Env,
+) -> Result<(Place, Arc<dyn Credentials>), AwsSetupError> {
+    let mut missing = Vec::new();
+    let named = profile
+        .map(str::to_string)
+        .or_else(|| env("AWS_PROFILE"))
+        .filter(|p| !p.trim().is_empty());
+    // `default` may be named and absent: the other sources still count.
+    let lost_profile = named.filter(|name| name != "default" && !profile_exists(name, env));
+    if let Some(name) = &lost_profile {
+        missing.push(format!(
+            "profile '{name}' not found (looked in {})",
+            files_looked_in(env)
+        ));
+    }
+    let found = locate(region, endpoint, profile, env)?;
+    let bearer = env(BEARER_ENV).filter(|t| !t.is_empty());
+    let endpoint = found
+        .endpoint
+        .clone()
+        .or_else(|| found.region.as_deref().map(regional_endpoint));
+    // Without a bearer token the chain is asked, which names a missing
+    // region itself (SigV4 signs for one).
+    let asks_chain = lost_profile.is_none() && bearer.is_none();
+    if found.region.is_none() && (endpoint.is_none() || bearer.is_none()) && !asks_chain {
+        missing.push(no_region(&found.profile, env, endpoint.is_some()));
+    }
+    let place = Place {
+        endpoint: endpoint.unwrap_or_default(),
+        region: found.region,
+        profile: found.profile,
+    };
+    let credentials = if lost_profile.is_some() {
+        // The profile is the credentials' source too: nothing to ask.
+        None
+    } else {
+        match credentials(&place, env) {
+            Ok(found) => Some(found),
+            Err(AwsSetupError::Missing(more)) => {
+                missing.extend(more);
+                None
+            }
+            Err(e) if missing.is_empty() => return Err(e),
+            Err(e) => {
+                missing.push(e.to_string());
+                None
+            }
+        }
+    };
+    match credentials {
+        Some(credentials) if missing.is_empty() => Ok((place, credentials)),
+        _ => Err(AwsSetupError::Missing(missing)),
+    }
+}
+
+/// The AWS config files, as `aws-config` finds them (`AWS_CONFIG_FILE`,
+/// `AWS_SHARED_CREDENTIALS_FILE`, else under `~/.aws`), as shown.
+fn files_looked_in(env: Env) -> String {
+    let [config, credentials] = aws_files(env).map(|(shown, _)| shown);
     format!("{config}, {credentials}")
+}
+
+/// The config and credentials files: as shown, and where they are.
+fn aws_files(env: Env) -> [(String, Option<PathBuf>); 2] {
+    let home = env("HOME").filter(|h| !h.is_empty());
+    let file = |var: &str, default: &str| match env(var).filter(|v| !v.is_empty()) {
+        Some(path) => (path.clone(), Some(PathBuf::from(path))),
+        None => (
+            format!("~/{default}"),
+            home.as_ref().map(|h| Path::new(h).join(default)),
+        ),
+    };
+    [
+        file("AWS_CONFIG_FILE", ".aws/config"),
+        file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"),
+    ]
+}
+
+/// Whether profile `name` is a section of the config file (`[profile
+/// name]`, or `[default]`) or of the credentials file (`[name]`).
+fn profile_exists(name: &str, env: Env) -> bool {
+    let [config, credentials] = aws_files(env).map(|(_, path)| path);
+    let sections = |path: Option<PathBuf>, config: bool| -> bool {
+        let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return false;
+        };
+        text.lines().any(|line| {
+            let Some(inside) = line.trim().strip_prefix('[') else {
+                return false;
+            };
+            let Some((header, _)) = inside.split_once(']') else {
+                return false;
+            };
+            let header = header.trim();
+            let profile = match header.strip_prefix("profile") {
+                Some(rest) if config && rest.starts_with([' ', '\t']) => rest.trim(),
+                _ => header,
+            };
+            profile == name
+        })
+    };
+    sections(config, true) || sections(credentials, false)
 }
 
 /// A small runtime for setup's asks (setup runs before the run's runtime).
@@ -138,8 +277,9 @@ fn profile_region(profile: &str) -> Result<Option<String>, AwsSetupError> {
 
 /// The credentials of a Bedrock member: its bearer token, or the first
 /// source of the default chain that has credentials (cached per profile
-/// and region for the process).
-pub(crate) fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials>, AwsSetupError> {
+/// and region for the process). Without a region SigV4 cannot sign: the
+/// chain is still asked, so that missing credentials are named too.
+fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials>, AwsSetupError> {
     if let Some(token) = env(BEARER_ENV).filter(|t| !t.is_empty()) {
         let key =
             StaticKey::bearer(&token, format!("environment ({BEARER_ENV})")).map_err(|e| {
@@ -150,20 +290,29 @@ pub(crate) fn credentials(place: &Place, env: Env) -> Result<Arc<dyn Credentials
             })?;
         return Ok(Arc::new(key));
     }
-    let region = place.region.clone().ok_or_else(|| {
-        AwsSetupError::NoRegion(format!(
-            "AWS_REGION, AWS_DEFAULT_REGION and the region of profile '{}' ({}): SigV4 signs for a region",
-            place.profile,
-            files_looked_in()
-        ))
-    })?;
+    let Some(region) = place.region.clone() else {
+        let mut missing = vec![no_region(&place.profile, env, true)];
+        // Any region will do to find out whether there are credentials.
+        if let Err(e) = on_runtime(discover(
+            "us-east-1".into(),
+            place.profile.clone(),
+            files_looked_in(env),
+        ))? {
+            missing.push(e.to_string());
+        }
+        return Err(AwsSetupError::Missing(missing));
+    };
     static FOUND: OnceLock<Mutex<Signers>> = OnceLock::new();
     let key = (place.profile.clone(), region.clone());
     let found = FOUND.get_or_init(Default::default);
     if let Some(signer) = found.lock().ok().and_then(|map| map.get(&key).cloned()) {
         return Ok(signer);
     }
-    let signer = Arc::new(on_runtime(discover(region, place.profile.clone()))??);
+    let signer = Arc::new(on_runtime(discover(
+        region,
+        place.profile.clone(),
+        files_looked_in(env),
+    ))??);
     if let Ok(mut map) = found.lock() {
         map.insert(key, signer.clone());
     }
@@ -180,7 +329,7 @@ struct Source {
     timeout: Duration,
 }
 
-fn chain(region: &str, profile: &str) -> Vec<Source> {
+fn chain(region: &str, profile: &str, files: &str) -> Vec<Source> {
     use aws_config::{ecs, environment, imds, profile as prof, web_identity_token};
     let conf = provider_config(Some(region), profile);
     let imds_client = imds::Client::builder()
@@ -202,7 +351,7 @@ fn chain(region: &str, profile: &str) -> Vec<Source> {
             SOURCE_TIMEOUT,
         ),
         source(
-            format!("profile '{profile}' ({})", files_looked_in()),
+            format!("profile '{profile}' ({files})"),
             Arc::new(
                 prof::ProfileFileCredentialsProvider::builder()
                     .configure(&conf)
@@ -239,9 +388,9 @@ fn chain(region: &str, profile: &str) -> Vec<Source> {
 }
 
 /// Asks each source in turn; the first with credentials is the member's.
-async fn discover(region: String, profile: String) -> Result<SigV4, AwsSetupError> {
+async fn discover(region: String, profile: String, files: String) -> Result<SigV4, AwsSetupError> {
     let mut looked = vec![BEARER_ENV.to_string()];
-    for source in chain(&region, &profile) {
+    for source in chain(&region, &profile, &files) {
         if source.name.starts_with("EC2")
             && std::env::var("AWS_EC2_METADATA_DISABLED")
                 .is_ok_and(|v| v.eq_ignore_ascii_case("true"))
@@ -281,15 +430,21 @@ async fn discover(region: String, profile: String) -> Result<SigV4, AwsSetupErro
     Err(AwsSetupError::NotFound(looked.join(", ")))
 }
 
-/// A provider's error in a few words: its own message, first line, bounded.
+/// A provider's error in a few words: its own message and its causes'
+/// (a phrase a wrapper repeats is said once), first line, bounded.
 fn short_reason(e: &CredentialsError) -> String {
     use std::error::Error;
-    let mut text = e.to_string();
+    let mut parts = vec![e.to_string()];
     let mut source = e.source();
     while let Some(inner) = source {
-        text = format!("{text}: {inner}");
+        let part = inner.to_string();
+        // aws-config wraps a source's `ProviderError` in another one.
+        if !parts.contains(&part) {
+            parts.push(part);
+        }
         source = inner.source();
     }
+    let mut text = parts.join(": ");
     // A process's stderr may hold anything: it is not repeated.
     if let Some(at) = text.find(" Stderr:") {
         text.truncate(at);
@@ -486,6 +641,40 @@ mod tests {
         assert_eq!(
             place(None, None, None, &e).unwrap().endpoint,
             "http://127.0.0.1:1"
+        );
+    }
+
+    #[test]
+    fn profiles_are_the_sections_of_either_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config");
+        let credentials = dir.path().join("credentials");
+        std::fs::write(
+            &config,
+            "[default]\nregion = us-east-1\n[profile team] # ours\nregion = eu-west-1\n[sso-session s]\n[ci]\n",
+        )
+        .unwrap();
+        std::fs::write(&credentials, "[keys]\naws_access_key_id = A\n").unwrap();
+        let vars = [
+            ("AWS_CONFIG_FILE", config.display().to_string()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                credentials.display().to_string(),
+            ),
+        ];
+        let e = move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+        assert!(profile_exists("default", &e));
+        assert!(profile_exists("team", &e));
+        assert!(profile_exists("keys", &e));
+        assert!(!profile_exists("typo", &e));
+        assert!(!profile_exists("profile", &e));
+        // A bare `[ci]` in the config file is read as aws-config reads it.
+        assert!(profile_exists("ci", &e));
+        let err = member(Some("us-east-1"), None, Some("typo"), &e).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("profile 'typo' not found (looked in "),
+            "{err}"
         );
     }
 

@@ -9,14 +9,16 @@
 //! `metadata.google.internal` on a machine that says it is on Google Cloud).
 //!
 //! `find` only reads files (validation, exit 2); the first token is fetched
-//! with the first request, cached, and refreshed a minute before it
-//! expires, once however many requests are waiting (`GoogleCredentials`).
+//! with the first request, cached for the process (every member built from
+//! the same credentials shares it: `shared_slot`), and refreshed a minute
+//! before it expires, once however many requests are waiting.
 //! The JWT is signed here with `jsonwebtoken` (RS256): `google-cloud-auth`'s
 //! service accounts sign their own tokens and never ask a `token_uri`.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{HeaderValue, AUTHORIZATION};
@@ -77,7 +79,26 @@ pub(crate) struct GoogleCredentials {
     source: String,
     /// The project the file names (`project_id`, `quota_project_id`).
     project: Option<String>,
-    token: Mutex<Option<(HeaderValue, Instant)>>,
+    /// The token, shared with every member built from the same credentials.
+    token: Arc<TokenSlot>,
+}
+
+/// A cached token and when it expires; one fetch at a time fills it.
+type TokenSlot = Mutex<Option<(HeaderValue, Instant)>>;
+
+/// The process's token slot for the credentials named `key` (where they
+/// were found and whose they are): two members built separately from the
+/// same credentials (a chain with two Vertex models, `--check` on it) fetch
+/// one token between them (SPEC 22).
+fn shared_slot(key: String) -> Arc<TokenSlot> {
+    use std::collections::HashMap;
+    static SLOTS: std::sync::OnceLock<std::sync::Mutex<HashMap<String, Arc<TokenSlot>>>> =
+        std::sync::OnceLock::new();
+    let slots = SLOTS.get_or_init(Default::default);
+    match slots.lock() {
+        Ok(mut map) => map.entry(key).or_default().clone(),
+        Err(_) => Arc::default(),
+    }
 }
 
 impl std::fmt::Debug for GoogleCredentials {
@@ -267,23 +288,35 @@ pub(super) async fn token_call(
     url: &str,
     request: reqwest::RequestBuilder,
 ) -> Result<Vec<u8>, ModelError> {
-    let unreachable = || ModelError::Network {
+    let unreachable = |why: Option<String>| ModelError::Network {
         message: format!(
-            "the token endpoint {} could not be reached ({source})",
-            display_url(url)
+            "the token endpoint {} could not be reached{} ({source})",
+            display_url(url),
+            why.map(|why| format!(": {why}")).unwrap_or_default()
         ),
     };
     let answer = async {
-        let response = request.send().await.map_err(|_| unreachable())?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| unreachable(crate::model::unreachable::cause(&e, e.is_connect())))?;
         let status = response.status();
-        let body = read_capped(response).await.map_err(|()| unreachable())?;
+        let body = read_capped(response)
+            .await
+            .map_err(|()| unreachable(None))?;
         Ok::<_, ModelError>((status, body))
     };
     let (status, body) = tokio::time::timeout(TOKEN_TIMEOUT, answer)
         .await
-        .map_err(|_| unreachable())??;
+        .map_err(|_| unreachable(None))??;
     if status.is_client_error() {
-        let why = format!("the token endpoint {} refused them", display_url(url));
+        let why = match refusal_reason(&body) {
+            Some(reason) => format!(
+                "the token endpoint {} refused them ({reason})",
+                display_url(url)
+            ),
+            None => format!("the token endpoint {} refused them", display_url(url)),
+        };
         return Err(refused(source, status.as_u16(), &why));
     }
     if !status.is_success() {
@@ -297,6 +330,43 @@ pub(super) async fn token_call(
     Ok(body)
 }
 
+/// The most of a token endpoint's reason that is shown.
+const MAX_REASON_CHARS: usize = 160;
+
+/// A token endpoint's short reason for refusing, from its error body:
+/// OAuth's `{"error": "invalid_grant", "error_description": "Invalid JWT
+/// Signature."}` (RFC 6749 5.2, Google's token endpoint and STS) or
+/// Google's `{"error": {"message", "status"}}` (IAM Credentials). Bounded,
+/// one line of printable characters; the credentials are never in it.
+fn refusal_reason(body: &[u8]) -> Option<String> {
+    use serde_json::Value;
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let error = json.get("error")?;
+    let text = match error {
+        Value::String(code) => match json.get("error_description").and_then(Value::as_str) {
+            Some(description) if !description.trim().is_empty() => {
+                format!("{code}: {}", description.trim())
+            }
+            _ => code.clone(),
+        },
+        Value::Object(_) => {
+            let message = error.get("message").and_then(Value::as_str)?.trim();
+            match error.get("status").and_then(Value::as_str) {
+                Some(status) => format!("{status}: {message}"),
+                None => message.to_string(),
+            }
+        }
+        _ => return None,
+    };
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_REASON_CHARS)
+        .collect();
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
 /// An auth error naming where the credentials came from, never them.
 fn refused(source: &str, status: u16, why: &str) -> ModelError {
     ModelError::Status {
@@ -308,11 +378,12 @@ fn refused(source: &str, status: u16, why: &str) -> ModelError {
 
 impl GoogleCredentials {
     fn new(kind: Kind, source: String, project: Option<String>) -> Self {
+        let key = format!("{source}\n{}", identity_of(&kind));
         GoogleCredentials {
             kind,
             source,
             project,
-            token: Mutex::new(None),
+            token: shared_slot(key),
         }
     }
 
@@ -463,16 +534,7 @@ impl Credentials for GoogleCredentials {
     }
 
     fn identity(&self) -> String {
-        match &self.kind {
-            Kind::ServiceAccount { client_email, .. } => format!("google:{client_email}"),
-            Kind::AuthorizedUser { client_id, .. } => format!("google:user:{client_id}"),
-            Kind::Metadata { host } => format!("google:metadata:{host}"),
-            Kind::External(account) => account.identity(),
-            Kind::Impersonated { url, .. } => format!(
-                "google:{}",
-                external::impersonated_account(url).unwrap_or_default()
-            ),
-        }
+        identity_of(&self.kind)
     }
 
     fn source(&self) -> String {
@@ -484,6 +546,20 @@ impl Credentials for GoogleCredentials {
             Ok(mut token) => token.take().is_some(),
             Err(_) => false,
         }
+    }
+}
+
+/// A stable identity of credentials `kind`: never the secret.
+fn identity_of(kind: &Kind) -> String {
+    match kind {
+        Kind::ServiceAccount { client_email, .. } => format!("google:{client_email}"),
+        Kind::AuthorizedUser { client_id, .. } => format!("google:user:{client_id}"),
+        Kind::Metadata { host } => format!("google:metadata:{host}"),
+        Kind::External(account) => account.identity(),
+        Kind::Impersonated { url, .. } => format!(
+            "google:{}",
+            external::impersonated_account(url).unwrap_or_default()
+        ),
     }
 }
 
@@ -573,6 +649,33 @@ mod tests {
         .unwrap();
         assert_eq!(c.metadata_host(), Some("127.0.0.1:9"));
         assert_eq!(c.source(), "the metadata server (127.0.0.1:9)");
+    }
+
+    #[test]
+    fn a_token_endpoints_reason_is_kept_short_and_on_one_line() {
+        assert_eq!(
+            refusal_reason(
+                br#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#
+            )
+            .as_deref(),
+            Some("invalid_grant: Invalid JWT Signature.")
+        );
+        assert_eq!(
+            refusal_reason(br#"{"error":"invalid_grant"}"#).as_deref(),
+            Some("invalid_grant")
+        );
+        assert_eq!(
+            refusal_reason(br#"{"error":{"code":403,"message":"Permission denied","status":"PERMISSION_DENIED"}}"#)
+                .as_deref(),
+            Some("PERMISSION_DENIED: Permission denied")
+        );
+        let long = format!(
+            r#"{{"error":"x","error_description":"line\nbreak {}"}}"#,
+            "y".repeat(1000)
+        );
+        let reason = refusal_reason(long.as_bytes()).unwrap();
+        assert!(reason.chars().count() <= MAX_REASON_CHARS && !reason.contains('\n'));
+        assert_eq!(refusal_reason(b"<html>"), None);
     }
 
     #[test]
