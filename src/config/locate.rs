@@ -209,12 +209,15 @@ mod tests {
             located,
             format!("{message} ({} at line 3 column 13)", two.display())
         );
-        let located = locate(message, &[one.clone()]).unwrap();
+        let located = locate(message, std::slice::from_ref(&one)).unwrap();
         assert!(
             located.ends_with("one.yaml at line 1 column 13)"),
             "{located}"
         );
-        assert_eq!(locate("config /x.yaml: bad", &[one.clone()]), None);
+        assert_eq!(
+            locate("config /x.yaml: bad", std::slice::from_ref(&one)),
+            None
+        );
         assert_eq!(locate("fallback model 'x': bad", &[one]), None);
     }
 }

@@ -488,9 +488,15 @@ impl HumanSink {
                 tokens_before,
                 tokens_after,
                 ..
-            } => self.line(&format!(
-                "context compacted: {tokens_before} -> {tokens_after} tokens"
-            )),
+            } => {
+                // The summary streamed onto the terminal ends its line.
+                if std::mem::take(&mut self.streamed) {
+                    eprintln!();
+                }
+                self.line(&format!(
+                    "context compacted: {tokens_before} -> {tokens_after} tokens"
+                ))
+            }
             Event::Warning { message } => self.warning(message),
             Event::ModelFallback { to, .. } | Event::ModelRestore { to, .. } => {
                 self.set_wait(None);
