@@ -59,6 +59,7 @@ fn run_started() -> Event {
         cwd: "/work".into(),
         fallback_models: vec!["openai/gpt-5".into()],
         resumed_from: None,
+        lineage: None,
         worktree: None,
         instructions: Vec::new(),
     }
@@ -165,6 +166,7 @@ fn doc() -> Trajectory {
         messages: vec![Message::new(Role::User, "fix the failing test", 0)],
         output: Value::Null,
         resumed_from: None,
+        lineage: None,
         cwd: None,
         worktree: None,
     }

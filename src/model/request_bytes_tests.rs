@@ -228,6 +228,8 @@ fn request<'a>(
         max_output_tokens: None,
         reasoning_effort: effort,
         spec,
+        prompt_cache: super::PromptCache::On,
+        cache_key: None,
     }
 }
 

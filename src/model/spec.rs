@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::price::Pricing;
 use crate::health::{HealthKey, PaceKey};
+use crate::prompt_cache::PromptCache;
 /// Re-exported from the leaf `wire_api`, where the config reads them too.
 pub(crate) use crate::wire_api::{ToolChoice, WireApi};
 
@@ -138,6 +139,8 @@ pub(crate) struct ResolvedModel {
     /// deployment's classic URL (`endpoint` is `…/openai/deployments/{name}`)
     /// with it as their query; `None` is the `/openai/v1` form.
     pub api_version: Option<String>,
+    /// `prompt_cache:` as it applies to this member (SPEC 25).
+    pub prompt_cache: PromptCache,
 }
 
 /// A member's credentials, found once (and shared by every member that
@@ -198,6 +201,7 @@ impl fmt::Debug for ResolvedModel {
             .field("wire", &self.wire)
             .field("credentials", &self.credentials)
             .field("api_version", &self.api_version)
+            .field("prompt_cache", &self.prompt_cache)
             .finish()
     }
 }
@@ -336,6 +340,7 @@ mod tests {
             wire: WireOptions::default(),
             credentials: None,
             api_version: None,
+            prompt_cache: PromptCache::On,
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

@@ -9,6 +9,7 @@ use crate::config::{Config, FallbackEntry, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
+use crate::prompt_cache::PromptCache;
 use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
@@ -65,7 +66,9 @@ pub(super) fn run_chain(
     } else {
         config.fallback_models.as_deref().unwrap_or_default()
     };
-    let fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    let mut fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    let mut primary = primary;
+    cache_settings(config, &mut primary, &mut fallbacks, entries);
     Ok((primary, fallbacks))
 }
 
@@ -80,14 +83,11 @@ pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSett
     })?;
     let primary =
         ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
-    let primary = resolve(primary, &config.providers, env, "subagents.model")?;
-    let fallbacks = resolve_chain(
-        &primary.spec,
-        sub.fallback_models.as_deref().unwrap_or_default(),
-        &config.providers,
-        env,
-    )
-    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let mut primary = resolve(primary, &config.providers, env, "subagents.model")?;
+    let entries = sub.fallback_models.as_deref().unwrap_or_default();
+    let mut fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)
+        .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    cache_settings(config, &mut primary, &mut fallbacks, entries);
     let step_limit = sub.step_limit.unwrap_or(defaults::SUBAGENT_STEP_LIMIT);
     if step_limit == 0 {
         return Err(SetupError(
@@ -99,6 +99,29 @@ pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSett
         fallbacks,
         step_limit,
     }))
+}
+
+/// Each member's `prompt_cache` (SPEC 25): its `fallback_models` entry's,
+/// else its named provider model's, else the config's, else `on`.
+fn cache_settings(
+    config: &Config,
+    primary: &mut ResolvedModel,
+    fallbacks: &mut [ResolvedModel],
+    entries: &[FallbackEntry],
+) {
+    let of = |member: &ResolvedModel, entry: Option<PromptCache>| {
+        entry
+            .or_else(|| {
+                let provider = config.providers.get(member.spec.provider())?;
+                provider.models.get(member.spec.model())?.prompt_cache
+            })
+            .or(config.prompt_cache)
+            .unwrap_or_default()
+    };
+    primary.prompt_cache = of(primary, None);
+    for (member, entry) in fallbacks.iter_mut().zip(entries) {
+        member.prompt_cache = of(member, entry.prompt_cache);
+    }
 }
 
 /// Resolves `spec`: a known provider whose key variable (if it has one) is
@@ -132,6 +155,7 @@ pub(crate) fn resolve(
             wire: WireOptions::default(),
             credentials: None,
             api_version: None,
+            prompt_cache: PromptCache::On,
             spec,
         };
         builtin_cloud(&mut resolved, env, what)?;
@@ -165,6 +189,7 @@ pub(crate) fn resolve(
             },
             credentials: None,
             api_version: None,
+            prompt_cache: PromptCache::On,
             spec,
         };
         named_api(&mut resolved, p, env, what)?;

@@ -7,15 +7,18 @@
 //! - Assistant tool calls become `tool_use` blocks with `input` objects.
 //! - Thinking blocks kept in `extra` (`{"anthropic": {"content": [...]}}`)
 //!   are replayed first, in order, but only to the model spec that made them.
-//! - The last message's last block carries `cache_control` so the prompt
-//!   prefix (tools, system, conversation) is cached from step to step.
+//! - Prompt caching (SPEC 25), unless `prompt_cache: off`: `cache_control`
+//!   on the last tool, on the system prompt (then a list of one text
+//!   block) and on the last block of the conversation: three breakpoints
+//!   of the API's four, all of one lifetime (`ttl: "1h"` with `1h`), so
+//!   tools, system and conversation are read from the cache step to step.
 
 use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireBody, WireCache};
-use crate::model::{Message, Request, Role};
+use crate::model::{Message, PromptCache, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
 pub(super) const DEFAULT_MAX_TOKENS: u32 = 16_000;
@@ -175,18 +178,19 @@ fn body_bytes(
                 let bytes = &entry.bytes;
                 match part.blocks.last {
                     _ if Some(part.slot) != last => content.push_entry(entry),
+                    _ if !request.prompt_cache.is_on() => content.push_entry(entry),
                     LastBlock::Thinking => content.push_entry(entry),
                     LastBlock::Plain => {
                         let out = content.out();
                         out.extend_from_slice(&bytes[..bytes.len() - 1]);
                         out.extend_from_slice(br#","cache_control":"#);
-                        push_json(out, &cache_control());
+                        push_json(out, &cache_control(request.prompt_cache));
                         out.push(b'}');
                     }
                     LastBlock::Other => {
                         let mut blocks = message_blocks(request, part.message).1;
                         if let Some(block) = blocks.last_mut() {
-                            mark_for_caching(block);
+                            mark_for_caching(block, request.prompt_cache);
                         }
                         content.push_raw(&joined(&blocks));
                     }
@@ -267,17 +271,25 @@ fn fields(
         }
         system.push_str(&m.content);
     }
-    if !system.is_empty() {
+    let cache = request.prompt_cache;
+    if !system.is_empty() && cache.is_on() {
+        // The end of the stable prefix: tools, then system (SPEC 25).
+        let block = json!({"type": "text", "text": system, "cache_control": cache_control(cache)});
+        body.insert("system".into(), json!([block]));
+    } else if !system.is_empty() {
         body.insert("system".into(), json!(system));
     }
     let thinking = thinking.filter(|_| can_think);
     body.insert("messages".into(), Value::Null);
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        if let (Some(Value::Object(last)), true) = (tools.last_mut(), cache.is_on()) {
+            last.insert("cache_control".into(), cache_control(cache));
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(budget) = thinking {
@@ -308,7 +320,7 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
         }
     }
     if let Some(block) = out.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
-        mark_for_caching(block);
+        mark_for_caching(block, request.prompt_cache);
     }
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -333,16 +345,20 @@ fn is_thinking(block: &Value) -> bool {
     )
 }
 
-fn cache_control() -> Value {
-    json!({"type": "ephemeral"})
+/// A breakpoint's `cache_control`: the default five minutes, or an hour.
+fn cache_control(cache: PromptCache) -> Value {
+    match cache {
+        PromptCache::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+        _ => json!({"type": "ephemeral"}),
+    }
 }
 
 /// The last block of the conversation carries `cache_control`, unless it is
-/// a thinking block.
-fn mark_for_caching(block: &mut Value) {
-    if !is_thinking(block) {
+/// a thinking block or the cache is off.
+fn mark_for_caching(block: &mut Value, cache: PromptCache) {
+    if cache.is_on() && !is_thinking(block) {
         if let Some(map) = block.as_object_mut() {
-            map.insert("cache_control".into(), cache_control());
+            map.insert("cache_control".into(), cache_control(cache));
         }
     }
 }
@@ -408,6 +424,13 @@ fn assistant_blocks(request: &Request<'_>, message: &Message) -> Vec<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // The request places its own breakpoints: kept ones would pass the
+    // API's four (SPEC 25).
+    for block in &mut blocks {
+        if let Some(map) = block.as_object_mut() {
+            map.shift_remove("cache_control");
+        }
+    }
     if !message.content.is_empty() {
         blocks.push(json!({"type": "text", "text": message.content}));
     }

@@ -1,11 +1,12 @@
 //! The Amazon Bedrock wire form of the one HTTP adapter (SPEC 22): one `POST
 //! {endpoint}/model/{modelId}/converse-stream` per call, the reply in AWS
 //! event-stream framing (`model::eventstream`). `request.rs` translates our
-//! conversation to the Converse form, `stream.rs` assembles the events into
+//! conversation to the Converse form (`cache.rs`: its `cachePoint`s), `stream.rs` assembles the events into
 //! a `Response`, `errors.rs` classifies Bedrock's exceptions, whether they
 //! come as HTTP errors or inside the stream. The transport's credentials
 //! (a bearer token or a SigV4 signer) authorize each request.
 
+mod cache;
 mod errors;
 mod request;
 mod stream;

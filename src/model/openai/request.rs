@@ -189,6 +189,8 @@ mod tests {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "openai/gpt-5",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 

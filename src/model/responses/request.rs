@@ -159,6 +159,8 @@ mod tests {
             max_output_tokens: Some(4000),
             reasoning_effort: Some("medium"),
             spec,
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 
