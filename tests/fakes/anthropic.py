@@ -154,6 +154,7 @@ class Messages:
             return handler.send_json(400, error_body("invalid_request_error", str(e)))
         uncached, read, written, written_1h = self.cache_for(model).use(model, blocks, points)
         start = usage(uncached, read, written, written_1h)
+        prompt_cache.record_usage(handler.server.fake.log, start)
         if not body.get("stream"):
             stop = "tool_use" if reply.get("calls") else "end_turn"
             return handler.send_json(200, {"id": msg_id, "type": "message", "role": "assistant", "model": model,

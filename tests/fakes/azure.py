@@ -305,7 +305,7 @@ class Handler(BaseHTTPRequestHandler):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         reply = fake.script.take(body)
         if "usage" not in reply and set(reply) <= {"text", "calls", "finish"}:
-            reply = dict(reply, usage=openai.chat_usage(fake.cache, model, body))
+            reply = dict(reply, usage=openai.chat_usage(fake.cache, model, body, fake.log))
         self.answer(reply, model, body.get("stream", False), include_usage)
 
     def authorized(self, headers, v1):

@@ -273,6 +273,7 @@ class Fake:
         if points:
             usage["cacheReadInputTokens"] = read
             usage["cacheWriteInputTokens"] = written
+        prompt_cache.record_usage(self.log, usage)
         return usage
 
     def next_reply(self, body=None):

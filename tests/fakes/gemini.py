@@ -361,6 +361,7 @@ class Fake:
         if cached:
             usage["cachedContentTokenCount"] = cached
             usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+        prompt_cache.record_usage(self.log, usage)
         return usage
 
 

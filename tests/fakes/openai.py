@@ -35,32 +35,33 @@ def chat_blocks(body):
     return list(body.get("tools") or []) + list(body.get("messages") or [])
 
 
-def chat_usage(cache, model, body, output=12):
-    """Chat Completions usage through `cache` (OpenAI's shape; Azure's too)."""
+def chat_usage(cache, model, body, log, output=12):
+    """Chat Completions usage through `cache` (OpenAI's shape; Azure's too),
+    recorded beside `log`."""
     total, cached = cache.use((model, body.get("prompt_cache_key")), chat_blocks(body))
-    return {
+    return prompt_cache.record_usage(log, {
         "prompt_tokens": total,
         "completion_tokens": output,
         "total_tokens": total + output,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
-    }
+    })
 
 
-def responses_usage(cache, model, body, output=12):
+def responses_usage(cache, model, body, log, output=12):
     blocks = list(body.get("tools") or [])
     if body.get("instructions"):
         blocks.append({"instructions": body["instructions"]})
     items = body.get("input")
     blocks += items if isinstance(items, list) else [{"role": "user", "content": items}]
     total, cached = cache.use((model, body.get("prompt_cache_key")), blocks)
-    return {
+    return prompt_cache.record_usage(log, {
         "input_tokens": total,
         "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": total + output,
-    }
+    })
 
 
 def responses_turns(body):
@@ -162,7 +163,7 @@ class Handler(gemini.Handler):
             self.send_json(reply["http"], error_body("scripted failure", "server_error", None))
             return True
         if chat:
-            usage = chat_usage(fake.cache, model, body)
+            usage = chat_usage(fake.cache, model, body, fake.log)
             if not body.get("stream"):
                 events = chat_events(reply, model, usage)
                 message = {"role": "assistant", "content": reply.get("text") or None, "refusal": None}
@@ -177,7 +178,7 @@ class Handler(gemini.Handler):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             events = chat_events(reply, model, usage if include else None)
         else:
-            usage = responses_usage(fake.cache, model, body)
+            usage = responses_usage(fake.cache, model, body, fake.log)
             if not body.get("stream"):
                 self.send_json(200, response_body(reply, model, usage))
                 return True

@@ -18,7 +18,9 @@ Two kinds, as the vendors document them:
   `min_tokens` (OpenAI: 1024, then 128 at a time).
 
 Each cache is per model and key (`scope`): another model, another door
-or another `prompt_cache_key` starts cold.
+or another `prompt_cache_key` starts cold. Every fake appends the usage it
+answered through its cache to `FILE.usage` (`record_usage`), FILE being its
+`--log`.
 """
 import hashlib
 import json
@@ -26,6 +28,15 @@ import threading
 import time
 
 LIFETIMES = {"5m": 300.0, "1h": 3600.0}
+USAGE_LOCK = threading.Lock()
+
+
+def record_usage(log, usage):
+    """Appends the usage a fake answered to `LOG.usage` (one JSON line per
+    answer), so a test can see what the cache did without the client."""
+    with USAGE_LOCK, open(f"{log}.usage", "a") as f:
+        f.write(json.dumps(usage) + "\n")
+    return usage
 LOOKBACK = 20
 
 
