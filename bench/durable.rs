@@ -59,7 +59,6 @@ fn run_started() -> Event {
         cwd: "/work".into(),
         fallback_models: vec!["openai/gpt-5".into()],
         resumed_from: None,
-        lineage: None,
         worktree: None,
         instructions: Vec::new(),
     }

@@ -196,7 +196,7 @@ fn prompt_cache_off_sends_no_marker_and_no_key() {
         ("ANTHROPIC_BASE_URL", url.as_str()),
         ("ANTHROPIC_API_KEY", KEY),
     ];
-    let (code, ev, stderr) = run(
+    let (code, _, stderr) = run(
         &env,
         &vars,
         &["-m", "anthropic/claude-sonnet-4-5", "--json", "go"],
