@@ -319,6 +319,20 @@ mod tests {
     }
 
     #[test]
+    fn a_lineage_is_kept_across_resumes() {
+        let messages = vec![Message::new(Role::User, "t", 0)];
+        let mut second = doc(Status::Running, messages);
+        second.run_id = "second".into();
+        second.lineage = Some("first".into());
+        let c = continue_run(checkpointed(second, vec![]), new(Some("more")));
+        assert_eq!(c.doc.resumed_from.as_deref(), Some("second"));
+        assert_eq!(c.doc.lineage.as_deref(), Some("first"));
+        assert_eq!(c.doc.cache_key(), "tinyagent-first");
+        let fresh = doc(Status::Running, vec![]);
+        assert_eq!(fresh.cache_key(), "tinyagent-old");
+    }
+
+    #[test]
     fn a_final_answer_already_given_completes_the_run() {
         let messages = vec![Message::new(Role::User, "t", 0), reply(1, vec![])];
         let c = continue_run(
