@@ -466,4 +466,29 @@ mod tests {
             "model 'local/m': the API key variable LOCAL_KEY is not set"
         );
     }
+
+    #[test]
+    fn prompt_cache_the_most_specific_setting_wins() {
+        let config: crate::config::Config = serde_yaml::from_str(
+            "prompt_cache: 1h\nproviders:\n  gw:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models:\n      off: {prompt_cache: off}\n      plain: {}\nfallback_models: [gw/plain, {model: gw/off, prompt_cache: on}, {model: openai/gpt-5, prompt_cache: off}]\n",
+        )
+        .unwrap();
+        let e = env(&[("OPENAI_API_KEY", "k")]);
+        let mut primary = resolve(spec("gw/off"), &config.providers, &e, "model").unwrap();
+        primary.spec = spec("gw/off");
+        let entries = config.fallback_models.clone().unwrap();
+        let mut chain =
+            resolve_chain(&spec("anthropic/x"), &entries, &config.providers, &e).unwrap();
+        cache_settings(&config, &mut primary, &mut chain, &entries);
+        assert_eq!(primary.prompt_cache, PromptCache::Off);
+        let got: Vec<PromptCache> = chain.iter().map(|m| m.prompt_cache).collect();
+        assert_eq!(
+            got,
+            [PromptCache::OneHour, PromptCache::On, PromptCache::Off]
+        );
+        let none = crate::config::Config::default();
+        let mut bare = resolve(spec("openai/gpt-5"), &none.providers, &e, "model").unwrap();
+        cache_settings(&none, &mut bare, &mut [], &[]);
+        assert_eq!(bare.prompt_cache, PromptCache::On);
+    }
 }

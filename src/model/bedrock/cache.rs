@@ -48,11 +48,18 @@ impl Caching {
 /// One lifetime for every point of a request, so none is longer than one
 /// before it (Bedrock refuses that).
 pub(super) fn cache_point(model_id: &str, cache: PromptCache) -> Value {
-    if cache == PromptCache::OneHour && takes_one_hour(model_id) {
+    if asks_one_hour(model_id, cache) {
         json!({"cachePoint": {"type": "default", "ttl": "1h"}})
     } else {
         json!({"cachePoint": {"type": "default"}})
     }
+}
+
+/// Whether a request's cache points ask for the one-hour lifetime: its
+/// writes are then all one-hour writes (Bedrock's usage does not split
+/// them by lifetime).
+pub(super) fn asks_one_hour(model_id: &str, cache: PromptCache) -> bool {
+    cache == PromptCache::OneHour && takes_one_hour(model_id)
 }
 
 /// Claude Opus, Sonnet and Haiku 4.5 and later take a one-hour `ttl` on
