@@ -67,7 +67,7 @@ fn breakpoints(at: String, v: &Value, out: &mut Vec<String>) {
 }
 
 #[test]
-fn anthropic_breakpoints_end_tools_system_and_conversation_and_reads_grow() {
+fn anthropic_breakpoints_end_tools_system_and_the_last_two_requests_and_reads_grow() {
     let env = cloud_env(RETRY, "");
     let fake = FakeCloud::scripted("anthropic", &env, &tool_run(5), &["--key", KEY]);
     let url = fake.url();
@@ -96,6 +96,12 @@ fn anthropic_breakpoints_end_tools_system_and_conversation_and_reads_grow() {
             format!("/messages/{last}/content/{}", blocks - 1),
             format!("/tools/{}", tools - 1),
         ];
+        // The previous request's end keeps its breakpoint.
+        if last >= 2 && messages[last - 1]["role"] == "assistant" {
+            let before = messages[last - 2]["content"].as_array().unwrap().len();
+            expected.push(format!("/messages/{}/content/{}", last - 2, before - 1));
+        }
+        assert!(at.len() <= 4, "{body}");
         expected.sort();
         at.sort();
         assert_eq!(at, expected, "{body}");
@@ -301,5 +307,46 @@ fn a_bad_prompt_cache_value_is_a_setup_error_naming_key_and_file() {
         assert!(stderr.contains(key), "{config}: {stderr}");
         assert!(stderr.contains(&file.display().to_string()), "{config}: {stderr}");
         assert!(stderr.contains("on, off or 1h"), "{config}: {stderr}");
+    }
+}
+
+#[test]
+fn a_step_of_many_parallel_calls_still_reads_the_previous_prefix() {
+    // Twelve calls a reply: each step adds 25 blocks, more than the 20 the
+    // API looks back over from a breakpoint; the previous request's end
+    // keeps its own, so each step reads all the one before wrote.
+    let calls: Vec<Value> = (0..12)
+        .map(|i| json!({"name": "bash", "args": {"command": format!("seq {i} {}", i + 300)}}))
+        .collect();
+    let script = json!({"by_turn": true, "replies": [
+        {"text": "Many.", "calls": calls},
+        {"text": "More.", "calls": calls},
+        {"text": "More.", "calls": calls},
+        {"text": "All done."},
+    ]});
+    let env = cloud_env(RETRY, "");
+    let fake = FakeCloud::scripted("anthropic", &env, &script, &["--key", KEY]);
+    let url = fake.url();
+    let vars = [
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("ANTHROPIC_API_KEY", KEY),
+    ];
+    let (code, _, stderr) = run(
+        &env,
+        &vars,
+        &["-m", "anthropic/claude-sonnet-4-5", "--json", "go"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let usages = fake.usages();
+    assert_eq!(usages.len(), 4);
+    for pair in usages.windows(2) {
+        let (before, after) = (&pair[0], &pair[1]);
+        let written_before = before["cache_read_input_tokens"].as_u64().unwrap()
+            + before["cache_creation_input_tokens"].as_u64().unwrap();
+        assert_eq!(
+            after["cache_read_input_tokens"].as_u64().unwrap(),
+            written_before,
+            "{usages:?}"
+        );
     }
 }

@@ -9,9 +9,11 @@
 //!   are replayed first, in order, but only to the model spec that made them.
 //! - Prompt caching (SPEC 25), unless `prompt_cache: off`: `cache_control`
 //!   on the last tool, on the system prompt (then a list of one text
-//!   block) and on the last block of the conversation: three breakpoints
-//!   of the API's four, all of one lifetime (`ttl: "1h"` with `1h`), so
-//!   tools, system and conversation are read from the cache step to step.
+//!   block), on the last block of the conversation and on the last block
+//!   of the previous request (the user turn before the last reply): the
+//!   API's four breakpoints at most, all of one lifetime (`ttl: "1h"` with
+//!   `1h`), so tools, system and conversation are read from the cache step
+//!   to step, however many blocks a step adds.
 
 use serde_json::{json, Map, Value};
 
@@ -143,6 +145,7 @@ fn body_bytes(
         let blocks = fill.get(slot).meta;
         if blocks.count > 0 {
             parts.push(Part {
+                index: parts.len(),
                 slot,
                 blocks,
                 message,
@@ -160,7 +163,12 @@ fn body_bytes(
     if vertex {
         on_vertex(&mut body);
     }
-    let last = parts.last().map(|p| p.slot);
+    let marked = marked_turn_ends(turns.clone().map(|turn| turn[0].blocks.assistant));
+    let ends: Vec<usize> = turns
+        .clone()
+        .map(|turn| turn[turn.len() - 1].index)
+        .collect();
+    let marked: Vec<usize> = marked.into_iter().map(|t| ends[t]).collect();
     fill.body(&body, "messages", |fill, array| {
         for turn in turns {
             let out = array.out();
@@ -177,7 +185,7 @@ fn body_bytes(
                 let entry = fill.get(part.slot);
                 let bytes = &entry.bytes;
                 match part.blocks.last {
-                    _ if Some(part.slot) != last => content.push_entry(entry),
+                    _ if !marked.contains(&part.index) => content.push_entry(entry),
                     _ if !request.prompt_cache.is_on() => content.push_entry(entry),
                     LastBlock::Thinking => content.push_entry(entry),
                     LastBlock::Plain => {
@@ -202,8 +210,27 @@ fn body_bytes(
     })
 }
 
+/// The turns whose last block carries a breakpoint: the last turn, and
+/// the user turn before the last assistant turn, which ended the previous
+/// request (so a step that adds more blocks than the API looks back over,
+/// 20, still reads the previous step's prefix). Indexes into the turns.
+fn marked_turn_ends(assistant: impl Iterator<Item = bool>) -> Vec<usize> {
+    let assistant: Vec<bool> = assistant.collect();
+    let Some(last) = assistant.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    let previous = assistant
+        .iter()
+        .rposition(|&a| a)
+        .and_then(|a| a.checked_sub(1))
+        .filter(|&p| p != last && !assistant[p]);
+    previous.into_iter().chain([last]).collect()
+}
+
 /// A message of the history with blocks, for the cached path.
 struct Part<'a> {
+    /// Its place among the parts.
+    index: usize,
     slot: Slot,
     blocks: Blocks,
     message: &'a Message,
@@ -319,8 +346,10 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
             _ => out.push((role, blocks)),
         }
     }
-    if let Some(block) = out.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
-        mark_for_caching(block, request.prompt_cache);
+    for turn in marked_turn_ends(out.iter().map(|(role, _)| *role == "assistant")) {
+        if let Some(block) = out[turn].1.last_mut() {
+            mark_for_caching(block, request.prompt_cache);
+        }
     }
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))

@@ -1,7 +1,7 @@
 //! Where a Converse request asks for Bedrock's prompt cache (SPEC 25):
 //! `cachePoint` blocks after `toolConfig.tools`, after `system` and at the
-//! end of the last message for Claude; after `system` and at the end of the
-//! last message for Nova (Bedrock caches no Nova tools); none for a model
+//! end of the last message (and of the previous request's last message) for
+//! Claude; after `system` and at those message ends for Nova (Bedrock caches no Nova tools); none for a model
 //! Bedrock does not cache, which would refuse them (`ValidationException`).
 
 use serde_json::{json, Value};

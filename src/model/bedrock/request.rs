@@ -44,9 +44,11 @@ pub(crate) fn request_body(
     let caching = Caching::of(model_id, request.prompt_cache);
     let point = || cache_point(model_id, request.prompt_cache);
     let mut messages = messages(request);
-    if let (Some(last), true) = (messages.last_mut(), caching.system_and_messages()) {
-        if let Some(content) = last["content"].as_array_mut() {
-            content.push(point());
+    if caching.system_and_messages() {
+        for at in marked_messages(&messages) {
+            if let Some(content) = messages[at]["content"].as_array_mut() {
+                content.push(point());
+            }
         }
     }
     let mut body = Map::new();
@@ -122,6 +124,21 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// The messages that end with a `cachePoint`: the last, and the user
+/// message before the last assistant one, which ended the previous
+/// request (so a step adding many blocks still reads that prefix).
+fn marked_messages(messages: &[Value]) -> Vec<usize> {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    let previous = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .and_then(|a| a.checked_sub(1))
+        .filter(|&p| p != last && messages[p]["role"] == "user");
+    previous.into_iter().chain([last]).collect()
 }
 
 /// A text block; Converse refuses empty ones.
@@ -236,7 +253,10 @@ mod tests {
         );
         let m = body["messages"].as_array().unwrap();
         assert_eq!(m.len(), 3);
-        assert_eq!(m[0], json!({"role": "user", "content": [{"text": "task"}]}));
+        assert_eq!(
+            m[0],
+            json!({"role": "user", "content": [{"text": "task"}, point]})
+        );
         assert_eq!(
             m[1],
             json!({"role": "assistant", "content": [
@@ -310,6 +330,7 @@ mod tests {
             [
                 format!("tools/1 {five}"),
                 format!("system/1 {five}"),
+                format!("messages/0/1 {five}"),
                 format!("messages/2/1 {five}")
             ]
         );
@@ -318,12 +339,17 @@ mod tests {
             [
                 format!("tools/1 {hour}"),
                 format!("system/1 {hour}"),
+                format!("messages/0/1 {hour}"),
                 format!("messages/2/1 {hour}")
             ]
         );
         assert_eq!(
             body("us.amazon.nova-pro-v1:0", PromptCache::OneHour),
-            [format!("system/1 {five}"), format!("messages/2/1 {five}")]
+            [
+                format!("system/1 {five}"),
+                format!("messages/0/1 {five}"),
+                format!("messages/2/1 {five}")
+            ]
         );
         assert!(body("meta.llama3-70b-instruct-v1:0", PromptCache::On).is_empty());
         assert!(body(claude, PromptCache::Off).is_empty());

@@ -50,7 +50,7 @@ fn tool_results_merge_into_one_user_message() {
     assert_eq!(m.len(), 3);
     assert_eq!(
         m[0],
-        json!({"role": "user", "content": [{"type": "text", "text": "task"}]})
+        json!({"role": "user", "content": [{"type": "text", "text": "task", "cache_control": {"type": "ephemeral"}}]})
     );
     assert_eq!(
         m[1],
@@ -250,7 +250,12 @@ fn breakpoints_end_the_tools_the_system_prompt_and_the_conversation() {
             .collect();
         assert_eq!(
             at,
-            ["/system/0", "/messages/2/content/2", "/tools/1"],
+            [
+                "/system/0",
+                "/messages/0/content/0",
+                "/messages/2/content/2",
+                "/tools/1"
+            ],
             "{cache:?}"
         );
         assert!(breakpoints(&body).iter().all(|(_, v)| v == expected));
@@ -298,12 +303,57 @@ fn kept_markers_are_dropped_and_absent_parts_get_none() {
     let tools = two_tools();
     let r = request(&msgs, &tools, "anthropic/claude-sonnet-4-5");
     let body = request_body("claude-sonnet-4-5", &r, None);
-    assert_eq!(breakpoints(&body).len(), 3, "{body}");
+    assert_eq!(breakpoints(&body).len(), 4, "{body}");
     let none = Request {
         system: "",
         ..request(&msgs, &[], "anthropic/claude-sonnet-4-5")
     };
     let body = request_body("claude-sonnet-4-5", &none, None);
-    assert_eq!(breakpoints(&body).len(), 1, "{body}");
+    assert_eq!(breakpoints(&body).len(), 2, "{body}");
     assert!(body.get("system").is_none());
+}
+
+#[test]
+fn the_previous_request_end_keeps_its_breakpoint_however_long_the_step() {
+    // Twelve calls in one reply: more blocks than the API looks back over.
+    let calls: Vec<_> = (0..12)
+        .map(|i| call(&format!("toolu_{i}"), json!({"command": "ls"})))
+        .collect();
+    let mut msgs = vec![
+        Message::new(Role::User, "task", 0),
+        Message {
+            tool_calls: vec![calls[0].clone()],
+            ..Message::new(Role::Assistant, "", 1)
+        },
+        Message::tool_result(&calls[0], "a", 1),
+        Message {
+            tool_calls: calls[1..].to_vec(),
+            ..Message::new(Role::Assistant, "Many.", 2)
+        },
+    ];
+    msgs.extend(calls[1..].iter().map(|c| Message::tool_result(c, "out", 2)));
+    let r = request(&msgs, &[], "anthropic/claude-sonnet-4-5");
+    let body = request_body("claude-sonnet-4-5", &r, None);
+    let at: Vec<String> = breakpoints(&body).into_iter().map(|(at, _)| at).collect();
+    assert_eq!(
+        at,
+        [
+            "/system/0",
+            "/messages/2/content/0",
+            "/messages/4/content/10"
+        ]
+    );
+    let cache = WireCache::default();
+    let bytes = request_bytes(
+        "claude-sonnet-4-5",
+        &r,
+        None,
+        WireOptions::default(),
+        &cache,
+    );
+    assert_eq!(serde_json::from_slice::<Value>(&bytes.bytes).unwrap(), body);
+    // A conversation of one user turn has one breakpoint on it.
+    let one = request(&msgs[..1], &[], "anthropic/claude-sonnet-4-5");
+    let body = request_body("claude-sonnet-4-5", &one, None);
+    assert_eq!(breakpoints(&body).len(), 2, "{body}");
 }
