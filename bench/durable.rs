@@ -168,6 +168,7 @@ fn doc() -> Trajectory {
         messages: vec![Message::new(Role::User, "fix the failing test", 0)],
         output: Value::Null,
         resumed_from: None,
+        lineage: None,
         cwd: None,
         worktree: None,
     }

@@ -481,6 +481,8 @@ fn child(case: &str, url: &str) {
         max_output_tokens: None,
         reasoning_effort: None,
         spec: "bench/m",
+        prompt_cache: tinyagent::model::PromptCache::On,
+        cache_key: None,
     };
     let model: Box<dyn Model> = if case.starts_with("ndjson") {
         let transport = HttpTransport::new(url, None, Auth::Bearer, &BTreeMap::new(), timeouts);

@@ -229,6 +229,8 @@ fn adapter_throughput(rt: &tokio::runtime::Runtime, model: &dyn Model, mb: f64) 
         max_output_tokens: None,
         reasoning_effort: None,
         spec: "bench/model",
+        prompt_cache: tinyagent::model::PromptCache::On,
+        cache_key: None,
     };
     (0..REPEATS)
         .map(|_| {

@@ -58,6 +58,7 @@ fn doc(run_id: &str) -> Trajectory {
         .unwrap(),
         output: Value::Null,
         resumed_from: None,
+        lineage: None,
         cwd: Some("/work/project".into()),
         worktree: None,
     }

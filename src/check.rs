@@ -172,6 +172,9 @@ pub(crate) async fn probe(target: &Target, emitter: &Emitter, limit: Duration) -
         max_output_tokens: Some(PROBE_MAX_OUTPUT_TOKENS),
         reasoning_effort: None,
         spec: member.spec.as_str(),
+        // A probe is far below any cache's minimum: nothing to ask.
+        prompt_cache: crate::prompt_cache::PromptCache::Off,
+        cache_key: None,
     };
     let place = Place {
         step: 0,

@@ -14,6 +14,7 @@ use serde_yaml::Value;
 use crate::budget::Period;
 use crate::duration;
 use crate::policy::{Cooldown, HedgeAfter};
+use crate::prompt_cache::PromptCache;
 use crate::wire_api::{ToolChoice, WireApi};
 
 /// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
@@ -23,6 +24,8 @@ use crate::wire_api::{ToolChoice, WireApi};
 pub(crate) struct FallbackEntry {
     pub model: String,
     pub max_output_tokens: Option<u32>,
+    /// `prompt_cache:` for this member alone (SPEC 25).
+    pub prompt_cache: Option<PromptCache>,
 }
 
 impl From<String> for FallbackEntry {
@@ -30,6 +33,7 @@ impl From<String> for FallbackEntry {
         FallbackEntry {
             model,
             max_output_tokens: None,
+            prompt_cache: None,
         }
     }
 }
@@ -48,12 +52,15 @@ impl<'de> Deserialize<'de> for FallbackEntry {
         struct Mapping {
             model: String,
             max_output_tokens: Option<u32>,
+            prompt_cache: Option<PromptCache>,
         }
         struct Entry;
         impl<'de> serde::de::Visitor<'de> for Entry {
             type Value = FallbackEntry;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a model spec, or {model: SPEC, max_output_tokens: N}")
+                f.write_str(
+                    "a model spec, or {model: SPEC, max_output_tokens: N, prompt_cache: on|off|1h}",
+                )
             }
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<FallbackEntry, E> {
                 Ok(FallbackEntry::from(text.to_string()))
@@ -66,6 +73,7 @@ impl<'de> Deserialize<'de> for FallbackEntry {
                 Ok(FallbackEntry {
                     model: m.model,
                     max_output_tokens: m.max_output_tokens,
+                    prompt_cache: m.prompt_cache,
                 })
             }
         }
@@ -118,6 +126,8 @@ pub(crate) struct Config {
     pub approval: Option<crate::approval_config::Mode>,
     /// Command prefixes that run without asking (SPEC 20).
     pub approval_allow: Option<Vec<crate::approval_config::AllowPrefix>>,
+    /// `prompt_cache: on | off | 1h` for every member (SPEC 25).
+    pub prompt_cache: Option<PromptCache>,
 }
 
 /// One entry of `budgets:`: `{usd: AMOUNT, per: PERIOD}` with `model` or
@@ -274,6 +284,8 @@ pub(crate) struct ModelConfig {
     pub cache_write_price: Option<f64>,
     pub context_window: Option<u64>,
     pub max_output_tokens: Option<u32>,
+    /// `prompt_cache:` for this model of the provider (SPEC 25).
+    pub prompt_cache: Option<PromptCache>,
 }
 
 /// `retry:`

@@ -25,6 +25,7 @@ pub(crate) mod mcp;
 pub mod model;
 pub(crate) mod paths;
 pub mod policy;
+pub(crate) mod prompt_cache;
 pub mod reason;
 pub(crate) mod regions;
 pub(crate) mod resume;

@@ -122,6 +122,10 @@ pub(crate) fn continue_run(cp: Checkpointed, new: NewRun) -> Continuation {
     } = cp;
     let old_status = doc.status;
     doc.resumed_from = Some(std::mem::replace(&mut doc.run_id, new.run_id.to_string()));
+    // A checkpoint from before lineages began its own.
+    if doc.lineage.is_none() {
+        doc.lineage = doc.resumed_from.clone();
+    }
     doc.tinyagent_version = env!("CARGO_PKG_VERSION").to_string();
     doc.fallback_models = new.fallback_models;
     doc.active_model = doc.model.clone();
@@ -234,6 +238,7 @@ mod tests {
             messages,
             output: Value::Null,
             resumed_from: None,
+            lineage: None,
             cwd: None,
             worktree: None,
         }
@@ -291,6 +296,8 @@ mod tests {
         assert_eq!(c.doc.steps, 2);
         assert_eq!(c.doc.run_id, "new");
         assert_eq!(c.doc.resumed_from.as_deref(), Some("old"));
+        assert_eq!(c.doc.lineage.as_deref(), Some("old"));
+        assert_eq!(c.doc.cache_key(), "tinyagent-old");
         assert_eq!(c.doc.active_model, "script/a");
         assert_eq!(c.doc.fallback_models, ["script/c"]);
         assert_eq!(c.doc.status, Status::Running);
@@ -309,6 +316,20 @@ mod tests {
             ]
         );
         assert!(c.answered.is_none());
+    }
+
+    #[test]
+    fn a_lineage_is_kept_across_resumes() {
+        let messages = vec![Message::new(Role::User, "t", 0)];
+        let mut second = doc(Status::Running, messages);
+        second.run_id = "second".into();
+        second.lineage = Some("first".into());
+        let c = continue_run(checkpointed(second, vec![]), new(Some("more")));
+        assert_eq!(c.doc.resumed_from.as_deref(), Some("second"));
+        assert_eq!(c.doc.lineage.as_deref(), Some("first"));
+        assert_eq!(c.doc.cache_key(), "tinyagent-first");
+        let fresh = doc(Status::Running, vec![]);
+        assert_eq!(fresh.cache_key(), "tinyagent-old");
     }
 
     #[test]

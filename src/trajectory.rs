@@ -97,6 +97,10 @@ pub struct Trajectory {
     pub output: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<String>,
+    /// The run id of the first run a resumed run continues (its lineage:
+    /// the prompt cache key stays the same across resumes, SPEC 25).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
     /// The worktree created by `--worktree`.
@@ -105,6 +109,16 @@ pub struct Trajectory {
 }
 
 impl Trajectory {
+    /// The `prompt_cache_key` of the run's lineage (SPEC 25): the same for
+    /// a run, its resumes and its follow-ups, another for every other run.
+    /// Made of run ids only, never of anything secret.
+    pub(crate) fn cache_key(&self) -> String {
+        format!(
+            "tinyagent-{}",
+            self.lineage.as_deref().unwrap_or(&self.run_id)
+        )
+    }
+
     /// The document of a new run, started now, with no messages yet.
     pub(crate) fn new(
         run_id: &str,
@@ -134,6 +148,7 @@ impl Trajectory {
             messages: Vec::new(),
             output: Value::Null,
             resumed_from: None,
+            lineage: None,
             cwd: Some(cwd.to_string()),
             worktree: None,
         }

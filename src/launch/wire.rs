@@ -210,10 +210,18 @@ fn chain(
     let health = health::for_run(settings.health_db.as_ref(), emitter);
     let budgets = BudgetBook::new(settings.budgets.clone(), health.clone());
     start_warnings::budgets(&budgets, &check::models(settings), emitter);
-    let chain = chain.with_health(health).with_budgets(budgets.clone());
+    let key = doc.cache_key();
+    let chain = chain
+        .with_health(health)
+        .with_budgets(budgets.clone())
+        .with_cache_key(key.clone());
     chain.restore_reply_caps(&doc.reply_caps);
     if let Some(sub) = jobs.subagent.as_mut() {
-        sub.chain = sub.chain.take().map(|c| c.with_budgets(budgets));
+        let key = format!("{key}-subagents");
+        sub.chain = sub
+            .chain
+            .take()
+            .map(|c| c.with_budgets(budgets).with_cache_key(key));
     }
     chain
 }

@@ -156,6 +156,9 @@ pub(crate) struct ChainModel {
     gate: Arc<Gate>,
     /// The hedges sent (SPEC 23) and the losers' costs to charge.
     hedge_log: HedgeLog,
+    /// The run lineage's `prompt_cache_key` (SPEC 25), the same for every
+    /// request of the run, its resumes and follow-ups.
+    cache_key: Option<String>,
 }
 
 /// The gate as `build` sets it up. A chain is set up before its first
@@ -206,7 +209,14 @@ impl ChainModel {
             switches: Vec::new(),
             gate: Arc::new(Gate::new(keys, retry, fallback, Health::off()).with_pacer(pacer)),
             hedge_log: HedgeLog::default(),
+            cache_key: None,
         }
+    }
+
+    /// Asks the APIs that take a `prompt_cache_key` for `key`'s cache.
+    pub(crate) fn with_cache_key(mut self, key: String) -> Self {
+        self.cache_key = Some(key);
+        self
     }
 
     /// Hedges late first events as `policy` says (SPEC 23; off by default).
@@ -305,6 +315,11 @@ impl ChainModel {
             max_output_tokens: self.gate.reply_budget(index, budget),
             reasoning_effort: prompt.reasoning_effort.filter(|_| same_provider),
             spec: member.spec.as_str(),
+            prompt_cache: member.prompt_cache,
+            cache_key: self
+                .cache_key
+                .as_deref()
+                .filter(|_| member.prompt_cache.is_on()),
         }
     }
 

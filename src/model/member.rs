@@ -4,7 +4,7 @@
 
 use super::price::Pricing;
 use super::spec::ModelSpec;
-use super::{Model, Response};
+use super::{Model, PromptCache, Response};
 use crate::health::{HealthKey, PaceKey};
 
 /// One model the run may ask, with what requests and records need to know
@@ -23,6 +23,8 @@ pub(crate) struct Member {
     pub pace_key: PaceKey,
     /// Its own reply budget (a `fallback_models` mapping), in place of the run's.
     pub reply_budget: Option<u32>,
+    /// How its requests ask for the prompt cache (SPEC 25).
+    pub prompt_cache: PromptCache,
 }
 
 impl Member {
@@ -47,6 +49,7 @@ impl Member {
             health_key,
             endpoint: None,
             reply_budget: None,
+            prompt_cache: PromptCache::On,
         }
     }
 
@@ -59,6 +62,12 @@ impl Member {
     /// Sets the member's own reply budget.
     pub(crate) fn with_reply_budget(mut self, budget: Option<u32>) -> Self {
         self.reply_budget = budget;
+        self
+    }
+
+    /// Sets how the member asks for the prompt cache.
+    pub(crate) fn with_prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.prompt_cache = cache;
         self
     }
 

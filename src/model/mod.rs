@@ -39,8 +39,8 @@ pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
 pub(crate) mod timed;
-pub(crate) mod usage_wire;
 pub(crate) mod unreachable;
+pub(crate) mod usage_wire;
 pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;
@@ -58,6 +58,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 pub use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec, Usage};
+pub use crate::prompt_cache::PromptCache;
 pub(crate) use error::ErrorClass;
 pub use error::ModelError;
 pub(crate) use wire::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
@@ -78,6 +79,11 @@ pub struct Request<'a> {
     pub reasoning_effort: Option<&'a str>,
     /// The spec of the model this request is for (set by the chain).
     pub spec: &'a str,
+    /// How this member asks for the prompt cache (SPEC 25; set by the chain).
+    pub prompt_cache: PromptCache,
+    /// The run lineage's `prompt_cache_key` for the APIs that take one;
+    /// `None` with `prompt_cache: off` (set by the chain).
+    pub cache_key: Option<&'a str>,
 }
 
 /// One step's request as the loop makes it, to whichever chain member

@@ -440,6 +440,8 @@ mod tests {
             max_output_tokens: Some(500),
             reasoning_effort: Some("low"),
             spec: "ollama/qwen3",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         };
         let body = request_body("qwen3", request.reply_budget(Some(300)), &request);
         assert_eq!(

@@ -128,7 +128,8 @@ pub(crate) fn build_member(
     .with_health_key(resolved.health_key())
     .with_pace_key(resolved.pace_key())
     .with_endpoint(endpoint)
-    .with_reply_budget(resolved.reply_budget))
+    .with_reply_budget(resolved.reply_budget)
+    .with_prompt_cache(resolved.prompt_cache))
 }
 
 /// An Azure OpenAI deployment. Deployments are the user's names: a reply

@@ -142,6 +142,8 @@ fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec], spec: &'a str) ->
         max_output_tokens: None,
         reasoning_effort: None,
         spec,
+        prompt_cache: crate::model::PromptCache::On,
+        cache_key: None,
     }
 }
 

@@ -13,7 +13,7 @@ use super::openai::{self, Dialect};
 use super::responses;
 use super::spec::WireOptions;
 use super::wire_cache::{WireBody, WireCache};
-use super::{Message, Request, Role, ToolCall, ToolSpec};
+use super::{Message, PromptCache, Request, Role, ToolCall, ToolSpec};
 
 const OWN: &str = "x/own";
 
@@ -228,6 +228,8 @@ fn request<'a>(
         max_output_tokens: None,
         reasoning_effort: effort,
         spec,
+        prompt_cache: PromptCache::On,
+        cache_key: None,
     }
 }
 
@@ -244,13 +246,21 @@ fn cached_bodies_are_the_uncached_bytes_step_after_step() {
     for paths in adapters() {
         // One cache across steps, the other spec and thinking on and off.
         for spec in [OWN, "y/other"] {
-            for effort in [None, Some("low")] {
+            for (effort, prompt_cache, cache_key) in [
+                (None, PromptCache::On, None),
+                (Some("low"), PromptCache::OneHour, Some("tinyagent-k")),
+                (None, PromptCache::Off, None),
+            ] {
                 for len in 0..=history.len() {
-                    let r = request(&history[..len], &tools, spec, effort);
+                    let r = Request {
+                        prompt_cache,
+                        cache_key,
+                        ..request(&history[..len], &tools, spec, effort)
+                    };
                     assert_same(
                         &paths,
                         &r,
-                        &format!("{len} messages for {spec}, {effort:?}"),
+                        &format!("{len} messages for {spec}, {effort:?}, {prompt_cache}"),
                     );
                     // The same request again, from kept bytes only.
                     assert_same(&paths, &r, &format!("{len} messages again"));

@@ -355,6 +355,8 @@ mod tests {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "script/t.yaml",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 

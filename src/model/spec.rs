@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::price::Pricing;
 use crate::health::{HealthKey, PaceKey};
+use crate::prompt_cache::PromptCache;
 /// Re-exported from the leaf `wire_api`, where the config reads them too.
 pub(crate) use crate::wire_api::{ToolChoice, WireApi};
 
@@ -141,6 +142,8 @@ pub(crate) struct ResolvedModel {
     /// A cloud member's region (Bedrock) or location (Vertex AI), for the
     /// warning about one this release does not know (SPEC 22).
     pub region: Option<String>,
+    /// `prompt_cache:` as it applies to this member (SPEC 25).
+    pub prompt_cache: PromptCache,
 }
 
 /// A member's credentials, found once (and shared by every member that
@@ -202,6 +205,7 @@ impl fmt::Debug for ResolvedModel {
             .field("credentials", &self.credentials)
             .field("api_version", &self.api_version)
             .field("region", &self.region)
+            .field("prompt_cache", &self.prompt_cache)
             .finish()
     }
 }
@@ -341,6 +345,7 @@ mod tests {
             credentials: None,
             api_version: None,
             region: None,
+            prompt_cache: PromptCache::On,
         };
         let text = format!("{resolved:?}");
         assert!(!text.contains("sk-secret-key") && !text.contains("header-secret"));

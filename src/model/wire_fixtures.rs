@@ -19,6 +19,8 @@ pub(crate) fn request<'a>(
         max_output_tokens: None,
         reasoning_effort: None,
         spec,
+        prompt_cache: super::PromptCache::On,
+        cache_key: None,
     }
 }
 

@@ -9,6 +9,7 @@ use crate::config::{Config, FallbackEntry, ProviderConfig};
 use crate::model::price::{builtin_price, Pricing};
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
+use crate::prompt_cache::PromptCache;
 use crate::resume::Checkpointed;
 use crate::setup::{Env, SetupError};
 
@@ -68,7 +69,9 @@ pub(super) fn run_chain(
     } else {
         config.fallback_models.as_deref().unwrap_or_default()
     };
-    let fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    let mut fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)?;
+    let mut primary = primary;
+    cache_settings(config, &mut primary, &mut fallbacks, entries);
     Ok((primary, fallbacks))
 }
 
@@ -85,14 +88,27 @@ fn session_chain(
     let primary = ModelSpec::parse(first).map_err(|e| SetupError(e.to_string()))?;
     let mut primary = resolve(primary, &config.providers, env, "model")?;
     primary.reply_budget = *budget;
+    // Each member keeps its own `fallback_models` entry's `prompt_cache`.
+    let configured = |model: &str| {
+        let entries = config.fallback_models.as_deref().unwrap_or_default();
+        entries
+            .iter()
+            .find(|e| e.model == model)
+            .and_then(|e| e.prompt_cache)
+    };
     let entries: Vec<FallbackEntry> = rest
         .iter()
         .map(|(model, budget)| FallbackEntry {
             model: model.clone(),
             max_output_tokens: *budget,
+            prompt_cache: configured(model),
         })
         .collect();
-    let fallbacks = resolve_chain(&primary.spec, &entries, &config.providers, env)?;
+    let mut fallbacks = resolve_chain(&primary.spec, &entries, &config.providers, env)?;
+    cache_settings(config, &mut primary, &mut fallbacks, &entries);
+    if let Some(own) = configured(first) {
+        primary.prompt_cache = own;
+    }
     Ok((primary, fallbacks))
 }
 
@@ -107,14 +123,11 @@ pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSett
     })?;
     let primary =
         ModelSpec::parse(text).map_err(|e| SetupError(format!("config subagents.model: {e}")))?;
-    let primary = resolve(primary, &config.providers, env, "subagents.model")?;
-    let fallbacks = resolve_chain(
-        &primary.spec,
-        sub.fallback_models.as_deref().unwrap_or_default(),
-        &config.providers,
-        env,
-    )
-    .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    let mut primary = resolve(primary, &config.providers, env, "subagents.model")?;
+    let entries = sub.fallback_models.as_deref().unwrap_or_default();
+    let mut fallbacks = resolve_chain(&primary.spec, entries, &config.providers, env)
+        .map_err(|e| SetupError(format!("config subagents.fallback_models: {e}")))?;
+    cache_settings(config, &mut primary, &mut fallbacks, entries);
     let step_limit = sub.step_limit.unwrap_or(defaults::SUBAGENT_STEP_LIMIT);
     if step_limit == 0 {
         return Err(SetupError(
@@ -126,6 +139,29 @@ pub(super) fn subagents(config: &Config, env: Env) -> Result<Option<SubagentSett
         fallbacks,
         step_limit,
     }))
+}
+
+/// Each member's `prompt_cache` (SPEC 25): its `fallback_models` entry's,
+/// else its named provider model's, else the config's, else `on`.
+fn cache_settings(
+    config: &Config,
+    primary: &mut ResolvedModel,
+    fallbacks: &mut [ResolvedModel],
+    entries: &[FallbackEntry],
+) {
+    let of = |member: &ResolvedModel, entry: Option<PromptCache>| {
+        entry
+            .or_else(|| {
+                let provider = config.providers.get(member.spec.provider())?;
+                provider.models.get(member.spec.model())?.prompt_cache
+            })
+            .or(config.prompt_cache)
+            .unwrap_or_default()
+    };
+    primary.prompt_cache = of(primary, None);
+    for (member, entry) in fallbacks.iter_mut().zip(entries) {
+        member.prompt_cache = of(member, entry.prompt_cache);
+    }
 }
 
 /// Resolves `spec`: a known provider whose key variable (if it has one) is
@@ -160,6 +196,7 @@ pub(crate) fn resolve(
             credentials: None,
             api_version: None,
             region: None,
+            prompt_cache: PromptCache::On,
             spec,
         };
         builtin_cloud(&mut resolved, env, what)?;
@@ -195,6 +232,7 @@ pub(crate) fn resolve(
             credentials: None,
             api_version: None,
             region: None,
+            prompt_cache: PromptCache::On,
             spec,
         };
         named_api(&mut resolved, p, env, what)?;
@@ -472,5 +510,30 @@ mod tests {
             e.0,
             "model 'local/m': the API key variable LOCAL_KEY is not set"
         );
+    }
+
+    #[test]
+    fn prompt_cache_the_most_specific_setting_wins() {
+        let config: crate::config::Config = serde_yaml::from_str(
+            "prompt_cache: 1h\nproviders:\n  gw:\n    api: openai\n    endpoint: http://127.0.0.1:9/v1\n    models:\n      off: {prompt_cache: off}\n      plain: {}\nfallback_models: [gw/plain, {model: gw/off, prompt_cache: on}, {model: openai/gpt-5, prompt_cache: off}]\n",
+        )
+        .unwrap();
+        let e = env(&[("OPENAI_API_KEY", "k")]);
+        let mut primary = resolve(spec("gw/off"), &config.providers, &e, "model").unwrap();
+        primary.spec = spec("gw/off");
+        let entries = config.fallback_models.clone().unwrap();
+        let mut chain =
+            resolve_chain(&spec("anthropic/x"), &entries, &config.providers, &e).unwrap();
+        cache_settings(&config, &mut primary, &mut chain, &entries);
+        assert_eq!(primary.prompt_cache, PromptCache::Off);
+        let got: Vec<PromptCache> = chain.iter().map(|m| m.prompt_cache).collect();
+        assert_eq!(
+            got,
+            [PromptCache::OneHour, PromptCache::On, PromptCache::Off]
+        );
+        let none = crate::config::Config::default();
+        let mut bare = resolve(spec("openai/gpt-5"), &none.providers, &e, "model").unwrap();
+        cache_settings(&none, &mut bare, &mut [], &[]);
+        assert_eq!(bare.prompt_cache, PromptCache::On);
     }
 }

@@ -25,6 +25,7 @@ fn doc() -> Trajectory {
         messages: vec![],
         output: Value::Null,
         resumed_from: None,
+        lineage: None,
         cwd: None,
         worktree: None,
     }

@@ -90,6 +90,10 @@ fn a_session_asks_runs_and_follows_up_in_the_same_conversation() {
     assert!(docs[0].get("resumed_from").is_none());
     assert_eq!(docs[1]["resumed_from"], docs[0]["run_id"]);
     assert_eq!(docs[2]["resumed_from"], docs[1]["run_id"]);
+    // One lineage, so one prompt cache key, for the whole session (SPEC 25).
+    assert!(docs[0].get("lineage").is_none());
+    assert_eq!(docs[1]["lineage"], docs[0]["run_id"]);
+    assert_eq!(docs[2]["lineage"], docs[0]["run_id"]);
     assert_eq!(
         user_messages(&docs[2]),
         ["first task", "line one\nline two", "line one\nline two"]

@@ -14,6 +14,7 @@ const LEAVES: &[&str] = &[
     "duration",
     "paths",
     "policy",
+    "prompt_cache",
     "reason",
     "setup",
     "suggest",

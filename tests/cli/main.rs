@@ -36,6 +36,7 @@ mod outage;
 mod outage_probes;
 mod oversized;
 mod pacing;
+mod prompt_cache;
 mod providers_anthropic;
 mod providers_azure;
 mod providers_bedrock;

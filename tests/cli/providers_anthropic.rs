@@ -88,7 +88,12 @@ fn a_tool_using_run_sends_the_documented_request_shape() {
     assert_eq!(body["model"], "claude-sonnet-4-5");
     assert_eq!(body["stream"], true);
     assert_eq!(body["max_tokens"], 16000);
-    assert!(body["system"].as_str().unwrap().len() > 20);
+    // The system prompt is one text block ending the stable prefix (SPEC 25).
+    assert!(body["system"][0]["text"].as_str().unwrap().len() > 20);
+    assert_eq!(
+        body["system"][0]["cache_control"],
+        json!({"type": "ephemeral"})
+    );
     assert!(body.get("thinking").is_none());
     let tools = body["tools"].as_array().unwrap();
     let write = tools

@@ -80,7 +80,8 @@ fn a_tool_run_signed_with_keys_from_the_environment() {
     assert_eq!(finished(&ev)["output"], "The note is written.");
     let responses = of_type(&ev, "model.response");
     assert_eq!(responses[0]["finish_reason"], "tool_calls");
-    assert_eq!(responses[0]["input_tokens"], 120);
+    // The fake counts the prompt (a quarter of its bytes): below any cache minimum.
+    assert!(responses[0]["input_tokens"].as_u64().unwrap() > 0);
     assert!(
         responses[0]["cost_usd"].as_f64().unwrap() > 0.0,
         "priced as claude-sonnet-4-5"

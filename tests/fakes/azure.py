@@ -22,7 +22,10 @@ Replies stream as Azure streams them (`stream: true`): a first chunk with
 empty `choices` and the prompt's `prompt_filter_results`, then
 `chat.completion.chunk`s whose choices carry `content_filter_results`, the
 finish chunk, a usage chunk when `stream_options.include_usage` asks for one,
-then `data: [DONE]`. `stream: false` gets one `chat.completion` body. Each
+then `data: [DONE]`. `stream: false` gets one `chat.completion` body. A
+`text`/`calls` reply without its own "usage" reports the prompt cache's as
+openai.py does (per model and `prompt_cache_key`, which Microsoft documents
+on `/openai/v1`): `prompt_tokens_details.cached_tokens`. Each
 request is appended to FILE as one JSON line: `{"method", "path", "query",
 "headers", "body"}` (header names lower-case).
 
@@ -58,6 +61,8 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import gemini  # the script of replies, shared
+import openai  # Chat Completions usage through the prompt cache, shared
+import prompt_cache
 
 SAFE = {
     "hate": {"filtered": False, "severity": "safe"},
@@ -298,7 +303,10 @@ class Handler(BaseHTTPRequestHandler):
             message = "The API deployment for this resource does not exist. If you created the deployment within the last 5 minutes, please wait a moment and try again."
             return self.send_json(404, azure_error(404, message, "DeploymentNotFound"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.answer(fake.script.take(body), model, body.get("stream", False), include_usage)
+        reply = fake.script.take(body)
+        if "usage" not in reply and set(reply) <= {"text", "calls", "finish"}:
+            reply = dict(reply, usage=openai.chat_usage(fake.cache, model, body, fake.log))
+        self.answer(reply, model, body.get("stream", False), include_usage)
 
     def authorized(self, headers, v1):
         fake = self.server.fake
@@ -345,6 +353,7 @@ class Fake:
         self.key = key
         self.token = token
         self.deployments = dict(d.split("=", 1) for d in deployments) if deployments else None
+        self.cache = prompt_cache.Implicit()
 
     def model_of(self, deployment):
         if not deployment:

@@ -30,6 +30,18 @@ is one of:
   {"stall_after_start": SECONDS}                     messageStart, silence
   {"hostile": "bad_crc" | "huge_length" | "unknown_header_type" |
               "lying_length" | "no_stop" | "trickle"}
+
+The prompt cache (`prompt_cache.Explicit`, one per model id): `cachePoint`
+blocks in `toolConfig.tools`, `system` and message contents are the
+checkpoints, `ttl` "5m" (default) or "1h". As Bedrock documents it, Claude
+caches tools, system and messages; Amazon Nova system and messages (a
+cachePoint among Nova's tools is refused); other models cache nothing.
+A `ValidationException` answers: a cachePoint for a model that does not
+cache, more than four, a ttl other than those two (or "1h" for a model
+without the one-hour cache: Claude before 4.5, Nova), or a longer ttl
+after a shorter one. A reply without its own "usage" reports the cache's:
+`inputTokens` (neither read nor written), `cacheReadInputTokens`,
+`cacheWriteInputTokens`.
 """
 import argparse
 import hashlib
@@ -43,6 +55,8 @@ import time
 import urllib.parse
 import uuid
 import zlib
+
+import prompt_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DEFAULT_CREDENTIALS = "AKIDTINYAGENTFAKE:tinyagent/fake/secret+key"
@@ -106,6 +120,76 @@ def reply_frames(reply):
     usage = reply.get("usage", {"inputTokens": 120, "outputTokens": 30, "totalTokens": 150})
     out.append(event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}}))
     return out
+
+
+class CacheRefused(ValueError):
+    """A request Bedrock refuses for its cache points."""
+
+
+def caches(model):
+    """What a model id caches: "all", "no_tools" (Nova) or None."""
+    if "anthropic.claude" in model:
+        return "all"
+    if "amazon.nova" in model:
+        return "no_tools"
+    return None
+
+
+def takes_one_hour(model):
+    """Claude Opus, Sonnet and Haiku 4.5 and later."""
+    if "anthropic.claude-" not in model:
+        return False
+    rest = model.split("anthropic.claude-", 1)[1].replace(":", "-").split("-")
+    if rest[0] not in ("opus", "sonnet", "haiku"):
+        return False
+    nums = [int(p) for p in rest[1:3] if p.isdigit() and len(p) <= 2]
+    return bool(nums) and (nums[0], nums[1] if len(nums) > 1 else 0) >= (4, 5)
+
+
+def min_tokens(model):
+    if "amazon.nova" in model:
+        return 1000
+    if any(m in model for m in ("opus-4-5", "opus-4-6", "opus-4-7", "haiku-4-5")):
+        return 4096
+    if "3-5-haiku" in model:
+        return 2048
+    return 1024
+
+
+def converse_blocks(body, model):
+    """The prompt as blocks (tools, system, messages) and its checkpoints
+    as (index of the block before it, ttl); CacheRefused when Bedrock
+    refuses them."""
+    blocks, points = [], []
+    kind = caches(model)
+
+    def walk(items, where, role=None):
+        for item in items or []:
+            if isinstance(item, dict) and "cachePoint" in item:
+                point = item["cachePoint"] or {}
+                if kind is None or (where == "tools" and kind != "all"):
+                    raise CacheRefused("You invoked an unsupported model or your request did not allow prompt caching. See the documentation for more information.")
+                ttl = point.get("ttl", "5m")
+                if point.get("type") != "default" or ttl not in prompt_cache.LIFETIMES:
+                    raise CacheRefused(f"Malformed input request: {where}: cachePoint type must be default and ttl 5m or 1h")
+                if ttl == "1h" and not takes_one_hour(model):
+                    raise CacheRefused("The model does not support the 1h TTL for prompt caching.")
+                if not blocks:
+                    raise CacheRefused(f"Malformed input request: {where}: a cachePoint must follow content")
+                points.append((len(blocks) - 1, ttl))
+            else:
+                blocks.append(dict(item, role=role) if role and isinstance(item, dict) else item)
+
+    walk((body.get("toolConfig") or {}).get("tools"), "tools")
+    walk(body.get("system"), "system")
+    for message in body.get("messages") or []:
+        walk(message.get("content"), "messages", message.get("role"))
+    if len(points) > 4:
+        raise CacheRefused(f"Malformed input request: too many cache points: {len(points)} (at most 4)")
+    for (_, before), (_, after) in zip(points, points[1:]):
+        if prompt_cache.LIFETIMES[after] > prompt_cache.LIFETIMES[before]:
+            raise CacheRefused("Malformed input request: cache point TTLs must not increase along tools, system and messages")
+    return blocks, points
 
 
 def sign_key(secret, date, region, service):
@@ -177,6 +261,20 @@ class Fake:
             akid, secret, *token = entry.split(":", 2)
             self.credentials[akid] = (secret, token[0] if token else None)
         self.bearers = set(args.bearer or [])
+        self.caches = {}
+
+    def cache_usage(self, model, body):
+        """The request's usage through the model's prompt cache."""
+        blocks, points = converse_blocks(body, model)
+        with self.lock:
+            cache = self.caches.setdefault(model, prompt_cache.Explicit(min_tokens(model)))
+        uncached, read, written, _ = cache.use(model, blocks, points)
+        usage = {"inputTokens": uncached, "outputTokens": 30, "totalTokens": uncached + read + written + 30}
+        if points:
+            usage["cacheReadInputTokens"] = read
+            usage["cacheWriteInputTokens"] = written
+        prompt_cache.record_usage(self.log, usage)
+        return usage
 
     def next_reply(self, body=None):
         """The next reply; with `"by_turn": true` in the script, the one the
@@ -247,7 +345,13 @@ def make_handler(fake):
                 return self.error(404, "UnknownOperationException", "unknown operation")
             if not isinstance(parsed, dict) or not parsed.get("messages"):
                 return self.error(400, "ValidationException", "Malformed input request: messages required")
+            try:
+                usage = fake.cache_usage(model, parsed)
+            except CacheRefused as e:
+                return self.error(400, "ValidationException", str(e))
             reply = fake.next_reply(parsed)
+            if set(reply) <= {"text", "tool_use", "stop"}:
+                reply = dict(reply, usage=usage)
             if "stall_before_headers" in reply:
                 time.sleep(reply["stall_before_headers"])
                 reply = fake.next_reply()

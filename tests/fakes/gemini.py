@@ -29,6 +29,13 @@ one repeated once the list is used up. A reply is one of:
     {"stall": SECONDS}              headers, then silence for SECONDS
     {"garbage": true}               a 200 stream of lines that are not JSON
 
+A `text`/`calls` reply without its own "usage" reports the implicit
+cache's (`prompt_cache.Implicit`, per model, from 1024 tokens on for Flash
+models and 4096 for the others, as Google documents them): the prompt's
+`promptTokenCount` (all of it) and `cachedContentTokenCount`, the longest
+prefix of whole parts (system instruction, tools, each content) an earlier
+request sent.
+
 Without a script each request is answered from cues in its last user text:
 `cue:resource_exhausted` (a 429 with a 1s retryDelay), `cue:unavailable`
 (503), `cue:stall` (silence for 30 s); anything else is a short text reply.
@@ -41,6 +48,8 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import prompt_cache
 
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -286,7 +295,10 @@ class Handler(BaseHTTPRequestHandler):
         if not self.authorized(entry):
             return
         model = path.rsplit("/", 1)[-1].split(":", 1)[0]
-        self.answer(fake.script.take(entry["body"]), model, ":streamGenerateContent" in path)
+        reply = fake.script.take(entry["body"])
+        if "usage" not in reply and set(reply) <= {"text", "calls", "signature", "finish", "finish_message"}:
+            reply = dict(reply, usage=fake.cache_usage(model, entry["body"]))
+        self.answer(reply, model, ":streamGenerateContent" in path)
 
     def handle_other(self, entry):
         """Requests a subclass serves itself (Vertex: tokens, Claude)."""
@@ -333,6 +345,24 @@ class Fake:
         self.log = log
         self.script = Script(script)
         self.key = key
+        self.caches = {}
+        self.lock = threading.Lock()
+
+    def cache_usage(self, model, body):
+        """A request's `usageMetadata` through the model's implicit cache."""
+        body = body if isinstance(body, dict) else {}
+        with self.lock:
+            least = 1024 if "flash" in model else 4096
+            cache = self.caches.setdefault(model, prompt_cache.Implicit(min_tokens=least, step=1))
+        blocks = [body.get("systemInstruction"), body.get("tools")] + list(body.get("contents") or [])
+        total, cached = cache.use(model, [b for b in blocks if b])
+        usage = {"promptTokenCount": total, "candidatesTokenCount": 12, "totalTokenCount": total + 12,
+                 "promptTokensDetails": [{"modality": "TEXT", "tokenCount": total}]}
+        if cached:
+            usage["cachedContentTokenCount"] = cached
+            usage["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": cached}]
+        prompt_cache.record_usage(self.log, usage)
+        return usage
 
 
 def serve(handler, fake, port):

@@ -10,7 +10,9 @@ Serves, as Google documents them:
 - `POST …/publishers/anthropic/models/{m}:streamRawPredict` (and
   `:rawPredict`): Anthropic Messages SSE (the body must carry an
   `anthropic_version`, documented as `"vertex-2023-10-16"`, and no `model`); a script reply
-  `{"text", "calls": [{"name", "args"}]}` is streamed as Anthropic events;
+  `{"text", "calls": [{"name", "args"}]}` is streamed as Anthropic events,
+  with anthropic.py's prompt cache and its usage (`cache_control` rules
+  and all, one cache per model);
   `{"http": N}`, `{"retry_delay"}` and `{"stall"}` as in gemini.py;
 - `POST /token`: an OAuth token endpoint taking a service account's signed
   JWT (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`) or a
@@ -43,6 +45,7 @@ import threading
 import time
 import urllib.parse
 
+import anthropic
 import gemini
 
 ISSUED = set()
@@ -57,29 +60,6 @@ def issue(prefix):
         token = f"{prefix}-{len(ISSUED) + len(SUBJECTS) + 1}"
         ISSUED.add(token)
     return token
-
-
-def anthropic_events(reply, model):
-    def ev(kind, **fields):
-        fields["type"] = kind
-        return f"event: {kind}\ndata: {json.dumps(fields)}\n\n"
-
-    out = [ev("message_start", message={"id": "msg_vrtx_1", "type": "message", "role": "assistant", "content": [], "model": model, "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 30, "output_tokens": 1}})]
-    index = 0
-    if reply.get("text"):
-        out.append(ev("content_block_start", index=index, content_block={"type": "text", "text": ""}))
-        out.append(ev("content_block_delta", index=index, delta={"type": "text_delta", "text": reply["text"]}))
-        out.append(ev("content_block_stop", index=index))
-        index += 1
-    for n, call in enumerate(reply.get("calls", [])):
-        out.append(ev("content_block_start", index=index, content_block={"type": "tool_use", "id": f"toolu_vrtx_{n}", "name": call["name"], "input": {}}))
-        out.append(ev("content_block_delta", index=index, delta={"type": "input_json_delta", "partial_json": json.dumps(call.get("args", {}))}))
-        out.append(ev("content_block_stop", index=index))
-        index += 1
-    stop = "tool_use" if reply.get("calls") else "end_turn"
-    out.append(ev("message_delta", delta={"stop_reason": stop, "stop_sequence": None}, usage={"output_tokens": 10}))
-    out.append(ev("message_stop"))
-    return out
 
 
 class Handler(gemini.Handler):
@@ -214,16 +194,16 @@ class Handler(gemini.Handler):
             self.start_stream()
             time.sleep(reply["stall"])
             return
-        events = anthropic_events(reply, model)
         if ":rawPredict" in entry["path"]:
             return self.send_json(400, {"error": "only streamed here"})
-        self.send_whole_stream("".join(events).encode())
+        self.server.fake.messages.answer(self, dict(body, stream=True), model, reply, "msg_vrtx_1")
 
 
 class Fake(gemini.Fake):
     def __init__(self, log, script, token_mode):
         super().__init__(log, script, None)
         self.token_mode = token_mode
+        self.messages = anthropic.Messages()
 
 
 def main():

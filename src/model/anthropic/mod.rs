@@ -233,6 +233,8 @@ mod bench {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "anthropic/claude-sonnet-4-5",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -7,15 +7,20 @@
 //! - Assistant tool calls become `tool_use` blocks with `input` objects.
 //! - Thinking blocks kept in `extra` (`{"anthropic": {"content": [...]}}`)
 //!   are replayed first, in order, but only to the model spec that made them.
-//! - The last message's last block carries `cache_control` so the prompt
-//!   prefix (tools, system, conversation) is cached from step to step.
+//! - Prompt caching (SPEC 25), unless `prompt_cache: off`: `cache_control`
+//!   on the last tool, on the system prompt (then a list of one text
+//!   block), on the last block of the conversation and on the last block
+//!   of the previous request (the user turn before the last reply): the
+//!   API's four breakpoints at most, all of one lifetime (`ttl: "1h"` with
+//!   `1h`), so tools, system and conversation are read from the cache step
+//!   to step, however many blocks a step adds.
 
 use serde_json::{json, Map, Value};
 
 use crate::model::spec::{WireApi, WireOptions};
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireBody, WireCache};
-use crate::model::{Message, Request, Role};
+use crate::model::{Message, PromptCache, Request, Role};
 
 /// `max_tokens` when neither the request nor the model config sets one.
 pub(super) const DEFAULT_MAX_TOKENS: u32 = 16_000;
@@ -140,6 +145,7 @@ fn body_bytes(
         let blocks = fill.get(slot).meta;
         if blocks.count > 0 {
             parts.push(Part {
+                index: parts.len(),
                 slot,
                 blocks,
                 message,
@@ -157,7 +163,12 @@ fn body_bytes(
     if vertex {
         on_vertex(&mut body);
     }
-    let last = parts.last().map(|p| p.slot);
+    let marked = marked_turn_ends(turns.clone().map(|turn| turn[0].blocks.assistant));
+    let ends: Vec<usize> = turns
+        .clone()
+        .map(|turn| turn[turn.len() - 1].index)
+        .collect();
+    let marked: Vec<usize> = marked.into_iter().map(|t| ends[t]).collect();
     fill.body(&body, "messages", |fill, array| {
         for turn in turns {
             let out = array.out();
@@ -174,19 +185,20 @@ fn body_bytes(
                 let entry = fill.get(part.slot);
                 let bytes = &entry.bytes;
                 match part.blocks.last {
-                    _ if Some(part.slot) != last => content.push_entry(entry),
+                    _ if !marked.contains(&part.index) => content.push_entry(entry),
+                    _ if !request.prompt_cache.is_on() => content.push_entry(entry),
                     LastBlock::Thinking => content.push_entry(entry),
                     LastBlock::Plain => {
                         let out = content.out();
                         out.extend_from_slice(&bytes[..bytes.len() - 1]);
                         out.extend_from_slice(br#","cache_control":"#);
-                        push_json(out, &cache_control());
+                        push_json(out, &cache_control(request.prompt_cache));
                         out.push(b'}');
                     }
                     LastBlock::Other => {
                         let mut blocks = message_blocks(request, part.message).1;
                         if let Some(block) = blocks.last_mut() {
-                            mark_for_caching(block);
+                            mark_for_caching(block, request.prompt_cache);
                         }
                         content.push_raw(&joined(&blocks));
                     }
@@ -198,8 +210,27 @@ fn body_bytes(
     })
 }
 
+/// The turns whose last block carries a breakpoint: the last turn, and
+/// the user turn before the last assistant turn, which ended the previous
+/// request (so a step that adds more blocks than the API looks back over,
+/// 20, still reads the previous step's prefix). Indexes into the turns.
+fn marked_turn_ends(assistant: impl Iterator<Item = bool>) -> Vec<usize> {
+    let assistant: Vec<bool> = assistant.collect();
+    let Some(last) = assistant.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    let previous = assistant
+        .iter()
+        .rposition(|&a| a)
+        .and_then(|a| a.checked_sub(1))
+        .filter(|&p| p != last && !assistant[p]);
+    previous.into_iter().chain([last]).collect()
+}
+
 /// A message of the history with blocks, for the cached path.
 struct Part<'a> {
+    /// Its place among the parts.
+    index: usize,
     slot: Slot,
     blocks: Blocks,
     message: &'a Message,
@@ -267,17 +298,25 @@ fn fields(
         }
         system.push_str(&m.content);
     }
-    if !system.is_empty() {
+    let cache = request.prompt_cache;
+    if !system.is_empty() && cache.is_on() {
+        // The end of the stable prefix: tools, then system (SPEC 25).
+        let block = json!({"type": "text", "text": system, "cache_control": cache_control(cache)});
+        body.insert("system".into(), json!([block]));
+    } else if !system.is_empty() {
         body.insert("system".into(), json!(system));
     }
     let thinking = thinking.filter(|_| can_think);
     body.insert("messages".into(), Value::Null);
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        if let (Some(Value::Object(last)), true) = (tools.last_mut(), cache.is_on()) {
+            last.insert("cache_control".into(), cache_control(cache));
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(budget) = thinking {
@@ -307,8 +346,10 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
             _ => out.push((role, blocks)),
         }
     }
-    if let Some(block) = out.last_mut().and_then(|(_, blocks)| blocks.last_mut()) {
-        mark_for_caching(block);
+    for turn in marked_turn_ends(out.iter().map(|(role, _)| *role == "assistant")) {
+        if let Some(block) = out[turn].1.last_mut() {
+            mark_for_caching(block, request.prompt_cache);
+        }
     }
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -333,16 +374,20 @@ fn is_thinking(block: &Value) -> bool {
     )
 }
 
-fn cache_control() -> Value {
-    json!({"type": "ephemeral"})
+/// A breakpoint's `cache_control`: the default five minutes, or an hour.
+fn cache_control(cache: PromptCache) -> Value {
+    match cache {
+        PromptCache::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+        _ => json!({"type": "ephemeral"}),
+    }
 }
 
 /// The last block of the conversation carries `cache_control`, unless it is
-/// a thinking block.
-fn mark_for_caching(block: &mut Value) {
-    if !is_thinking(block) {
+/// a thinking block or the cache is off.
+fn mark_for_caching(block: &mut Value, cache: PromptCache) {
+    if cache.is_on() && !is_thinking(block) {
         if let Some(map) = block.as_object_mut() {
-            map.insert("cache_control".into(), cache_control());
+            map.insert("cache_control".into(), cache_control(cache));
         }
     }
 }
@@ -408,6 +453,13 @@ fn assistant_blocks(request: &Request<'_>, message: &Message) -> Vec<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // The request places its own breakpoints: kept ones would pass the
+    // API's four (SPEC 25).
+    for block in &mut blocks {
+        if let Some(map) = block.as_object_mut() {
+            map.shift_remove("cache_control");
+        }
+    }
     if !message.content.is_empty() {
         blocks.push(json!({"type": "text", "text": message.content}));
     }

@@ -2,7 +2,8 @@
 //! one streaming POST per call to `{resource}/openai/v1/chat/completions`
 //! (the deployment named as `model`), or with an `api-version` to the
 //! classic `{resource}/openai/deployments/{deployment}/chat/completions?api-version=…`.
-//! The request is the OpenAI adapter's own wire form (`openai::request_bytes`);
+//! The request is the OpenAI adapter's own wire form (`openai::request_bytes`),
+//! its `prompt_cache_key` on `/openai/v1` only;
 //! `stream.rs` reads the reply through the OpenAI adapter's assembly, adding
 //! what Azure adds (its content filter), and `errors.rs` reads Azure's error
 //! responses (`retry-after-ms`, content filtering). The transport's
@@ -29,6 +30,9 @@ struct AzureForm {
     /// `/chat/completions`, with `?api-version=…` on the classic URL.
     path: String,
     cache: WireCache,
+    /// The classic URL (an `api-version`), whose older versions refuse a
+    /// `prompt_cache_key`: Microsoft documents it on `/openai/v1`.
+    classic: bool,
     /// Whether a reply is priced by the model it names (no price was
     /// configured for the deployment).
     price_by_reply: bool,
@@ -53,6 +57,7 @@ impl HttpModel {
         };
         let form = AzureForm {
             path,
+            classic: api_version.is_some(),
             cache: WireCache::default(),
             price_by_reply,
         };
@@ -86,11 +91,15 @@ impl AzureForm {
 impl WireForm for AzureForm {
     async fn exchange(&self, call: Call<'_>) -> Result<Response, ModelError> {
         let budget = call.request.reply_budget(call.output_cap);
+        let request = super::Request {
+            cache_key: call.request.cache_key.filter(|_| !self.classic),
+            ..*call.request
+        };
         let body = request_bytes(
             call.model,
             Dialect::OpenAi,
             budget,
-            call.request,
+            &request,
             call.wire,
             &self.cache,
         );

@@ -9,9 +9,11 @@
 //!   role merge into one message, as Converse wants roles to alternate.
 //! - Tools are `toolConfig.tools[].toolSpec` with `inputSchema.json`; the
 //!   reply budget is `inferenceConfig.maxTokens`.
+//! - `cachePoint` blocks where the model caches (`cache.rs`, SPEC 25).
 
 use serde_json::{json, Map, Value};
 
+use super::cache::{cache_point, Caching};
 use crate::model::spec::{ToolChoice, WireOptions};
 use crate::model::{Message, Request, Role};
 
@@ -39,8 +41,18 @@ pub(crate) fn request_body(
     configured_max: Option<u32>,
     wire: WireOptions,
 ) -> Value {
+    let caching = Caching::of(model_id, request.prompt_cache);
+    let point = || cache_point(model_id, request.prompt_cache);
+    let mut messages = messages(request);
+    if caching.system_and_messages() {
+        for at in marked_messages(&messages) {
+            if let Some(content) = messages[at]["content"].as_array_mut() {
+                content.push(point());
+            }
+        }
+    }
     let mut body = Map::new();
-    body.insert("messages".into(), Value::Array(messages(request)));
+    body.insert("messages".into(), Value::Array(messages));
     let mut system = request.system.to_string();
     for m in request.messages.iter().filter(|m| m.role == Role::System) {
         if !system.is_empty() {
@@ -48,7 +60,9 @@ pub(crate) fn request_body(
         }
         system.push_str(&m.content);
     }
-    if !system.is_empty() {
+    if !system.is_empty() && caching.system_and_messages() {
+        body.insert("system".into(), json!([{"text": system}, point()]));
+    } else if !system.is_empty() {
         body.insert("system".into(), json!([{"text": system}]));
     }
     let max_tokens = request
@@ -59,7 +73,7 @@ pub(crate) fn request_body(
         body.insert("inferenceConfig".into(), json!({"maxTokens": max}));
     }
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| {
@@ -70,6 +84,9 @@ pub(crate) fn request_body(
                 }})
             })
             .collect();
+        if caching.tools() {
+            tools.push(point());
+        }
         let mut config = Map::new();
         config.insert("tools".into(), Value::Array(tools));
         match wire.tool_choice {
@@ -107,6 +124,21 @@ fn messages(request: &Request<'_>) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
+}
+
+/// The messages that end with a `cachePoint`: the last, and the user
+/// message before the last assistant one, which ended the previous
+/// request (so a step adding many blocks still reads that prefix).
+fn marked_messages(messages: &[Value]) -> Vec<usize> {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    let previous = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .and_then(|a| a.checked_sub(1))
+        .filter(|&p| p != last && messages[p]["role"] == "user");
+    previous.into_iter().chain([last]).collect()
 }
 
 /// A text block; Converse refuses empty ones.
@@ -168,7 +200,7 @@ fn block_id(id: &str) -> String {
 mod tests {
     use super::*;
     use crate::model::wire_fixtures::call;
-    use crate::model::ToolSpec;
+    use crate::model::{PromptCache, ToolSpec};
 
     fn request<'a>(messages: &'a [Message], tools: &'a [ToolSpec]) -> Request<'a> {
         Request {
@@ -179,6 +211,8 @@ mod tests {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 
@@ -210,15 +244,19 @@ mod tests {
                 tool_choice: Some(ToolChoice::Required),
             },
         );
-        assert_eq!(body["system"], json!([{"text": "be brief"}]));
+        let point = json!({"cachePoint": {"type": "default"}});
+        assert_eq!(body["system"], json!([{"text": "be brief"}, point]));
         assert_eq!(body["inferenceConfig"], json!({"maxTokens": 16000}));
         assert_eq!(
             body["toolConfig"],
-            json!({"tools": [{"toolSpec": {"name": "bash", "description": "run", "inputSchema": {"json": {"type": "object"}}}}], "toolChoice": {"any": {}}})
+            json!({"tools": [{"toolSpec": {"name": "bash", "description": "run", "inputSchema": {"json": {"type": "object"}}}}, point], "toolChoice": {"any": {}}})
         );
         let m = body["messages"].as_array().unwrap();
         assert_eq!(m.len(), 3);
-        assert_eq!(m[0], json!({"role": "user", "content": [{"text": "task"}]}));
+        assert_eq!(
+            m[0],
+            json!({"role": "user", "content": [{"text": "task"}, point]})
+        );
         assert_eq!(
             m[1],
             json!({"role": "assistant", "content": [
@@ -233,8 +271,88 @@ mod tests {
                 {"toolResult": {"toolUseId": "toolu_1", "content": [{"text": "a.txt"}]}},
                 {"toolResult": {"toolUseId": "call_2", "content": [{"text": "(no output)"}]}},
                 {"text": "keep going"},
+                point,
             ]})
         );
+    }
+
+    /// The `cachePoint` blocks of a body, by where they are.
+    fn points(body: &Value) -> Vec<String> {
+        let mut at = Vec::new();
+        let mut look = |name: &str, list: &Value| {
+            for (i, block) in list.as_array().into_iter().flatten().enumerate() {
+                if let Some(point) = block.get("cachePoint") {
+                    at.push(format!("{name}/{i} {point}"));
+                }
+            }
+        };
+        look("tools", &body["toolConfig"]["tools"]);
+        look("system", &body["system"]);
+        for (i, m) in body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            look(&format!("messages/{i}"), &m["content"]);
+        }
+        at
+    }
+
+    #[test]
+    fn cache_points_by_model_and_setting() {
+        let c1 = call("toolu_1", json!({"command": "ls"}));
+        let msgs = vec![
+            Message::new(Role::User, "task", 0),
+            Message {
+                tool_calls: vec![c1.clone()],
+                ..Message::new(Role::Assistant, "", 1)
+            },
+            Message::tool_result(&c1, "a.txt", 1),
+        ];
+        let tools = [ToolSpec {
+            name: "bash".into(),
+            description: "run".into(),
+            parameters: json!({"type": "object"}),
+        }];
+        let body = |id: &str, cache: PromptCache| {
+            let r = Request {
+                prompt_cache: cache,
+                ..request(&msgs, &tools)
+            };
+            points(&request_body(id, &r, None, WireOptions::default()))
+        };
+        let claude = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+        let five = r#"{"type":"default"}"#;
+        let hour = r#"{"type":"default","ttl":"1h"}"#;
+        assert_eq!(
+            body(claude, PromptCache::On),
+            [
+                format!("tools/1 {five}"),
+                format!("system/1 {five}"),
+                format!("messages/0/1 {five}"),
+                format!("messages/2/1 {five}")
+            ]
+        );
+        assert_eq!(
+            body(claude, PromptCache::OneHour),
+            [
+                format!("tools/1 {hour}"),
+                format!("system/1 {hour}"),
+                format!("messages/0/1 {hour}"),
+                format!("messages/2/1 {hour}")
+            ]
+        );
+        assert_eq!(
+            body("us.amazon.nova-pro-v1:0", PromptCache::OneHour),
+            [
+                format!("system/1 {five}"),
+                format!("messages/0/1 {five}"),
+                format!("messages/2/1 {five}")
+            ]
+        );
+        assert!(body("meta.llama3-70b-instruct-v1:0", PromptCache::On).is_empty());
+        assert!(body(claude, PromptCache::Off).is_empty());
     }
 
     #[test]

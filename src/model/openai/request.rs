@@ -1,6 +1,7 @@
 //! Translates a provider-neutral `Request` into a Chat Completions request
 //! body: messages, tools, the reply budget and reasoning effort, in the
-//! parameter names of each OpenAI-compatible dialect.
+//! parameter names of each OpenAI-compatible dialect; the run lineage's
+//! `prompt_cache_key` (SPEC 25) for OpenAI and named providers.
 
 use serde_json::{json, Map, Value};
 
@@ -16,6 +17,13 @@ impl Dialect {
             Dialect::OpenAi => "max_completion_tokens",
             Dialect::OpenRouter | Dialect::Compatible => "max_tokens",
         }
+    }
+
+    /// Whether the request carries the run's `prompt_cache_key`: OpenAI's
+    /// and a named provider's (OpenAI-compatible servers ignore what they
+    /// do not know); OpenRouter routes by its own rules.
+    fn takes_cache_key(self) -> bool {
+        self != Dialect::OpenRouter
     }
 }
 
@@ -79,6 +87,9 @@ fn fields(
     }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
+    if let Some(key) = request.cache_key.filter(|_| dialect.takes_cache_key()) {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if let Some(budget) = budget {
         body.insert(dialect.budget_field().into(), json!(budget));
     }
@@ -189,6 +200,8 @@ mod tests {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "openai/gpt-5",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 
@@ -263,5 +276,34 @@ mod tests {
         let gateway = request_body("qwen", Dialect::Compatible, Some(900), &req);
         assert_eq!(gateway["max_tokens"], 900);
         assert_eq!(gateway["reasoning_effort"], "high");
+    }
+
+    #[test]
+    fn the_run_key_goes_to_openai_and_named_servers_not_openrouter() {
+        let msgs = conversation();
+        let base = crate::model::wire_fixtures::request(&msgs, &[], "openai/gpt-5");
+        let keyed = Request {
+            cache_key: Some("tinyagent-run-1"),
+            ..base
+        };
+        for dialect in [Dialect::OpenAi, Dialect::Compatible] {
+            let body = request_body("gpt-5", dialect, None, &keyed);
+            assert_eq!(body["prompt_cache_key"], "tinyagent-run-1", "{dialect:?}");
+            let cache = WireCache::default();
+            let bytes = request_bytes(
+                "gpt-5",
+                dialect,
+                None,
+                &keyed,
+                WireOptions::default(),
+                &cache,
+            );
+            assert_eq!(serde_json::from_slice::<Value>(&bytes.bytes).unwrap(), body);
+            assert!(request_body("gpt-5", dialect, None, &base)
+                .get("prompt_cache_key")
+                .is_none());
+        }
+        let body = request_body("x/y", Dialect::OpenRouter, None, &keyed);
+        assert!(body.get("prompt_cache_key").is_none());
     }
 }

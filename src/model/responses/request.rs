@@ -8,6 +8,7 @@
 //!   are replayed before the assistant's items, but only to the model spec
 //!   that produced them, and without their ids: with `store: false` the
 //!   server keeps nothing an id could refer to.
+//! - The run lineage's `prompt_cache_key` (SPEC 25), unless `prompt_cache: off`.
 
 use serde_json::{json, Map, Value};
 
@@ -81,6 +82,9 @@ fn fields(model: &str, request: &Request<'_>, configured_max: Option<u32>) -> Ma
     }
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
+    if let Some(key) = request.cache_key {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if reasons {
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
@@ -159,6 +163,8 @@ mod tests {
             max_output_tokens: Some(4000),
             reasoning_effort: Some("medium"),
             spec,
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         }
     }
 
@@ -251,5 +257,23 @@ mod tests {
         let body = request_body("gpt-5", &request(&msgs, &[], "x/y"), Some(100));
         assert_eq!(body["input"][0]["arguments"], "{\"command\": ");
         assert_eq!(body["max_output_tokens"], 4000);
+    }
+
+    #[test]
+    fn the_run_key_is_sent_when_the_chain_gives_one() {
+        let msgs = [Message::new(Role::User, "go", 0)];
+        let base = crate::model::wire_fixtures::request(&msgs, &[], "responses/gpt-5");
+        assert!(request_body("gpt-5", &base, None)
+            .get("prompt_cache_key")
+            .is_none());
+        let keyed = Request {
+            cache_key: Some("tinyagent-run-1"),
+            ..base
+        };
+        let body = request_body("gpt-5", &keyed, None);
+        assert_eq!(body["prompt_cache_key"], "tinyagent-run-1");
+        let cache = WireCache::default();
+        let bytes = request_bytes("gpt-5", &keyed, None, WireOptions::default(), &cache);
+        assert_eq!(serde_json::from_slice::<Value>(&bytes.bytes).unwrap(), body);
     }
 }

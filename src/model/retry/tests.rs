@@ -44,6 +44,8 @@ fn request(spec: &str) -> Request<'_> {
         max_output_tokens: None,
         reasoning_effort: None,
         spec,
+        prompt_cache: crate::model::PromptCache::On,
+        cache_key: None,
     }
 }
 

@@ -90,6 +90,19 @@ impl FakeCloud {
             .map(|l| serde_json::from_str(l).expect("fake log line is JSON"))
             .collect()
     }
+
+    /// The usage the fake answered through its prompt cache, one per
+    /// answer, in order (`FILE.usage`, tests/fakes/prompt_cache.py).
+    pub fn usages(&self) -> Vec<Value> {
+        let mut path = self.log.clone().into_os_string();
+        path.push(".usage");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("fake usage line is JSON"))
+            .collect()
+    }
 }
 
 impl Drop for FakeCloud {

@@ -256,6 +256,8 @@ mod paced_loop {
             max_output_tokens: None,
             reasoning_effort: None,
             spec: "script/x",
+            prompt_cache: crate::model::PromptCache::On,
+            cache_key: None,
         };
         let started = std::time::Instant::now();
         let answer = request_with_retries(&member, &request, ctx, &gate.turn(0, 10)).await;
