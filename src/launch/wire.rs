@@ -182,6 +182,7 @@ fn announce(
         settings.cost_limit,
         emitter,
     );
+    start_warnings::hedging(settings.hedge.after, settings.fallbacks.len(), emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(doc, settings, emitter);
     }

@@ -99,3 +99,101 @@ fn an_unstreamed_reply_that_arrives_first_wins_the_race() {
     );
     assert!(original.7 > 0.0);
 }
+
+/// The run's stderr and exit code for `args` with a scripted primary.
+fn scripted(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let a = env.script("a.yaml", "- text: hi\n");
+    let out = env
+        .cmd()
+        .args(["-m", &a])
+        .args(args)
+        .arg("t")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn hedge_after_below_100ms_is_refused_saying_what_is_accepted() {
+    let env = TestEnv::new();
+    let accepted = "give a duration of at least 100ms such as 2s, auto or off";
+    for value in ["0s", "1ms", "99ms", "0", "-1s", "soon", "5"] {
+        let (code, stderr) = scripted(&env, &["--hedge-after", value]);
+        assert_eq!(code, Some(2), "{value}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{value}: {stderr}");
+        assert!(
+            stderr.starts_with("tinyagent: error: --hedge-after: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&format!("'{value}'")), "{stderr}");
+        assert!(stderr.contains(accepted), "{value}: {stderr}");
+        assert!(!stderr.contains("tip"), "{stderr}");
+    }
+    for yaml in [
+        "fallback: {hedge_after: 0s}\n",
+        "fallback: {hedge_after: 50ms}\n",
+        "fallback: {hedge_after: 0}\n",
+    ] {
+        let file = env.write("c.yaml", yaml);
+        let (code, stderr) = scripted(&env, &["-c", file.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{yaml}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("c.yaml"), "{stderr}");
+        assert!(stderr.contains("fallback.hedge_after"), "{stderr}");
+        assert!(stderr.contains(accepted), "{yaml}: {stderr}");
+    }
+    let (code, stderr) = scripted(
+        &env,
+        &[
+            "--hedge-after",
+            "100ms",
+            "--fallback-model",
+            &env.script("b.yaml", "- text: b\n"),
+        ],
+    );
+    assert_eq!(code, Some(0), "100ms is accepted: {stderr}");
+}
+
+#[test]
+fn hedging_without_a_later_member_warns_once_that_it_does_nothing() {
+    let env = TestEnv::new();
+    for args in [
+        &["--hedge-after", "2s"][..],
+        &["--hedge-after", "auto"][..],
+    ] {
+        let (code, stderr) = scripted(&env, args);
+        assert_eq!(code, Some(0), "{stderr}");
+        let warned: Vec<_> = stderr
+            .lines()
+            .filter(|l| l.contains("does nothing") && l.contains("no fallback model"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{args:?}: {stderr}");
+    }
+    let a = env.script("a.yaml", "- text: hi\n");
+    let out = env
+        .cmd()
+        .args(["-m", &a, "--hedge-after", "2s", "--json", "t"])
+        .output()
+        .unwrap();
+    let events = crate::support::events(&out.stdout);
+    let warnings = of_type(&events, "warning");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--hedge-after"));
+    // With a later member, or with hedging off, no such warning.
+    let b = env.script("b.yaml", "- text: b\n");
+    for args in [
+        &["--hedge-after", "2s", "--fallback-model", &b][..],
+        &["--hedge-after", "off"][..],
+        &[][..],
+    ] {
+        let (code, stderr) = scripted(&env, args);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stderr.contains("does nothing"), "{args:?}: {stderr}");
+    }
+}
