@@ -160,10 +160,7 @@ fn hedge_after_below_100ms_is_refused_saying_what_is_accepted() {
 #[test]
 fn hedging_without_a_later_member_warns_once_that_it_does_nothing() {
     let env = TestEnv::new();
-    for args in [
-        &["--hedge-after", "2s"][..],
-        &["--hedge-after", "auto"][..],
-    ] {
+    for args in [&["--hedge-after", "2s"][..], &["--hedge-after", "auto"][..]] {
         let (code, stderr) = scripted(&env, args);
         assert_eq!(code, Some(0), "{stderr}");
         let warned: Vec<_> = stderr
