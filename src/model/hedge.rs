@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Accept, Attempted, Deadlines, Place, RequestCtx, Sending, Sent};
+use super::attempt::{Accept, Attempted, Cut, Deadlines, Place, RequestCtx, Sending, Sent};
 use super::gate::{HedgeTurn, PartnerAdmission};
 use super::member::Member;
 use super::{Request, StreamObserver, Usage};
 use crate::events::Event;
+use crate::reason::RequestOutcome;
 use crate::stop::StopCause;
 
 /// A hedge as the trajectory's `hedges` lists it.
@@ -107,6 +108,16 @@ pub(crate) struct Raced {
 enum RaceCut {
     Stopped(StopCause),
     Lost,
+}
+
+/// A loser's record says `hedged_out` from the start.
+impl Cut for RaceCut {
+    fn outcome(&self) -> RequestOutcome {
+        match self {
+            RaceCut::Stopped(cause) => cause.outcome(),
+            RaceCut::Lost => RequestOutcome::HedgedOut,
+        }
+    }
 }
 
 /// Who sent the first event; set once, from either side's first-event hook.
@@ -501,12 +512,10 @@ fn side_end(
                     cached_input_tokens: 0,
                 })
             });
-            record.outcome = "hedged_out".into();
             record.input_tokens = tokens;
             record.output_tokens = 0;
             record.cost_usd = cost;
             record.paced_ms = paced_ms;
-            record.response_model = None;
             partner.log.charge(member.spec.as_str(), cost);
             ctx.emitter.model_request(record);
             None
