@@ -106,12 +106,6 @@ impl fmt::Display for RequestOutcome {
     }
 }
 
-impl PartialEq<&str> for RequestOutcome {
-    fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
-    }
-}
-
 /// Why a run moved from one chain member to the next (SPEC 4 and 5). Its
 /// own reasons' wire names are the variants' in snake case; a failure's is
 /// the failure reason's.
