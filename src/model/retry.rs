@@ -1,6 +1,7 @@
-//! The retry loop: one per member and step. It sends the request (through
-//! `attempt::send_once`), classifies a failure, sleeps and asks the same
-//! model again. It decides nothing: before each request and after each
+//! The retry loop: one per member and step. It sends the request
+//! (`Turn::send`, through `attempt::Sending`, raced by `hedge.rs` when the
+//! turn may hedge), classifies a failure (`decide`), sleeps and asks the
+//! same model again. It decides nothing: before each request and after each
 //! transient failure it asks its `Referee` (the gate's `MemberTurn`), which
 //! says send, wait (a pacing wait, `provider.paced`) or move on, and how
 //! long to wait; it hands the referee each response's published limits.
