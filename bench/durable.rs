@@ -292,7 +292,7 @@ fn request_record(step: u32, attempt: u32) -> RequestRecord {
         started_at: "2026-01-01T00:00:00.000Z".into(),
         first_event_ms: Some(420),
         duration_ms: 3100,
-        outcome: "ok".into(),
+        outcome: tinyagent::reason::RequestOutcome::Ok,
         http_status: Some(200),
         paced_ms: 0,
         input_tokens: 12000,

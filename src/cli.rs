@@ -106,7 +106,8 @@ pub struct Cli {
     pub outage_wait: Option<String>,
 
     /// When the active model has sent no first stream event this long (e.g. 2s), also send the request to the next fallback model and take whichever answers first; auto learns the delay from the model's first-event times (config `fallback.hedge_after`; default off)
-    #[arg(long, value_name = "DURATION|auto|off")]
+    // Hyphen values reach the parser, which says what is accepted.
+    #[arg(long, value_name = "DURATION|auto|off", allow_hyphen_values = true)]
     pub hedge_after: Option<String>,
 
     /// Reply budget per model request (config `max_output_tokens`)

@@ -437,12 +437,29 @@ fn cooldown<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cooldown>, D::Erro
     d.deserialize_any(CooldownVisitor).map(Some)
 }
 
-/// `fallback.hedge_after` or `--hedge-after`: a duration, `auto` or `off`.
-pub(crate) fn parse_hedge_after(text: &str) -> Result<HedgeAfter, duration::DurationError> {
+/// The shortest `hedge_after` accepted: sooner hedges nearly every request.
+pub(crate) const MIN_HEDGE_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A `fallback.hedge_after` or `--hedge-after` value that is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HedgeAfterError {
+    #[error("'{0}' is not a duration: give a duration of at least 100ms such as 2s, auto or off")]
+    NotADuration(String),
+    #[error("'{0}' is too soon: give a duration of at least 100ms such as 2s, auto or off")]
+    TooSoon(String),
+}
+
+/// `fallback.hedge_after` or `--hedge-after`: a duration of at least
+/// `MIN_HEDGE_AFTER`, `auto` or `off`.
+pub(crate) fn parse_hedge_after(text: &str) -> Result<HedgeAfter, HedgeAfterError> {
     match text.trim() {
         "off" => Ok(HedgeAfter::Off),
         "auto" => Ok(HedgeAfter::Auto),
-        other => duration::parse(other).map(HedgeAfter::After),
+        other => match duration::parse(other) {
+            Ok(after) if after >= MIN_HEDGE_AFTER => Ok(HedgeAfter::After(after)),
+            Ok(_) => Err(HedgeAfterError::TooSoon(other.to_string())),
+            Err(_) => Err(HedgeAfterError::NotADuration(other.to_string())),
+        },
     }
 }
 
@@ -454,13 +471,13 @@ fn hedge_after<'de, D: Deserializer<'de>>(d: D) -> Result<Option<HedgeAfter>, D:
         Value::Bool(false) => "off".to_string(),
         _ => {
             return Err(serde::de::Error::custom(
-                "expected a duration such as 2s, auto or off",
+                "give a duration of at least 100ms such as 2s, auto or off",
             ))
         }
     };
     parse_hedge_after(&text)
         .map(Some)
-        .map_err(|e| serde::de::Error::custom(format!("{e}; or auto, or off")))
+        .map_err(serde::de::Error::custom)
 }
 
 /// `fallback.hedge_budget`: a percentage from `0%` to `100%`.

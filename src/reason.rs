@@ -32,8 +32,6 @@ pub enum FailureReason {
     Refusal,
     /// A request that could not be built or sent.
     Error,
-    /// A request cut short by a cancel or a limit (per-request records only).
-    Interrupted,
 }
 
 impl FailureReason {
@@ -77,6 +75,34 @@ impl From<&str> for FailureReason {
 impl PartialEq<&str> for FailureReason {
     fn eq(&self, other: &&str) -> bool {
         FailureReason::parse(other) == Some(*self)
+    }
+}
+
+/// How one request ended, as the request's record keeps it (SPEC 8
+/// `model_requests.outcome`, the trace's chat span): answered, failed for
+/// a reason of section 4, cut short by a cancel or a limit, or cut as the
+/// loser of a hedge (SPEC 23). Set once, where the request ends; its
+/// `Display` is the column's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestOutcome {
+    /// An answer (`ok`).
+    Ok,
+    /// A failure, named by its reason.
+    Failed(FailureReason),
+    /// Cut short by a cancel or a limit (`interrupted`).
+    Interrupted,
+    /// Cut as the loser of a hedge (`hedged_out`).
+    HedgedOut,
+}
+
+impl fmt::Display for RequestOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestOutcome::Ok => f.write_str("ok"),
+            RequestOutcome::Failed(reason) => reason.fmt(f),
+            RequestOutcome::Interrupted => f.write_str("interrupted"),
+            RequestOutcome::HedgedOut => f.write_str("hedged_out"),
+        }
     }
 }
 
@@ -178,13 +204,7 @@ mod tests {
             SwitchReason::parse("something_new"),
             SwitchReason::Other("something_new".into())
         );
-        for text in [
-            "context_overflow",
-            "refusal",
-            "error",
-            "interrupted",
-            "http_404",
-        ] {
+        for text in ["context_overflow", "refusal", "error", "http_404"] {
             assert_eq!(FailureReason::parse(text).unwrap().to_string(), text);
         }
         assert_eq!(FailureReason::parse("Timeout"), None);
@@ -192,6 +212,19 @@ mod tests {
         assert_eq!(FailureReason::parse("http_+50"), None);
         assert_eq!(FailureReason::parse("http_5030"), None);
         assert_eq!(FailureReason::parse("http_"), None);
+    }
+
+    #[test]
+    fn a_request_outcome_is_its_columns_value() {
+        for (outcome, text) in [
+            (RequestOutcome::Ok, "ok"),
+            (RequestOutcome::Failed(FailureReason::Http(503)), "http_503"),
+            (RequestOutcome::Failed(FailureReason::Timeout), "timeout"),
+            (RequestOutcome::Interrupted, "interrupted"),
+            (RequestOutcome::HedgedOut, "hedged_out"),
+        ] {
+            assert_eq!(outcome.to_string(), text);
+        }
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Warnings due before a run's first request about what its models cost:
 //! unpriced models under a cost limit, fallbacks dearer than the primary
-//! (SPEC sections 2 and 5), and budgets nearly spent or that cannot count a
-//! model's spend (SPEC 19), and cloud regions this release does not know
-//! (SPEC 22).
+//! (SPEC sections 2 and 5), budgets nearly spent or that cannot count a
+//! model's spend (SPEC 19), cloud regions this release does not know
+//! (SPEC 22), and hedging with nothing to hedge to (SPEC 23).
 
 use crate::events::Emitter;
 use crate::model::gate::BudgetBook;
 use crate::model::spec::{ResolvedModel, WireApi};
+use crate::policy::HedgeAfter;
 use crate::regions::{self, Cloud};
 
 /// The budgets' warnings for a run that may ask `models` (its chain and
@@ -34,6 +35,16 @@ pub(crate) fn prices(models: &[&ResolvedModel], cost_limit: Option<f64>, emitter
     }
     for warning in dearer_fallbacks(models) {
         emitter.warn(warning);
+    }
+}
+
+/// Hedging set on a run whose chain has no later member does nothing: one
+/// warning says so (SPEC 23).
+pub(crate) fn hedging(after: HedgeAfter, fallbacks: usize, emitter: &Emitter) {
+    if after != HedgeAfter::Off && fallbacks == 0 {
+        emitter.warn(
+            "hedging (--hedge-after, fallback.hedge_after) does nothing on this run: it has no fallback model to hedge to (add one with --fallback-model)",
+        );
     }
 }
 

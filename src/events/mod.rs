@@ -391,8 +391,9 @@ pub struct RequestRecord {
     /// Time from sending to the first stream event; `None` when none came.
     pub first_event_ms: Option<u64>,
     pub duration_ms: u64,
-    /// `ok` or the SPEC section 4 failure reason.
-    pub outcome: String,
+    /// How it ended: `ok`, a SPEC section 4 failure reason, `interrupted`
+    /// or `hedged_out`.
+    pub outcome: crate::reason::RequestOutcome,
     /// The response's status (200 for a success); `None` when no response came.
     pub http_status: Option<u16>,
     /// Time waited before sending it to stay under a rate limit (SPEC 17).

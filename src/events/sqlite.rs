@@ -381,7 +381,7 @@ fn write_request(tx: &Transaction, run_id: &str, r: &RequestRecord) -> rusqlite:
         r.started_at,
         r.first_event_ms.map(clamp),
         clamp(r.duration_ms),
-        r.outcome,
+        r.outcome.to_string(),
         r.http_status,
         clamp(r.paced_ms),
         clamp(r.input_tokens),

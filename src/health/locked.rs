@@ -15,6 +15,9 @@ impl PacingStore for LockedStore {
     fn hear(&mut self, _: &PaceKey, _: &Heard, _: Millis) -> Result<(), StoreError> {
         Err(StoreError("database is locked".into()))
     }
+    fn give_back(&mut self, _: &PaceKey, _: u64, _: Millis) -> Result<(), StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
 }
 impl HealthStore for LockedStore {
     fn read(&mut self, _: &HealthKey) -> Result<Record, StoreError> {

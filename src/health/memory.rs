@@ -48,6 +48,13 @@ impl PacingStore for MemoryStore {
         self.pacing.entry(key.clone()).or_default().hear(heard, now);
         Ok(())
     }
+
+    fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError> {
+        if let Some(record) = self.pacing.get_mut(key) {
+            record.give_back(tokens, now);
+        }
+        Ok(())
+    }
 }
 
 impl HealthStore for MemoryStore {
@@ -136,6 +143,11 @@ impl<S: PacingStore> PacingStore for std::sync::Arc<std::sync::Mutex<S>> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
             .hear(key, heard, now)
+    }
+    fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .give_back(key, tokens, now)
     }
 }
 

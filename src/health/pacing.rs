@@ -14,6 +14,10 @@
 //!   which limit is short and when it resets. A count whose reset has
 //!   passed starts again from its limit (a new count, whose reset the next
 //!   response tells), or is forgotten when its limit is unknown.
+//! - **give back**: a reservation for a request that was never sent (a
+//!   hedge admitted too late to go) returns its request and tokens to the
+//!   counts, never above a count's limit, and nothing to a count whose
+//!   reset has passed since (a new window owes it nothing).
 //! - **hear**: a response's figures may lower a count but never raise it
 //!   before its reset has passed (a reply read late must not give back
 //!   what other runs reserved since); the first response after a reset
@@ -142,6 +146,9 @@ pub trait PacingStore: Send {
     /// Folds what a response published into `key`'s record at `now`
     /// (`PaceRecord::hear`).
     fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError>;
+    /// Returns a reservation of one request and `tokens` tokens that was
+    /// never used to `key`'s record at `now` (`PaceRecord::give_back`).
+    fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError>;
 }
 
 impl Count {
@@ -219,6 +226,21 @@ impl PaceRecord {
             c.remaining = c.remaining.saturating_sub(tokens);
         }
         Reservation::Taken
+    }
+
+    /// Returns one request and `tokens` tokens a reservation took for a
+    /// request never sent: never above a count's limit, nothing to a count
+    /// past its reset (a new window owes the reservation nothing).
+    pub fn give_back(&mut self, tokens: u64, now: Millis) {
+        for (count, n) in [(&mut self.requests, 1), (&mut self.tokens, tokens)] {
+            if let Some(c) = count
+                .as_mut()
+                .filter(|c| c.reset_at.is_none_or(|r| r > now))
+            {
+                let raised = c.remaining.saturating_add(n);
+                c.remaining = c.limit.map_or(raised, |limit| raised.min(limit));
+            }
+        }
     }
 
     /// Folds a response's figures in at `now` (`Count::heard`).

@@ -132,6 +132,7 @@ struct Scripts {
     lease: Script,
     pace_reserve: Script,
     pace_hear: Script,
+    pace_give_back: Script,
 }
 
 /// Why a store could not be made or used, never holding the password.
@@ -176,6 +177,7 @@ impl RedisStore {
                 lease: Script::new(LEASE),
                 pace_reserve: Script::new(pacing::RESERVE),
                 pace_hear: Script::new(pacing::HEAR),
+                pace_give_back: Script::new(pacing::GIVE_BACK),
             },
         })
     }

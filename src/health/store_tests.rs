@@ -307,6 +307,65 @@ fn pacing_tokens(s: &mut dyn PacingStore) {
     );
 }
 
+/// A reservation never used is given back: never above the limit, and
+/// not to a count whose reset has passed; a key with no record is left
+/// without one.
+fn pacing_give_back(s: &mut dyn PacingStore) {
+    let k = pace_key("g1");
+    s.give_back(&k, 100, 500).unwrap();
+    assert_eq!(s.reserve(&k, 100, 501).unwrap(), Reservation::Taken);
+    let heard = Heard {
+        requests: Some(Published {
+            limit: Some(2),
+            remaining: 1,
+            reset_at: 10_000,
+        }),
+        tokens: Some(Published {
+            limit: Some(1_000),
+            remaining: 300,
+            reset_at: 10_000,
+        }),
+    };
+    s.hear(&k, &heard, 1_000).unwrap();
+    assert_eq!(s.reserve(&k, 300, 1_001).unwrap(), Reservation::Taken);
+    let spent = short(PaceLimit::Tokens, Some(10_000));
+    assert_eq!(s.reserve(&k, 1, 1_002).unwrap(), spent);
+    s.give_back(&k, 300, 1_003).unwrap();
+    // Back to one request and 300 tokens: taken once more, then short.
+    assert_eq!(s.reserve(&k, 300, 1_004).unwrap(), Reservation::Taken);
+    assert_eq!(s.reserve(&k, 1, 1_005).unwrap(), spent);
+    // Never above the limit: two give-backs of 900 leave 1 000 tokens and
+    // two requests.
+    s.give_back(&k, 900, 1_006).unwrap();
+    s.give_back(&k, 900, 1_007).unwrap();
+    assert_eq!(s.reserve(&k, 1_000, 1_008).unwrap(), Reservation::Taken);
+    assert_eq!(s.reserve(&k, 1, 1_009).unwrap(), spent);
+    // Past the reset the counts start a new window: nothing given back
+    // to them (two requests in it, not three).
+    s.give_back(&k, 100, 10_500).unwrap();
+    assert_eq!(s.reserve(&k, 0, 10_501).unwrap(), Reservation::Taken);
+    assert_eq!(s.reserve(&k, 0, 10_502).unwrap(), Reservation::Taken);
+    assert_eq!(
+        s.reserve(&k, 0, 10_503).unwrap(),
+        short(PaceLimit::Requests, None)
+    );
+}
+
+/// A lease held for no time at all (a probe lease given up unused) is
+/// free for another holder at once.
+fn lease_given_up(s: &mut dyn Store) {
+    s.mark_cooling(&key(), 10_000, "http_503", 1_000, 9)
+        .unwrap();
+    assert!(s.try_lease(&key(), 1, 11_000, 60_000).unwrap());
+    assert!(!s.try_lease(&key(), 2, 11_500, 60_000).unwrap());
+    assert!(s.try_lease(&key(), 1, 12_000, 0).unwrap());
+    assert!(!s.read(&key()).unwrap().leased_by_other(2, 12_000));
+    assert!(s.try_lease(&key(), 2, 12_000, 60_000).unwrap());
+    // Given up by another than its holder: the holder keeps it.
+    assert!(!s.try_lease(&key(), 1, 12_500, 0).unwrap());
+    assert!(s.read(&key()).unwrap().leased_by_other(1, 12_500));
+}
+
 fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     strikes_and_success(&mut *make());
     probe_lease(&mut *make());
@@ -315,6 +374,8 @@ fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     budget_spend(&mut *make());
     pacing_requests(&mut *make());
     pacing_tokens(&mut *make());
+    pacing_give_back(&mut *make());
+    lease_given_up(&mut *make());
     latency::first_events_keep_the_last_fifty(&mut *make());
 }
 

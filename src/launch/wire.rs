@@ -192,6 +192,7 @@ fn announce(
         emitter,
     );
     start_warnings::regions(&check::models(settings), emitter);
+    start_warnings::hedging(settings.hedge.after, settings.fallbacks.len(), emitter);
     if doc.resumed_from.is_some() {
         resume_limit_warnings(doc, settings, emitter);
     }

@@ -11,6 +11,8 @@ use super::ratelimit::RateLimits;
 use super::watch::{FirstEventHook, Watched, Watcher};
 use super::{FinishReason, ModelError, Request, Response, StreamObserver};
 use crate::events::RequestRecord;
+use crate::reason::RequestOutcome;
+use crate::stop::StopCause;
 
 /// Where a request happens: its step, the event emitter and the run's stop
 /// signal.
@@ -57,9 +59,28 @@ pub(crate) struct Sent {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Attempted<C> {
     Sent(Sent),
-    /// `cut` fired first: the request was dropped; its record has outcome
-    /// `interrupted`.
+    /// `cut` fired first: the request was dropped; its record's outcome is
+    /// the cut's (`Cut::outcome`).
     Cut(C, RequestRecord),
+}
+
+/// Why a request was cut, as its record says it ended.
+pub(crate) trait Cut {
+    fn outcome(&self) -> RequestOutcome;
+}
+
+/// The run's stop: a cancel or a limit.
+impl Cut for StopCause {
+    fn outcome(&self) -> RequestOutcome {
+        RequestOutcome::Interrupted
+    }
+}
+
+/// A cut that never fires (`--check`).
+impl Cut for std::convert::Infallible {
+    fn outcome(&self) -> RequestOutcome {
+        match *self {}
+    }
 }
 
 /// How long a request may take: its first-event deadline (the transport's
@@ -73,7 +94,7 @@ pub(crate) struct Deadlines {
 
 /// Sends `request` to `member` once, racing `cut` (the run's stop signal;
 /// `--check` gives one that never fires), under `deadlines`.
-pub(crate) async fn send_once<C>(
+pub(crate) async fn send_once<C: Cut>(
     member: &Member,
     request: &Request<'_>,
     observer: &dyn StreamObserver,
@@ -108,9 +129,9 @@ pub(crate) struct Sending<'a> {
 
 impl Sending<'_> {
     /// Sends the request once, racing `cut`; `on_first_event` is called at
-    /// its first stream event. A cut request's record has outcome
-    /// `interrupted` and what its response said so far.
-    pub(crate) async fn send<C>(
+    /// its first stream event. A cut request's record has the cut's outcome
+    /// and what its response said so far.
+    pub(crate) async fn send<C: Cut>(
         self,
         on_first_event: Option<FirstEventHook>,
         cut: impl Future<Output = C>,
@@ -139,7 +160,8 @@ impl Sending<'_> {
         let result = tokio::select! {
             sent = bounded => sent,
             cause = cut => {
-                let record = record(member, place, started, started_at, watcher.seen(), None);
+                let ended = Ended::Cut(cause.outcome());
+                let record = record(member, place, started, started_at, watcher.seen(), ended);
                 return Attempted::Cut(cause, record);
             }
         };
@@ -151,7 +173,14 @@ impl Sending<'_> {
         let first_event = watched
             .first_event
             .map(|t| t.saturating_duration_since(started));
-        let record = record(member, place, started, started_at, watched, Some(&result));
+        let record = record(
+            member,
+            place,
+            started,
+            started_at,
+            watched,
+            Ended::Replied(&result),
+        );
         Attempted::Sent(Sent {
             result,
             first_event,
@@ -185,32 +214,42 @@ fn millis(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
-/// The record of one request. A request cut short (`result` is `None`)
-/// has outcome `interrupted`. The status is the response's own whenever one
-/// came (SPEC 8): a 200 whose stream then dropped or carried an error is
-/// 200. Without HTTP (a script) a success is 200 and an error its own.
+/// How a request came to its end, for its record.
+#[derive(Clone, Copy)]
+enum Ended<'a> {
+    /// The model replied: an answer or an error.
+    Replied(&'a Result<Response, ModelError>),
+    /// It was cut, ending as `outcome`.
+    Cut(RequestOutcome),
+}
+
+/// The record of one request, its outcome set here once: `ok`, the
+/// failure's reason, or the cut's. The status is the response's own
+/// whenever one came (SPEC 8): a 200 whose stream then dropped or carried
+/// an error is 200. Without HTTP (a script) a success is 200 and an error
+/// its own.
 fn record(
     member: &Member,
     place: Place,
     started: Instant,
     started_at: SystemTime,
     watched: Watched,
-    result: Option<&Result<Response, ModelError>>,
+    ended: Ended<'_>,
 ) -> RequestRecord {
     let first_event = watched
         .first_event
         .map(|t| t.saturating_duration_since(started));
-    let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match result {
-        Some(Ok(response)) => (
-            "ok".to_string(),
+    let (outcome, http_status, input_tokens, output_tokens, cost_usd) = match ended {
+        Ended::Replied(Ok(response)) => (
+            RequestOutcome::Ok,
             Some(watched.status.unwrap_or(200)),
             response.usage.input_tokens,
             response.usage.output_tokens,
             member.cost(response),
         ),
-        None => ("interrupted".to_string(), watched.status, 0, 0, 0.0),
-        Some(Err(error)) => (
-            error.reason().to_string(),
+        Ended::Cut(outcome) => (outcome, watched.status, 0, 0, 0.0),
+        Ended::Replied(Err(error)) => (
+            RequestOutcome::Failed(error.reason()),
             watched.status.or_else(|| error.http_status()),
             0,
             0,
@@ -239,8 +278,9 @@ fn record(
         cached_input_tokens: cache_usage.cached_input_tokens,
         cache_write_tokens: cache_usage.cache_write_tokens,
         cost_usd,
-        response_model: result
-            .and_then(|r| r.as_ref().ok())
-            .and_then(|r| r.model.clone()),
+        response_model: match ended {
+            Ended::Replied(Ok(response)) => response.model.clone(),
+            _ => None,
+        },
     }
 }

@@ -16,11 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Accept, Attempted, Deadlines, Place, RequestCtx, Sending, Sent};
+use super::attempt::{Accept, Attempted, Cut, Deadlines, Place, RequestCtx, Sending, Sent};
 use super::gate::{HedgeTurn, PartnerAdmission};
 use super::member::Member;
 use super::{Request, StreamObserver, Usage};
 use crate::events::Event;
+use crate::reason::RequestOutcome;
 use crate::stop::StopCause;
 
 /// A hedge as the trajectory's `hedges` lists it.
@@ -107,6 +108,16 @@ pub(crate) struct Raced {
 enum RaceCut {
     Stopped(StopCause),
     Lost,
+}
+
+/// A loser's record says `hedged_out` from the start.
+impl Cut for RaceCut {
+    fn outcome(&self) -> RequestOutcome {
+        match self {
+            RaceCut::Stopped(cause) => cause.outcome(),
+            RaceCut::Lost => RequestOutcome::HedgedOut,
+        }
+    }
 }
 
 /// Who sent the first event; set once, from either side's first-event hook.
@@ -216,87 +227,32 @@ pub(crate) async fn race(
     let race = Arc::new(Race::default());
     let original_observer = SideObserver::new(Side::Original, &race, original.observer);
     let hedge_observer = SideObserver::new(Side::Hedge, &race, original.observer);
-    let sent_at = Instant::now();
-    let mut first: Option<Flight<'_>> = Some(Box::pin(
-        Sending {
-            observer: &original_observer,
-            ..original
-        }
-        .send(
-            Some(race.hook(Side::Original)),
-            cut(ctx, &race, Side::Original),
-        ),
-    ));
-    let mut second: Option<Flight<'_>> = None;
-    let mut timer = Some(Box::pin(tokio::time::sleep(partner.rules.after)));
-    // The partner's admission, on a blocking thread while the original is read.
-    let mut admitting: Option<Admitting> = None;
-    let mut original_end = None;
-    let mut hedge_end = None;
-    let mut hedge_deadline = Duration::ZERO;
-    let mut hedged = false;
-    let mut ended_first = None;
-    std::future::poll_fn(|cx| {
-        if timer
-            .as_mut()
-            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
-        {
-            timer = None;
-            if still_late(&original_end, &race, ctx) && within_budget(partner, ctx) {
-                admitting = Some(Box::pin(partner.rules.admission()));
-            }
-        }
-        if let Some(admitted) = admitting.as_mut().and_then(|a| ready(a.as_mut(), cx)) {
-            admitting = None;
-            // The original may have sent its first event meanwhile.
-            if still_late(&original_end, &race, ctx) {
-                if let Some(deadline) = partner.rules.admitted(admitted) {
-                    announce(partner, original.member, ctx, sent_at);
-                    hedged = true;
-                    hedge_deadline = deadline;
-                    let sending = hedge_sending(partner, &hedge_observer, ctx.step, deadline);
-                    second = Some(Box::pin(
-                        sending.send(Some(race.hook(Side::Hedge)), cut(ctx, &race, Side::Hedge)),
-                    ));
-                }
-            }
-        }
-        // Again while a poll set the winner: the loser is cut at its next.
-        loop {
-            let before = race.winner();
-            poll_side(&mut first, &mut original_end, cx);
-            poll_side(&mut second, &mut hedge_end, cx);
-            if ended_first.is_none() {
-                ended_first = match (&original_end, &hedge_end) {
-                    (Some(_), _) => Some(Side::Original),
-                    (None, Some(_)) => Some(Side::Hedge),
-                    (None, None) => None,
-                };
-            }
-            if race.winner() == before {
-                break;
-            }
-        }
-        // The original ended (no hedge goes after that, and an admission
-        // still running is left to end on its own) and so did the hedge,
-        // if one went.
-        if first.is_none() && second.is_none() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
-    let winner = race.winner();
-    if hedged {
-        settle(
-            partner,
-            original.member,
-            ctx,
-            winner,
-            &original_end,
-            &hedge_end,
-        );
+    let from = original.member;
+    let flight = Sending {
+        observer: &original_observer,
+        ..original
+    }
+    .send(
+        Some(race.hook(Side::Original)),
+        cut(ctx, &race, Side::Original),
+    );
+    let mut racing = Racing {
+        race: &race,
+        partner,
+        ctx,
+        from,
+        sent_at: Instant::now(),
+        first: Some(Box::pin(flight)),
+        second: None,
+        timer: Some(Box::pin(tokio::time::sleep(partner.rules.after))),
+        admitting: None,
+        ends: Ends::default(),
+    };
+    std::future::poll_fn(|cx| racing.poll(cx, &hedge_observer)).await;
+    let (winner, ends) = (race.winner(), racing.ends);
+    let hedge_deadline = ends.hedge_deadline;
+    if hedge_deadline.is_some() {
+        settle(partner, from, ctx, winner, &ends.original, &ends.hedge);
     }
     // A winner's held-back output goes out now (it normally went at once).
     match winner {
@@ -304,32 +260,142 @@ pub(crate) async fn race(
         Some(Side::Hedge) => hedge_observer.flush(),
         None => {}
     }
-    let (original, hedge) = recorded(
-        (original_end, hedge_end),
-        ended_first,
-        (original.member, partner),
-        ctx,
-        (paced_ms, hedge_deadline),
-    );
+    let timing = (paced_ms, hedge_deadline.unwrap_or_default());
+    let (original, hedge) = recorded(ends, (from, partner), ctx, timing);
     Raced {
         original,
         hedge,
         winner,
-        hedged,
+        hedged: hedge_deadline.is_some(),
+    }
+}
+
+/// What the race's two requests came to, as they end.
+#[derive(Default)]
+struct Ends {
+    original: Option<Attempted<RaceCut>>,
+    hedge: Option<Attempted<RaceCut>>,
+    /// Which ended first (their records go out in that order).
+    first: Option<Side>,
+    /// The hedge's first-event deadline, once one was sent.
+    hedge_deadline: Option<Duration>,
+}
+
+/// A race under way: the two requests in flight, the delay before a hedge
+/// and the partner's admission, and what has ended so far.
+struct Racing<'r, 'a> {
+    race: &'r Arc<Race>,
+    partner: &'r Partner<'a>,
+    ctx: RequestCtx<'r>,
+    from: &'r Member,
+    sent_at: Instant,
+    first: Option<Flight<'r>>,
+    second: Option<Flight<'r>>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The partner's admission, on a blocking thread while the original is
+    /// read.
+    admitting: Option<Admitting>,
+    ends: Ends,
+}
+
+impl<'r> Racing<'r, '_> {
+    /// One turn of the race: a hedge when the original is late, both sides
+    /// polled. Ready once the original ended (no hedge goes after that,
+    /// and an admission still running gives back what it took on its own)
+    /// and so did the hedge, if one went.
+    fn poll(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        hedge_observer: &'r SideObserver<'r>,
+    ) -> Poll<()> {
+        self.hedge_when_late(cx, hedge_observer);
+        self.poll_sides(cx);
+        if self.first.is_none() && self.second.is_none() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+
+    /// Once the delay ran out with the original still late and within the
+    /// budget, asks for the partner's admission; once admitted, with the
+    /// original still late, sends the hedge.
+    fn hedge_when_late(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        hedge_observer: &'r SideObserver<'r>,
+    ) {
+        let (partner, ctx) = (self.partner, self.ctx);
+        if self
+            .timer
+            .as_mut()
+            .is_some_and(|t| t.as_mut().poll(cx).is_ready())
+        {
+            self.timer = None;
+            if self.still_late() && within_budget(partner, ctx) {
+                self.admitting = Some(Box::pin(partner.rules.admission()));
+            }
+        }
+        let Some(admitted) = self.admitting.as_mut().and_then(|a| ready(a.as_mut(), cx)) else {
+            return;
+        };
+        self.admitting = None;
+        // The original may have sent its first event meanwhile; then the
+        // admission is dropped, giving back what it took.
+        if !self.still_late() {
+            return;
+        }
+        if let Some(deadline) = partner.rules.admitted(admitted) {
+            announce(partner, self.from, ctx, self.sent_at);
+            self.ends.hedge_deadline = Some(deadline);
+            let sending = hedge_sending(partner, hedge_observer, ctx.step, deadline);
+            self.second = Some(Box::pin(sending.send(
+                Some(self.race.hook(Side::Hedge)),
+                cut(ctx, self.race, Side::Hedge),
+            )));
+        }
+    }
+
+    /// Polls both sides, again while a poll set the winner: the loser is
+    /// cut at its next.
+    fn poll_sides(&mut self, cx: &mut std::task::Context<'_>) {
+        loop {
+            let before = self.race.winner();
+            poll_side(&mut self.first, &mut self.ends.original, cx);
+            poll_side(&mut self.second, &mut self.ends.hedge, cx);
+            if self.ends.first.is_none() {
+                self.ends.first = match (&self.ends.original, &self.ends.hedge) {
+                    (Some(_), _) => Some(Side::Original),
+                    (None, Some(_)) => Some(Side::Hedge),
+                    (None, None) => None,
+                };
+            }
+            if self.race.winner() == before {
+                break;
+            }
+        }
+    }
+
+    /// Whether the original is still without a first event and may be
+    /// hedged: not ended, not beaten, no cancel or limit pending.
+    fn still_late(&self) -> bool {
+        self.ends.original.is_none()
+            && self.race.winner().is_none()
+            && self.ctx.stop.pending().is_none()
     }
 }
 
 /// Both sides' ends with their records emitted, in the order the requests
-/// ended (`ended_first`); `paced_ms` is the original's pacing wait and
-/// `hedge_deadline` the hedge's first-event deadline.
+/// ended; `paced_ms` is the original's pacing wait and `hedge_deadline`
+/// the hedge's first-event deadline.
 fn recorded(
-    (mut original_end, mut hedge_end): (Option<Attempted<RaceCut>>, Option<Attempted<RaceCut>>),
-    ended_first: Option<Side>,
+    ends: Ends,
     (from, partner): (&Member, &Partner<'_>),
     ctx: RequestCtx<'_>,
     (paced_ms, hedge_deadline): (u64, Duration),
 ) -> (Option<Attempted<StopCause>>, Option<(Sent, Duration)>) {
-    let original_first = ended_first != Some(Side::Hedge);
+    let original_first = ends.first != Some(Side::Hedge);
+    let (mut original_end, mut hedge_end) = (ends.original, ends.hedge);
     let mut original = None;
     let mut hedge = None;
     for side in [original_first, !original_first] {
@@ -413,12 +479,6 @@ async fn cut(ctx: RequestCtx<'_>, race: &Race, side: Side) -> RaceCut {
     }
 }
 
-/// Whether the original is still without a first event and may be hedged:
-/// not ended, not beaten, no cancel or limit pending.
-fn still_late(original_end: &Option<Attempted<RaceCut>>, race: &Race, ctx: RequestCtx<'_>) -> bool {
-    original_end.is_none() && race.winner().is_none() && ctx.stop.pending().is_none()
-}
-
 /// Whether the run's hedge budget lets one more hedge go; its first
 /// refusal is the run's one warning.
 fn within_budget(partner: &Partner<'_>, ctx: RequestCtx<'_>) -> bool {
@@ -500,12 +560,10 @@ fn side_end(
                     ..Usage::default()
                 })
             });
-            record.outcome = "hedged_out".into();
             record.input_tokens = tokens;
             record.output_tokens = 0;
             record.cost_usd = cost;
             record.paced_ms = paced_ms;
-            record.response_model = None;
             partner.log.charge(member.spec.as_str(), cost);
             ctx.emitter.model_request(record);
             None

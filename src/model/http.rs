@@ -19,7 +19,7 @@ use super::error::classify_status;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
 use super::timed::{Framing, TimedStream};
-use super::watch::{first_event_deadline, note_response};
+use super::watch::{first_event_deadline, note_first_event, note_response};
 use super::ModelError;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
@@ -295,8 +295,9 @@ pub(crate) enum Reply {
 }
 
 /// Looks at a successful response's content type: a JSON body is read whole
-/// (at most `MAX_EVENT` bytes, under the first-event timeout), anything else
-/// is read as server-sent events.
+/// (at most `MAX_EVENT` bytes, under the first-event timeout) and is the
+/// request's first event once whole, anything else is read as server-sent
+/// events.
 pub(crate) async fn read_reply(
     response: reqwest::Response,
     sent: Instant,
@@ -325,7 +326,11 @@ pub(crate) async fn read_reply(
         }),
         Ok(Err(e)) => Err(network_error(&e)),
         Ok(Ok((_, true))) => Err(too_large("a reply body")),
-        Ok(Ok((body, false))) => Ok(Reply::Json(body)),
+        Ok(Ok((body, false))) => {
+            // A whole one-body reply is a whole event (SPEC 4): the first.
+            note_first_event();
+            Ok(Reply::Json(body))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! The retry loop: one per member and step. It sends the request (through
-//! `attempt::send_once`), classifies a failure, sleeps and asks the same
-//! model again. It decides nothing: before each request and after each
+//! The retry loop: one per member and step. It sends the request
+//! (`Turn::send`, through `attempt::Sending`, raced by `hedge.rs` when the
+//! turn may hedge), classifies a failure (`decide`), sleeps and asks the
+//! same model again. It decides nothing: before each request and after each
 //! transient failure it asks its `Referee` (the gate's `MemberTurn`), which
 //! says send, wait (a pacing wait, `provider.paced`) or move on, and how
 //! long to wait; it hands the referee each response's published limits.
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 mod hedged;
 
 pub(crate) use super::attempt::RequestCtx;
-use super::attempt::{Accept, Attempted, Deadlines, Place, Sending};
+use super::attempt::{Accept, Attempted, Deadlines, Place, Sending, Sent};
 use super::gate::{Admission, Failed, Halt, Referee, Timing, Verdict};
 use super::hedge::Partner;
 use super::member::Member;
@@ -184,58 +185,21 @@ pub(crate) async fn request_with_retries_from(
         let (paced, first_event_deadline) = admitted(referee, request.spec, ctx, attempt)
             .await
             .map_err(|failure| naming_last_failure(failure, failed_before.take()))?;
-        let paced_ms = paced.as_millis().min(u64::MAX as u128) as u64;
         let observer = AttemptObserver {
             ctx,
             produced: AtomicBool::new(false),
         };
-        let sending = Sending {
+        let admitted = Admitted {
+            attempt,
+            paced_ms: paced.as_millis().min(u64::MAX as u128) as u64,
+            first_event_deadline,
+        };
+        let turn = Turn {
             member,
-            request,
-            observer: &observer,
-            place: Place {
-                step: ctx.step,
-                attempt,
-            },
-            accept: Accept::NonEmpty,
-            deadlines: Deadlines {
-                first_event: Some(first_event_deadline),
-                whole: None,
-            },
+            ctx,
+            referee,
         };
-        // A race emits its requests' records itself.
-        let raced = hedge.is_some();
-        let sent = match hedge {
-            Some(partner) => {
-                let timing = (paced_ms, first_event_deadline);
-                let (hedged, sent) =
-                    hedged::attempt(sending, partner, ctx, referee, timing, &observer.produced)
-                        .await;
-                if hedged {
-                    // A hedge is never sent twice in a turn.
-                    hedge = None;
-                }
-                sent?
-            }
-            None => sending.send(None, ctx.stop.fired()).await,
-        };
-        let mut sent = match sent {
-            Attempted::Sent(sent) => sent,
-            Attempted::Cut(cause, mut record) => {
-                if !raced {
-                    record.paced_ms = paced_ms;
-                    ctx.emitter.model_request(record);
-                }
-                return Err(Failure::Stopped(cause));
-            }
-        };
-        if let Some(limits) = &sent.limits {
-            referee.heard(limits);
-        }
-        if !raced {
-            sent.record.paced_ms = paced_ms;
-            ctx.emitter.model_request(sent.record);
-        }
+        let sent = turn.send(request, &observer, admitted, &mut hedge).await?;
         let timing = Timing {
             first_event: sent.first_event,
             deadline: first_event_deadline,
@@ -254,6 +218,90 @@ pub(crate) async fn request_with_retries_from(
                 }
                 failed = Some((error, timing));
             }
+        }
+    }
+}
+
+/// An attempt the referee let through: its number, the pacing wait before
+/// it and its first-event deadline.
+#[derive(Clone, Copy)]
+struct Admitted {
+    attempt: u32,
+    paced_ms: u64,
+    first_event_deadline: Duration,
+}
+
+/// Whose turn the loop is: the member asked, where, and its referee.
+#[derive(Clone, Copy)]
+struct Turn<'a> {
+    member: &'a Member,
+    ctx: RequestCtx<'a>,
+    referee: &'a dyn Referee,
+}
+
+impl Turn<'_> {
+    /// Sends one admitted attempt, raced with `hedge` when there is one (a
+    /// hedge goes at most once a turn: `hedge` is then cleared), and hands
+    /// the referee the limits its response published. Returns the request
+    /// that came to an end, its record emitted; a cut one, or a hedge that
+    /// became the step's request, ends the turn.
+    async fn send(
+        self,
+        request: &Request<'_>,
+        observer: &AttemptObserver<'_>,
+        admitted: Admitted,
+        hedge: &mut Option<&Partner<'_>>,
+    ) -> Result<Sent, Failure> {
+        let Turn {
+            member,
+            ctx,
+            referee,
+        } = self;
+        let sending = Sending {
+            member,
+            request,
+            observer,
+            place: Place {
+                step: ctx.step,
+                attempt: admitted.attempt,
+            },
+            accept: Accept::NonEmpty,
+            deadlines: Deadlines {
+                first_event: Some(admitted.first_event_deadline),
+                whole: None,
+            },
+        };
+        let sent = match *hedge {
+            Some(partner) => {
+                let timing = (admitted.paced_ms, admitted.first_event_deadline);
+                let (hedged, sent) =
+                    hedged::attempt(sending, partner, ctx, referee, timing, &observer.produced)
+                        .await;
+                if hedged {
+                    *hedge = None;
+                }
+                // A race emits its requests' records itself.
+                sent?
+            }
+            None => {
+                let mut sent = sending.send(None, ctx.stop.fired()).await;
+                match &mut sent {
+                    Attempted::Sent(Sent { record, .. }) | Attempted::Cut(_, record) => {
+                        record.paced_ms = admitted.paced_ms;
+                        ctx.emitter.model_request(record.clone());
+                    }
+                }
+                sent
+            }
+        };
+        match sent {
+            Attempted::Sent(sent) => {
+                if let Some(limits) = &sent.limits {
+                    referee.heard(limits);
+                }
+                Ok(sent)
+            }
+            Attempted::Cut(cause, _) => Err(Failure::Stopped(cause)),
         }
     }
 }

@@ -51,8 +51,9 @@ pub(super) fn fallback(config: &Config, retry: &RetryPolicy) -> Result<FallbackP
 pub(super) fn hedge(cli: &Cli, config: &Config) -> Result<HedgePolicy, SetupError> {
     let defaults = HedgePolicy::default();
     let after = match &cli.hedge_after {
-        Some(text) => parse_hedge_after(text)
-            .map_err(|e| SetupError(format!("--hedge-after: {e}; or auto, or off")))?,
+        Some(text) => {
+            parse_hedge_after(text).map_err(|e| SetupError(format!("--hedge-after: {e}")))?
+        }
         None => config.fallback.hedge_after.unwrap_or(defaults.after),
     };
     Ok(HedgePolicy {

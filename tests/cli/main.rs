@@ -24,6 +24,7 @@ mod health_redis;
 mod hedging;
 mod hedging_auto;
 mod hedging_costs;
+mod hedging_edges;
 mod hooks;
 mod install;
 mod instructions;

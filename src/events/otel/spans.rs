@@ -24,6 +24,7 @@ use super::inbox::{Inbox, Note, LOOK_EVERY};
 use super::values::{as_i64, bounded, host_port, output_messages, timestamp, RunEnd};
 use crate::events::{Event, RequestRecord};
 use crate::exit::Status as RunStatus;
+use crate::reason::RequestOutcome;
 
 /// How long a flush at a run's end may export: a little less than the sink
 /// waits for its answer, so that the answer says why it failed.
@@ -324,12 +325,12 @@ impl Spans {
             KeyValue::new("tinyagent.step", i64::from(record.step)),
             KeyValue::new("tinyagent.cost_usd", record.cost_usd),
         ];
-        let ok = record.outcome == "ok";
+        let ok = record.outcome == RequestOutcome::Ok;
         if ok {
             let answered = record.response_model.clone().unwrap_or(model_id);
             attributes.push(KeyValue::new("gen_ai.response.model", answered));
         } else {
-            attributes.push(KeyValue::new("error.type", record.outcome.clone()));
+            attributes.push(KeyValue::new("error.type", record.outcome.to_string()));
         }
         if let Some((host, port)) = record.endpoint.as_deref().and_then(host_port) {
             attributes.push(KeyValue::new("server.address", host));
@@ -356,7 +357,7 @@ impl Spans {
                 run.pending_chat = Some((span, end));
             }
         } else {
-            span.set_status(Status::error(record.outcome.clone()));
+            span.set_status(Status::error(record.outcome.to_string()));
             span.end_with_timestamp(end);
         }
     }

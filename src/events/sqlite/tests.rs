@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::events::Emitter;
+use crate::reason::{FailureReason, RequestOutcome};
 
 fn columns(conn: &Connection, table: &str) -> Vec<String> {
     let mut stmt = conn
@@ -110,7 +111,7 @@ fn request_records_become_rows() {
         started_at: "2026-01-01T00:00:00.000Z".into(),
         first_event_ms: None,
         duration_ms: 12,
-        outcome: "http_503".into(),
+        outcome: RequestOutcome::Failed(FailureReason::Http(503)),
         http_status: Some(503),
         paced_ms: 0,
         input_tokens: 0,
@@ -124,7 +125,7 @@ fn request_records_become_rows() {
     emitter.child("kid").model_request(RequestRecord {
         attempt: 2,
         first_event_ms: Some(5),
-        outcome: "ok".into(),
+        outcome: RequestOutcome::Ok,
         http_status: Some(200),
         paced_ms: 1500,
         input_tokens: 10,

@@ -107,6 +107,23 @@ redis.call('PEXPIRE', KEYS[1], int(math.min(last - now, 172800000) + keep))
 return 1
 "#;
 
+/// `PaceRecord::give_back`. KEYS: the record hash. ARGV: now, tokens.
+pub(super) const GIVE_BACK: &str = r#"
+local now = tonumber(ARGV[1])
+local function int(x) return string.format('%d', x) end
+local function back(p, n)
+  local f = redis.call('HMGET', KEYS[1], p .. 'l', p .. 'r', p .. 't')
+  if not f[2] then return end
+  if f[3] and tonumber(f[3]) <= now then return end
+  local r = tonumber(f[2]) + n
+  if f[1] and tonumber(f[1]) < r then r = tonumber(f[1]) end
+  redis.call('HSET', KEYS[1], p .. 'r', int(r))
+end
+back('r', 1)
+back('t', tonumber(ARGV[2]))
+return 1
+"#;
+
 fn hash(key: &PaceKey) -> String {
     format!("{PREFIX}{}|{}|{}", key.model, key.endpoint, key.account)
 }
@@ -158,6 +175,13 @@ impl PacingStore for RedisStore {
         args.extend(published(heard.requests));
         args.extend(published(heard.tokens));
         let _: i64 = self.eval(&self.scripts.pace_hear, &[&hash], &args)?;
+        Ok(())
+    }
+
+    fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError> {
+        let hash = hash(key);
+        let args = [now.to_string(), tokens.to_string()];
+        let _: i64 = self.eval(&self.scripts.pace_give_back, &[&hash], &args)?;
         Ok(())
     }
 }

@@ -147,4 +147,12 @@ impl PacingStore for SqliteStore {
             ((), true)
         })
     }
+
+    fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError> {
+        self.with_pace_record(key, now, |record| {
+            let before = *record;
+            record.give_back(tokens, now);
+            ((), *record != before)
+        })
+    }
 }

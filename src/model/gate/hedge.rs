@@ -120,12 +120,49 @@ pub(crate) struct OverBudget {
 
 /// What the partner's admission said: the hedge may go with this
 /// first-event deadline (`None`: the partner may not be asked now:
-/// cooling, spent, paced, ...), and whether it took the fleet's due outage
-/// probe of the partner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// cooling, spent, paced, ...), and what it took from the shared record.
+/// Unless the hedge goes (`HedgeTurn::admitted`), what it took is given
+/// back when it is dropped: the original's first event may come while
+/// the admission runs, and then no hedge goes.
 pub(crate) struct PartnerAdmission {
     deadline: Option<Duration>,
+    taken: Taken,
+}
+
+/// What a partner's admission took from the shared record for a hedge
+/// that may never go: the pacing reservation of its request (its estimated
+/// tokens) and the fleet's due outage probe of the partner (its lease).
+/// Given back on drop unless `kept`.
+struct Taken {
+    gate: Arc<Gate>,
+    to: usize,
+    reserved: Option<u64>,
     fleet_probe: bool,
+}
+
+impl Taken {
+    /// The hedge went: what was taken is its own.
+    fn keep(mut self) -> bool {
+        self.reserved = None;
+        std::mem::take(&mut self.fleet_probe)
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        if self.reserved.is_none() && !self.fleet_probe {
+            return;
+        }
+        let (gate, to) = (Arc::clone(&self.gate), self.to);
+        let (reserved, fleet_probe) = (self.reserved.take(), self.fleet_probe);
+        let give_back = move || gate.give_back(to, reserved, fleet_probe);
+        // A store call may wait on Redis or a SQLite lock: never on the
+        // runtime thread.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(give_back)),
+            Err(_) => give_back(),
+        }
+    }
 }
 
 /// The hedge of one member's turn: after how long, to whom, and the
@@ -166,31 +203,45 @@ impl HedgeTurn<'_> {
         let (to, tokens) = (self.to, self.partner.estimated_input_tokens);
         let task = tokio::task::spawn_blocking(move || {
             let turn = gate.turn(to, tokens);
+            // Sending means its pacing reservation was taken.
             let deadline = match turn.admission(1) {
                 Admission::Send {
                     first_event_deadline,
                 } => Some(first_event_deadline),
                 _ => None,
             };
+            let fleet_probe = turn.fleet_probe.load(Ordering::Relaxed);
             PartnerAdmission {
                 deadline,
-                fleet_probe: turn.fleet_probe.load(Ordering::Relaxed),
+                taken: Taken {
+                    gate: Arc::clone(&gate),
+                    to,
+                    reserved: deadline.map(|_| tokens),
+                    fleet_probe,
+                },
             }
         });
+        let gate = Arc::clone(&self.shared);
         async move {
-            task.await.unwrap_or(PartnerAdmission {
+            task.await.unwrap_or_else(|_| PartnerAdmission {
                 deadline: None,
-                fleet_probe: false,
+                taken: Taken {
+                    gate,
+                    to,
+                    reserved: None,
+                    fleet_probe: false,
+                },
             })
         }
     }
 
     /// The hedge goes as `admitted` says: counted as a request and a hedge,
-    /// with the first-event deadline it gets; `None` when the partner may
-    /// not be asked now.
+    /// with the first-event deadline it gets, keeping what its admission
+    /// took; `None` when the partner may not be asked now (what was taken
+    /// is given back).
     pub(crate) fn admitted(&self, admitted: PartnerAdmission) -> Option<Duration> {
         let deadline = admitted.deadline?;
-        if admitted.fleet_probe {
+        if admitted.taken.keep() {
             self.partner.fleet_probe.store(true, Ordering::Relaxed);
         }
         if let Some(hedging) = &self.gate.hedging {
@@ -208,6 +259,21 @@ impl HedgeTurn<'_> {
 }
 
 impl Gate {
+    /// An admission of member `index` whose request never went gives back
+    /// what it took: its pacing reservation of `reserved` tokens, and the
+    /// fleet's probe lease when it took it (held for no time at all, the
+    /// lease is free for the next run at once).
+    fn give_back(&self, index: usize, reserved: Option<u64>, fleet_probe: bool) {
+        let health = self.record.health();
+        if let Some(tokens) = reserved {
+            self.pacer.give_back(health, index, tokens);
+        }
+        if fleet_probe {
+            let (key, token) = (&self.keys[index], health.token());
+            health.with(|store, now| store.try_lease(key, token, now, 0));
+        }
+    }
+
     /// Member `index` answered with its first event `first_event` after
     /// sending: kept in the run's memory and in the shared record.
     pub(super) fn record_first_event(&self, index: usize, first_event: Duration) {
@@ -275,7 +341,10 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::{Health, HealthKey, LockedStore, MemoryStore};
+    use crate::health::{
+        Health, HealthKey, Heard, LockedStore, MemoryStore, OutageStore, PaceKey, PacingStore,
+        Published, Reservation,
+    };
     use crate::policy::{Cooldown, FallbackPolicy, RetryPolicy};
 
     fn secs(s: f64) -> Duration {
@@ -418,6 +487,112 @@ mod tests {
         let hedging = gate.hedging.as_ref().unwrap();
         assert_eq!(hedging.hedges.load(Ordering::Relaxed), 1);
         assert_eq!(hedging.requests.load(Ordering::Relaxed), 1);
+    }
+
+    /// A gate hedging after 1 s on `store`, pacing its members there.
+    fn paced_gate(store: &Arc<Mutex<MemoryStore>>) -> Arc<Gate> {
+        let retry = RetryPolicy::default();
+        let fallback = FallbackPolicy::new(3, Cooldown::Never, retry.attempts);
+        let health = Health::new(Box::new(store.clone()), "test", |_| {});
+        let pace_keys = keys().into_iter().map(|k| PaceKey::new(k, None)).collect();
+        Arc::new(
+            Gate::new(keys(), retry, fallback, health)
+                .with_pacer(super::super::pacing::Pacer::new(pace_keys))
+                .with_hedging(HedgePolicy {
+                    after: HedgeAfter::After(secs(1.0)),
+                    budget: 0.10,
+                }),
+        )
+    }
+
+    /// Waits for a give-back on a blocking thread to reach `store`.
+    async fn settled(
+        store: &Arc<Mutex<MemoryStore>>,
+        done: impl Fn(&mut MemoryStore) -> bool,
+    ) -> bool {
+        for _ in 0..200 {
+            if done(&mut store.lock().unwrap()) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn an_admitted_hedge_that_never_goes_gives_back_its_reservation() {
+        let store: Arc<Mutex<MemoryStore>> = Arc::default();
+        let partner = PaceKey::new(keys()[1].clone(), None);
+        let one_left = Heard {
+            requests: Some(Published {
+                limit: Some(10),
+                remaining: 1,
+                reset_at: crate::health::now_millis() + 600_000,
+            }),
+            tokens: None,
+        };
+        store
+            .lock()
+            .unwrap()
+            .hear(&partner, &one_left, crate::health::now_millis())
+            .unwrap();
+        let gate = paced_gate(&store);
+        let turn = gate.hedge(0, 50).expect("a partner may be asked");
+        let admitted = turn.admission().await;
+        assert!(admitted.deadline.is_some(), "the partner's last request");
+        let reserve =
+            |s: &mut MemoryStore| s.reserve(&partner, 0, crate::health::now_millis()).unwrap();
+        // The original's first event came meanwhile: no hedge goes.
+        drop(admitted);
+        assert!(
+            settled(&store, |s| reserve(s) == Reservation::Taken).await,
+            "the unsent hedge's request is given back"
+        );
+        // Sent, it keeps it.
+        store
+            .lock()
+            .unwrap()
+            .give_back(&partner, 0, crate::health::now_millis())
+            .unwrap();
+        let admitted = turn.admission().await;
+        assert!(turn.admitted(admitted).is_some());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(matches!(
+            reserve(&mut store.lock().unwrap()),
+            Reservation::Short { .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_admitted_hedge_that_never_goes_gives_up_the_fleets_probe_lease() {
+        let store: Arc<Mutex<MemoryStore>> = Arc::default();
+        let partner = keys()[1].clone();
+        let now = crate::health::now_millis();
+        store
+            .lock()
+            .unwrap()
+            .schedule_probe(&partner, now - 1_000, now, true)
+            .unwrap();
+        let gate = paced_gate(&store);
+        let turn = gate.hedge(0, 0).expect("a partner may be asked");
+        let admitted = turn.admission().await;
+        assert!(
+            admitted.taken.fleet_probe,
+            "the hedge would be the fleet's probe"
+        );
+        let another_run = |s: &mut MemoryStore| {
+            s.take_due_probe(&partner, 424_242, crate::health::now_millis(), 60_000)
+                .unwrap()
+        };
+        assert!(
+            !another_run(&mut store.lock().unwrap()),
+            "held while it may go"
+        );
+        drop(admitted);
+        assert!(
+            settled(&store, another_run).await,
+            "another run may probe at once"
+        );
     }
 
     #[test]

@@ -78,6 +78,14 @@ impl Pacer {
         })
     }
 
+    /// Gives back member `index`'s reservation of one request and `tokens`
+    /// tokens: its request was never sent (a hedge admitted too late).
+    pub(crate) fn give_back(&self, health: &Health, index: usize, tokens: u64) {
+        if let Some(key) = self.keys.as_ref().and_then(|keys| keys.get(index)) {
+            health.pace(|store, now| store.give_back(key, tokens, now));
+        }
+    }
+
     /// Folds the limits a response of member `index` published into its
     /// record.
     pub(crate) fn heard(&self, health: &Health, index: usize, limits: &RateLimits) {

@@ -178,12 +178,12 @@ async fn every_attempt_is_recorded_with_its_outcome_and_cost() {
     let response = request_with_retries(&flaky, &request("gw/m"), ctx, &gate.turn(0, 0)).await;
     assert!(response.is_ok());
     let seen = seen.lock().unwrap();
-    let rows: Vec<(u32, &str, Option<u16>, bool)> = seen
+    let rows: Vec<(u32, String, Option<u16>, bool)> = seen
         .iter()
         .map(|(_, r)| {
             (
                 r.attempt,
-                r.outcome.as_str(),
+                r.outcome.to_string(),
                 r.http_status,
                 r.first_event_ms.is_some(),
             )
@@ -192,9 +192,9 @@ async fn every_attempt_is_recorded_with_its_outcome_and_cost() {
     assert_eq!(
         rows,
         [
-            (1, "http_503", Some(503), false),
-            (2, "http_503", Some(503), false),
-            (3, "ok", Some(200), true)
+            (1, "http_503".to_string(), Some(503), false),
+            (2, "http_503".to_string(), Some(503), false),
+            (3, "ok".to_string(), Some(200), true)
         ]
     );
     let (run_id, last) = &seen[2];

@@ -83,6 +83,15 @@ impl crate::health::PacingStore for Breakable {
         self.check()?;
         self.inner.hear(key, heard, now)
     }
+    fn give_back(
+        &mut self,
+        key: &crate::health::PaceKey,
+        tokens: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.give_back(key, tokens, now)
+    }
 }
 
 impl OutageStore for Breakable {
