@@ -14,7 +14,7 @@ use serde_yaml::Value;
 use crate::budget::Period;
 use crate::duration;
 use crate::policy::{Cooldown, HedgeAfter};
-use crate::wire_api::{ToolChoice, WireApi};
+use crate::wire_api::{ToolChoice, WireApi, API_NAMES};
 
 /// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
 /// max_output_tokens: N}` that also sets that member's reply budget (SPEC 4
@@ -374,21 +374,13 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = [
-                "openai",
-                "responses",
-                "anthropic",
-                "ollama",
-                "bedrock",
-                "gemini",
-                "vertex",
-                "azure",
-            ];
-            let hint = crate::suggest::closest(&name, apis)
+            let hint = crate::suggest::closest(&name, API_NAMES.iter().copied())
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
+            let (last, rest) = API_NAMES.split_last().unwrap_or((&"", &[]));
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure)"
+                "unknown API '{name}' ({hint}expected {} or {last})",
+                rest.join(", ")
             ))
         })
     }

@@ -11,6 +11,8 @@
 
 pub mod adapter;
 pub(crate) mod anthropic;
+pub(crate) mod api;
+pub(crate) mod apis;
 pub(crate) mod attempt;
 pub(crate) mod azure;
 pub(crate) mod bedrock;
@@ -29,6 +31,7 @@ pub(crate) mod ndjson;
 pub mod ollama;
 pub mod openai;
 pub(crate) mod price;
+pub(crate) mod providers;
 pub(crate) mod ratelimit;
 pub(crate) use crate::reason;
 pub(crate) mod registry;
@@ -39,6 +42,7 @@ pub(crate) mod script;
 pub(crate) mod spec;
 pub mod sse;
 pub(crate) mod timed;
+pub(crate) mod vertex;
 pub(crate) mod watch;
 pub(crate) mod wire;
 pub(crate) mod wire_cache;

@@ -1,6 +1,7 @@
 //! Prices per million tokens: the built-in table for well-known models, and
 //! the cost of one response under a price.
 
+use super::providers::{builtin, PriceNames};
 use super::Usage;
 
 /// USD per million tokens.
@@ -56,33 +57,16 @@ const TABLE: &[(&str, f64, f64, f64)] = &[
     ("gemini-2.0-flash", 0.10, 0.40, 0.025),
 ];
 
-/// The built-in price of a model of a built-in provider, if known.
+/// The built-in price of a model of a built-in provider, if known: the
+/// provider's row says how the table knows its model names.
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
 /// last part, with dots read as dashes.
 pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
-    if !matches!(
-        provider,
-        "openai"
-            | "responses"
-            | "anthropic"
-            | "openrouter"
-            | "bedrock"
-            | "gemini"
-            | "vertex"
-            | "azure"
-    ) {
-        return None;
-    }
-    let model = if provider == "bedrock" {
-        bedrock_name(model)
-    } else {
-        model
-    };
-    let name = model.rsplit('/').next().unwrap_or(model).replace('.', "-");
-    let name = if provider == "openrouter" {
-        name
-    } else {
-        model.to_string()
+    let name = match builtin(provider)?.prices {
+        PriceNames::Unpriced => return None,
+        PriceNames::Vendor => model.to_string(),
+        PriceNames::Bedrock => bedrock_name(model).to_string(),
+        PriceNames::OpenRouter => model.rsplit('/').next().unwrap_or(model).replace('.', "-"),
     };
     TABLE
         .iter()
