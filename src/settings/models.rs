@@ -170,6 +170,11 @@ pub(crate) fn resolve(
             spec,
         };
         named_api(&mut resolved, p, env, what)?;
+        if resolved.pricing.is_none() {
+            // A cloud's door prices a named provider of its API as its own.
+            let home = api::of(p.api).and_then(|a| a.home);
+            resolved.pricing = home.and_then(|h| builtin_price(h, resolved.spec.model()));
+        }
         // A key of Azure's kind was found with its credentials.
         let key_env = p
             .api_key_env
@@ -434,6 +439,21 @@ mod tests {
 
     fn spec(text: &str) -> ModelSpec {
         ModelSpec::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_named_provider_of_a_clouds_api_is_priced_as_that_door() {
+        let providers: BTreeMap<String, ProviderConfig> = serde_yaml::from_str(
+            "gem: {api: gemini}\ngw: {api: anthropic, endpoint: 'http://127.0.0.1:1'}\n",
+        )
+        .unwrap();
+        let e = env(&[("GEMINI_API_KEY", "k")]);
+        let r = resolve(spec("gem/gemini-2.5-pro"), &providers, &e, "model").unwrap();
+        assert_eq!(r.pricing, builtin_price("gemini", "gemini-2.5-pro"));
+        assert!(r.pricing.is_some());
+        // A gateway's prices are its own: none unless configured.
+        let r = resolve(spec("gw/claude-sonnet-4-5"), &providers, &e, "model").unwrap();
+        assert_eq!(r.pricing, None);
     }
 
     #[test]

@@ -71,7 +71,7 @@ pub(crate) const API: Api = Api {
         )
     },
     resolve: None,
-    home: None,
+    home: Some("gemini"),
 };
 
 /// The Gemini API's path of `model`.
