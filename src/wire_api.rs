@@ -16,6 +16,7 @@ pub(crate) const API_NAMES: &[&str] = &[
     "gemini",
     "vertex",
     "azure",
+    "foundry",
 ];
 
 /// The wire API a provider speaks, by its config name: a handle on one

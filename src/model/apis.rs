@@ -14,6 +14,7 @@ pub(crate) const APIS: &[&Api] = &[
     &super::gemini::API,
     &super::vertex::API,
     &super::azure::API,
+    &super::foundry::API,
 ];
 
 /// The value of `api` (`None` for the offline scripted model).

@@ -22,6 +22,7 @@ pub(crate) mod client;
 pub(crate) mod credentials;
 pub(crate) mod error;
 pub(crate) mod eventstream;
+pub(crate) mod foundry;
 pub(crate) mod gate;
 pub(crate) mod gemini;
 pub(crate) mod hedge;

@@ -190,6 +190,18 @@ pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
         prices: PriceNames::Vendor,
         help: None,
     },
+    BuiltinProvider {
+        name: "foundry",
+        api: WireApi::named("foundry"),
+        // `https://{resource}.services.ai.azure.com/anthropic` is made by
+        // its API's settings (SPEC 22).
+        endpoint: "",
+        endpoint_env: Some("ANTHROPIC_FOUNDRY_BASE_URL"),
+        credentials: CredentialKind::Azure,
+        dialect: Dialect::Compatible,
+        prices: PriceNames::Vendor,
+        help: Some("key ANTHROPIC_FOUNDRY_API_KEY or Entra ID, ANTHROPIC_FOUNDRY_RESOURCE"),
+    },
 ];
 
 /// Looks up a built-in provider by name.

@@ -37,6 +37,7 @@ mod pacing;
 mod providers_anthropic;
 mod providers_azure;
 mod providers_bedrock;
+mod providers_foundry;
 mod providers_gemini;
 mod providers_ollama;
 mod providers_openai;

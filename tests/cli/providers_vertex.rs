@@ -348,7 +348,9 @@ fn a_named_vertex_provider_is_priced_as_vertex() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ev = events(&out.stdout);
-    let cost = of_type(&ev, "model.response")[0]["cost_usd"].as_f64().unwrap();
+    let cost = of_type(&ev, "model.response")[0]["cost_usd"]
+        .as_f64()
+        .unwrap();
     assert!(cost > 0.0, "priced as Vertex's Claude Sonnet 4.5: {cost}");
     let reqs = model_requests(&fake);
     assert!(
