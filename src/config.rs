@@ -244,6 +244,11 @@ pub(crate) struct ProviderConfig {
     pub api_key_env: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Headers whose values are read from environment variables
+    /// (`{X-Team-Token: TEAM_TOKEN_VAR}`); one whose variable is unset or
+    /// empty is not sent.
+    #[serde(default)]
+    pub env_headers: BTreeMap<String, String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     /// `false`: ask for one JSON body instead of a stream (servers that

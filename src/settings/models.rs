@@ -156,7 +156,7 @@ pub(crate) fn resolve(
             api: p.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
-            headers: p.headers.clone(),
+            headers: headers(p, env),
             pricing,
             context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
@@ -334,6 +334,19 @@ fn azure_settings(
         key_env: input.key_env,
     };
     super::azure::resolve(resolved, overrides, env, what)
+}
+
+/// A named provider's `headers`, and its `env_headers` whose variables
+/// are set (codex-rs's `env_http_headers`): a variable that is unset or
+/// empty sends no header.
+fn headers(p: &ProviderConfig, env: Env) -> BTreeMap<String, String> {
+    let mut headers = p.headers.clone();
+    for (name, var) in &p.env_headers {
+        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
+            headers.insert(name.clone(), value);
+        }
+    }
+    headers
 }
 
 /// Whether `api`'s settings hook finds the key itself (its built-in
