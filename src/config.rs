@@ -15,7 +15,7 @@ use crate::budget::Period;
 use crate::duration;
 use crate::policy::{Cooldown, HedgeAfter};
 use crate::prompt_cache::PromptCache;
-use crate::wire_api::{ToolChoice, WireApi};
+use crate::wire_api::{ToolChoice, WireApi, API_NAMES};
 
 /// A `fallback_models` entry: a spec, or a mapping `{model: SPEC,
 /// max_output_tokens: N}` that also sets that member's reply budget (SPEC 4
@@ -254,6 +254,11 @@ pub(crate) struct ProviderConfig {
     pub api_key_env: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Headers whose values are read from environment variables
+    /// (`{X-Team-Token: TEAM_TOKEN_VAR}`); one whose variable is unset or
+    /// empty is not sent.
+    #[serde(default)]
+    pub env_headers: BTreeMap<String, String>,
     #[serde(default)]
     pub models: BTreeMap<String, ModelConfig>,
     /// `false`: ask for one JSON body instead of a stream (servers that
@@ -389,21 +394,13 @@ impl<'de> Deserialize<'de> for WireApi {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
         WireApi::from_config(&name).ok_or_else(|| {
-            let apis = [
-                "openai",
-                "responses",
-                "anthropic",
-                "ollama",
-                "bedrock",
-                "gemini",
-                "vertex",
-                "azure",
-            ];
-            let hint = crate::suggest::closest(&name, apis)
+            let hint = crate::suggest::closest(&name, API_NAMES.iter().copied())
                 .map(|s| format!("did you mean '{s}'? "))
                 .unwrap_or_default();
+            let (last, rest) = API_NAMES.split_last().unwrap_or((&"", &[]));
             serde::de::Error::custom(format!(
-                "unknown API '{name}' ({hint}expected openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure)"
+                "unknown API '{name}' ({hint}expected {} or {last})",
+                rest.join(", ")
             ))
         })
     }

@@ -31,25 +31,18 @@ A Bedrock model is its model or inference profile id, e.g.\n\
 pub(crate) fn after_help() -> String {
     let mut text = String::from("Built-in providers (-m <provider>/<model>):\n");
     for p in BUILTIN_PROVIDERS {
-        let key = match (p.name, p.key_env) {
-            ("script", _) => "offline: the model is a script file (script/<file.yaml>)".to_string(),
-            ("bedrock", _) => {
-                "AWS credentials or AWS_BEARER_TOKEN_BEDROCK, region AWS_REGION".to_string()
+        // A row says what its credentials are when more than a key.
+        let line = match (p.help, p.key_env()) {
+            (Some(text), _) => text.to_string(),
+            (None, key) => {
+                let key = key.map_or_else(|| "no key".to_string(), |k| format!("key {k}"));
+                match p.endpoint_env {
+                    Some(var) => format!("{key}, endpoint {var}"),
+                    None => key,
+                }
             }
-            ("vertex", _) => {
-                "Google Application Default Credentials, project GOOGLE_CLOUD_PROJECT".to_string()
-            }
-            ("azure", _) => "key AZURE_OPENAI_API_KEY or AZURE_OPENAI_AD_TOKEN".to_string(),
-            (_, Some(key)) => format!("key {key}"),
-            (_, None) => "no key".to_string(),
         };
-        let endpoint = match p.endpoint_env {
-            // The clouds' endpoints follow their region (SPEC 22).
-            Some(_) if matches!(p.name, "bedrock" | "vertex") => String::new(),
-            Some(var) => format!(", endpoint {var}"),
-            None => String::new(),
-        };
-        text.push_str(&format!("  {:<11} {key}{endpoint}\n", p.name));
+        text.push_str(&format!("  {:<11} {line}\n", p.name));
     }
     text.push_str(ENDPOINTS);
     text.push_str(
@@ -102,7 +95,7 @@ mod tests {
         let text = after_help();
         for p in BUILTIN_PROVIDERS {
             assert!(text.contains(&format!("  {} ", p.name)), "{}", p.name);
-            if let Some(key) = p.key_env {
+            if let Some(key) = p.key_env() {
                 assert!(text.contains(key));
             }
         }

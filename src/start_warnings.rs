@@ -6,7 +6,7 @@
 
 use crate::events::Emitter;
 use crate::model::gate::BudgetBook;
-use crate::model::spec::{ResolvedModel, WireApi};
+use crate::model::spec::ResolvedModel;
 use crate::policy::HedgeAfter;
 use crate::regions::{self, Cloud};
 
@@ -69,10 +69,12 @@ pub(crate) fn dearer_fallbacks(models: &[&ResolvedModel]) -> Vec<String> {
 /// made: new regions open).
 pub(crate) fn regions(models: &[&ResolvedModel], emitter: &Emitter) {
     for m in models {
-        let cloud = match m.api {
-            WireApi::Bedrock => Cloud::Aws,
-            WireApi::Vertex => Cloud::Google,
-            _ => continue,
+        let cloud = if m.api == crate::model::bedrock::API.name {
+            Cloud::Aws
+        } else if m.api == crate::model::vertex::API.name {
+            Cloud::Google
+        } else {
+            continue;
         };
         if let Some(warning) = m
             .region

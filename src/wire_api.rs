@@ -1,62 +1,47 @@
 //! The wire vocabulary a provider is configured with: the `WireApi` it
 //! speaks (config `api:`) and the `ToolChoice` it is sent (config
 //! `tool_choice:`). A leaf module: the config types and the model layer
-//! both speak it, and it imports nothing of ours.
+//! both speak it, and it imports nothing of ours. What an API does is its
+//! value in `model/api.rs`'s table; here is only its config name.
 
-/// The wire API a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WireApi {
-    /// OpenAI Chat Completions (`…/chat/completions`).
-    OpenAi,
-    /// OpenAI Responses (`…/responses`).
-    Responses,
-    /// Anthropic Messages (`…/v1/messages`).
-    Anthropic,
-    /// Ollama (`…/api/chat`).
-    Ollama,
-    /// The Gemini API (`…/models/{model}:streamGenerateContent`).
-    Gemini,
-    /// Google Vertex AI: Claude through `:streamRawPredict`, Gemini through
-    /// `:streamGenerateContent` (SPEC 22).
-    Vertex,
-    /// The offline scripted model.
-    Script,
-    /// Amazon Bedrock ConverseStream (`…/model/{id}/converse-stream`).
-    Bedrock,
-    /// Chat Completions on Azure OpenAI: `{endpoint}/openai/v1/chat/completions`,
-    /// or a deployment's classic URL with an `api-version` (SPEC 22).
-    Azure,
-}
+/// The config `api:` names, in the order errors list them. One line per
+/// API; its value (wire form, `tool_choice` form, settings hook) is the
+/// line of the same name in `model/api.rs`'s `APIS`.
+pub(crate) const API_NAMES: &[&str] = &[
+    "openai",
+    "responses",
+    "anthropic",
+    "ollama",
+    "bedrock",
+    "gemini",
+    "vertex",
+    "azure",
+    "foundry",
+];
+
+/// The wire API a provider speaks, by its config name: a handle on one
+/// value of `model/api.rs`'s table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct WireApi(&'static str);
 
 impl WireApi {
+    /// The offline scripted model (not a config `api:` value).
+    pub(crate) const SCRIPT: WireApi = WireApi("script");
+
+    /// The API named `name`, for the tables that declare the APIs (a name
+    /// not in `API_NAMES` is caught by `model/api.rs`'s tests).
+    pub(crate) const fn named(name: &'static str) -> WireApi {
+        WireApi(name)
+    }
+
     /// The config `api:` value naming this API.
     pub(crate) fn config_name(self) -> &'static str {
-        match self {
-            WireApi::OpenAi => "openai",
-            WireApi::Responses => "responses",
-            WireApi::Anthropic => "anthropic",
-            WireApi::Ollama => "ollama",
-            WireApi::Script => "script",
-            WireApi::Bedrock => "bedrock",
-            WireApi::Gemini => "gemini",
-            WireApi::Vertex => "vertex",
-            WireApi::Azure => "azure",
-        }
+        self.0
     }
 
     /// Parses a config `api:` value (the scripted model is not one).
     pub(crate) fn from_config(name: &str) -> Option<WireApi> {
-        match name {
-            "openai" => Some(WireApi::OpenAi),
-            "responses" => Some(WireApi::Responses),
-            "anthropic" => Some(WireApi::Anthropic),
-            "ollama" => Some(WireApi::Ollama),
-            "bedrock" => Some(WireApi::Bedrock),
-            "gemini" => Some(WireApi::Gemini),
-            "vertex" => Some(WireApi::Vertex),
-            "azure" => Some(WireApi::Azure),
-            _ => None,
-        }
+        API_NAMES.iter().find(|n| **n == name).map(|n| WireApi(n))
     }
 }
 

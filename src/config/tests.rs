@@ -58,7 +58,9 @@ fn an_unknown_api_is_named_with_its_key() {
         "{err}"
     );
     assert!(
-        err.contains("openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure"),
+        err.contains(
+            "openai, responses, anthropic, ollama, bedrock, gemini, vertex, azure or foundry"
+        ),
         "{err}"
     );
 }

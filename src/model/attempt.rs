@@ -257,8 +257,8 @@ fn record(
         ),
     };
     // The prompt-cache counts of a reply; none for a failure.
-    let cache_usage = match result {
-        Some(Ok(response)) => response.usage,
+    let cache_usage = match ended {
+        Ended::Replied(Ok(response)) => response.usage,
         _ => crate::conversation::Usage::default(),
     };
     RequestRecord {

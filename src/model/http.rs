@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::bounds::{too_large, MAX_ERROR_BODY, MAX_EVENT, MAX_MESSAGE_CHARS};
 pub(crate) use super::client::{display_url, shared_client};
+use super::credentials::{Credentials, StaticKey};
 use super::error::classify_status;
 pub use super::sse::SseEvent;
 use super::sse::{SseDecoder, SseError};
@@ -77,23 +78,26 @@ impl HttpTransport {
                 .map_err(|_| SetupError(format!("invalid value for header '{name}'")))?;
             headers.insert(name, value);
         }
-        if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-            let (name, value) = match auth {
-                Auth::Bearer => ("authorization", format!("Bearer {key}")),
-                Auth::XApiKey => ("x-api-key", key.to_string()),
-                Auth::XGoogApiKey => ("x-goog-api-key", key.to_string()),
-            };
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                SetupError("the API key holds characters a header cannot carry".into())
-            })?;
-            value.set_sensitive(true);
-            headers.insert(HeaderName::from_static(name), value);
-        }
+        // A key is one kind of credentials, authorizing each request as
+        // any other kind does (and replaced by `with_credentials`).
+        let credentials = match api_key.filter(|k| !k.is_empty()) {
+            Some(key) => {
+                let key = match auth {
+                    Auth::Bearer => StaticKey::bearer(key, "the provider's key")?,
+                    Auth::XApiKey => StaticKey::header("x-api-key", key, "the provider's key")?,
+                    Auth::XGoogApiKey => {
+                        StaticKey::header("x-goog-api-key", key, "the provider's key")?
+                    }
+                };
+                Some(std::sync::Arc::new(key) as std::sync::Arc<dyn Credentials>)
+            }
+            None => None,
+        };
         Ok(HttpTransport {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             headers,
             timeouts,
-            credentials: None,
+            credentials,
             errors: error_from_body,
         })
     }
@@ -104,7 +108,8 @@ impl HttpTransport {
         self.credentials.as_ref().is_some_and(|c| c.invalidate())
     }
 
-    /// Authorizes every request with `credentials` (a signer, a token).
+    /// Authorizes every request with `credentials` (a signer, a token), in
+    /// place of the key the transport was made with.
     pub(crate) fn with_credentials(
         mut self,
         credentials: std::sync::Arc<dyn super::credentials::Credentials>,

@@ -13,6 +13,8 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::adapter::{Call, HttpModel, WireForm};
+use super::api::{Api, ToolChoiceForm};
+use super::http::Auth;
 use super::ndjson::NdjsonReader;
 use super::spec::{WireApi, WireOptions};
 use super::wire::{
@@ -39,6 +41,19 @@ impl HttpModel {
         HttpModel::new(transport, model, output_cap, OllamaForm::default())
     }
 }
+
+/// Ollama's `/api/chat` as a value (`model/api.rs`): it has no
+/// `tool_choice`.
+pub(crate) const API: Api = Api {
+    name: WireApi::named("ollama"),
+    key: Auth::Bearer,
+    tool_choice: ToolChoiceForm::Refused,
+    build: |transport, resolved| {
+        HttpModel::ollama(transport, resolved.spec.model(), resolved.max_output_tokens)
+    },
+    resolve: None,
+    home: None,
+};
 
 #[async_trait]
 impl WireForm for OllamaForm {
@@ -88,7 +103,7 @@ pub(crate) fn request_bytes(
     cache: &WireCache,
 ) -> WireBody {
     let mut body = fields(model, budget, request);
-    super::wire::apply_options(&mut body, WireApi::Ollama, wire);
+    super::wire::apply_options(&mut body, API.tool_choice, wire);
     cache.fill().body(&body, "messages", |fill, array| {
         if let Some(system) = system_message(request) {
             array.push_value(&system);

@@ -1,6 +1,7 @@
 //! Prices per million tokens: the built-in table for well-known models, and
 //! the cost of one response under a price.
 
+use super::providers::{builtin, PriceNames};
 use super::Usage;
 
 /// USD per million tokens.
@@ -109,34 +110,18 @@ pub(crate) fn vertex_price(model: &str, region: &str) -> Option<Pricing> {
     })
 }
 
-/// The built-in price of a model of a built-in provider, if known.
+/// The built-in price of a model of a built-in provider, if known: the
+/// provider's row says how the table knows its model names.
 /// OpenRouter names (`anthropic/claude-sonnet-4.5`) are looked up by their
 /// last part, with dots read as dashes.
 pub(crate) fn builtin_price(provider: &str, model: &str) -> Option<Pricing> {
-    if !matches!(
-        provider,
-        "openai"
-            | "responses"
-            | "anthropic"
-            | "openrouter"
-            | "bedrock"
-            | "gemini"
-            | "vertex"
-            | "azure"
-    ) {
-        return None;
-    }
-    let regional = provider == "bedrock" && !model.starts_with("global.");
-    let model = if provider == "bedrock" {
-        bedrock_name(model)
-    } else {
-        model
-    };
-    let name = model.rsplit('/').next().unwrap_or(model).replace('.', "-");
-    let name = if provider == "openrouter" {
-        name
-    } else {
-        model.to_string()
+    let names = builtin(provider)?.prices;
+    let regional = matches!(names, PriceNames::Bedrock) && !model.starts_with("global.");
+    let name = match names {
+        PriceNames::Unpriced => return None,
+        PriceNames::Vendor => model.to_string(),
+        PriceNames::Bedrock => bedrock_name(model).to_string(),
+        PriceNames::OpenRouter => model.rsplit('/').next().unwrap_or(model).replace('.', "-"),
     };
     TABLE
         .iter()

@@ -1,15 +1,14 @@
-//! Builds the models a run asks from resolved models: the adapter for the
-//! wire API, with the transport's key, headers and stream timeouts. The one
+//! Builds the models a run asks from resolved models: the wire form of the
+//! member's API (its value in `api.rs`), with the transport's key, headers and stream timeouts. The one
 //! place that builds a `Member`, for the chain (`lib.rs`) and `--check`.
 
 use std::path::Path;
 
-use super::adapter::HttpModel;
+use super::apis as api;
 use super::http::{Auth, HttpTransport};
 use super::member::Member;
-use super::openai::Dialect;
 use super::script::ScriptModel;
-use super::spec::{builtin, ResolvedModel, WireApi};
+use super::spec::{ResolvedModel, WireApi};
 use super::Model;
 use crate::policy::StreamTimeouts;
 use crate::setup::SetupError;
@@ -37,86 +36,16 @@ pub(crate) fn build_member(
     timeouts: StreamTimeouts,
 ) -> Result<Member, RegistryError> {
     let spec = &resolved.spec;
-    let model: Box<dyn Model> = match resolved.api {
-        WireApi::Script => Box::new(
+    let model: Box<dyn Model> = match api::of(resolved.api) {
+        Some(api) => Box::new(
+            (api.build)(transport(resolved, api.key, timeouts)?, resolved).with_wire(resolved.wire),
+        ),
+        None => Box::new(
             ScriptModel::load(Path::new(spec.model()))
                 .map_err(|e| RegistryError::Script(e.to_string()))?,
         ),
-        WireApi::OpenAi => {
-            let dialect = builtin(spec.provider()).map_or(Dialect::Compatible, |b| b.dialect);
-            Box::new(
-                HttpModel::chat_completions(
-                    transport(resolved, Auth::Bearer, timeouts)?,
-                    spec.model(),
-                    dialect,
-                    resolved.max_output_tokens,
-                )
-                .with_wire(resolved.wire),
-            )
-        }
-        WireApi::Ollama => Box::new(
-            HttpModel::ollama(
-                transport(resolved, Auth::Bearer, timeouts)?,
-                spec.model(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        WireApi::Anthropic => Box::new(
-            HttpModel::anthropic(
-                transport(resolved, Auth::XApiKey, timeouts)?,
-                spec.model(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        WireApi::Bedrock => Box::new(
-            HttpModel::bedrock(
-                transport(resolved, Auth::Bearer, timeouts)?,
-                spec.model(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        WireApi::Vertex if spec.model().starts_with("claude") => Box::new(
-            HttpModel::anthropic_on_vertex(
-                transport(resolved, Auth::Bearer, timeouts)?,
-                spec.model(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        // Settings let through `claude…` and `gemini…` models only; the
-        // endpoint is the publisher model's URL.
-        WireApi::Vertex => Box::new(
-            HttpModel::gemini(
-                transport(resolved, Auth::Bearer, timeouts)?,
-                spec.model(),
-                String::new(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        WireApi::Gemini => Box::new(
-            HttpModel::gemini(
-                transport(resolved, Auth::XGoogApiKey, timeouts)?,
-                spec.model(),
-                super::gemini::api_path(spec.model()),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
-        WireApi::Azure => azure(resolved, timeouts)?,
-        WireApi::Responses => Box::new(
-            HttpModel::responses(
-                transport(resolved, Auth::Bearer, timeouts)?,
-                spec.model(),
-                resolved.max_output_tokens,
-            )
-            .with_wire(resolved.wire),
-        ),
     };
-    let endpoint = (resolved.api != WireApi::Script)
+    let endpoint = (resolved.api != WireApi::SCRIPT)
         .then(|| origin(&resolved.endpoint))
         .flatten();
     Ok(Member::new(
@@ -130,27 +59,6 @@ pub(crate) fn build_member(
     .with_endpoint(endpoint)
     .with_reply_budget(resolved.reply_budget)
     .with_prompt_cache(resolved.prompt_cache))
-}
-
-/// An Azure OpenAI deployment. Deployments are the user's names: a reply
-/// is priced by the model it names unless the config prices the
-/// deployment itself.
-fn azure(
-    resolved: &ResolvedModel,
-    timeouts: StreamTimeouts,
-) -> Result<Box<dyn Model>, RegistryError> {
-    let deployment = resolved.spec.model();
-    let from_table = resolved.pricing == super::price::builtin_price("azure", deployment);
-    Ok(Box::new(
-        HttpModel::azure(
-            transport(resolved, Auth::Bearer, timeouts)?,
-            deployment,
-            resolved.api_version.as_deref(),
-            resolved.max_output_tokens,
-            from_table,
-        )
-        .with_wire(resolved.wire),
-    ))
 }
 
 /// `scheme://host:port` of a base URL: no path, query or credentials (the

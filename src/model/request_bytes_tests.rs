@@ -305,7 +305,8 @@ fn an_edited_or_compacted_history_is_never_sent_stale() {
 
 #[test]
 fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
-    use super::spec::{ToolChoice, WireApi};
+    use super::api::ToolChoiceForm as Form;
+    use super::spec::ToolChoice;
     use super::wire::apply_options;
 
     let options = WireOptions {
@@ -315,7 +316,7 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
     let history = history();
     let tools = tools();
     let r = request(&history, &tools, OWN, None);
-    let fresh = |mut body: Value, api: WireApi| {
+    let fresh = |mut body: Value, api: Form| {
         apply_options(body.as_object_mut().unwrap(), api, options);
         serde_json::to_string(&body).unwrap()
     };
@@ -323,7 +324,7 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
     let cached = openai::request_bytes("gpt-5", Dialect::OpenAi, None, &r, options, &cache);
     let expected = fresh(
         openai::request_body("gpt-5", Dialect::OpenAi, None, &r),
-        WireApi::OpenAi,
+        openai::API.tool_choice,
     );
     assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
     assert!(
@@ -334,7 +335,7 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
     let cached = anthropic::request_bytes("claude-sonnet-4-5", &r, None, options, &cache);
     let expected = fresh(
         anthropic::request_body("claude-sonnet-4-5", &r, None),
-        WireApi::Anthropic,
+        anthropic::API.tool_choice,
     );
     assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 
@@ -342,13 +343,16 @@ fn wire_options_apply_to_the_cached_body_as_to_the_uncached_one() {
     let cached = responses::request_bytes("gpt-5", &r, None, options, &cache);
     let expected = fresh(
         responses::request_body("gpt-5", &r, None),
-        WireApi::Responses,
+        openai::API.tool_choice,
     );
     assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 
     let cache = WireCache::default();
     let cached = ollama::request_bytes("qwen3", None, &r, options, &cache);
-    let expected = fresh(ollama::request_body("qwen3", None, &r), WireApi::Ollama);
+    let expected = fresh(
+        ollama::request_body("qwen3", None, &r),
+        ollama::API.tool_choice,
+    );
     assert_eq!(String::from_utf8(cached.bytes).unwrap(), expected);
 
     let cache = WireCache::default();

@@ -1,4 +1,4 @@
-//! Model specs (`<provider>/<model>`), the built-in providers as data, and
+//! Model specs (`<provider>/<model>`) and
 //! `ResolvedModel`: a spec with everything the registry, the health record
 //! and the run need (resolved once, in `settings`).
 
@@ -7,25 +7,11 @@ use std::fmt;
 use std::path::Path;
 
 use super::price::Pricing;
+pub(crate) use super::providers::{builtin, Dialect, BUILTIN_PROVIDERS};
 use crate::health::{HealthKey, PaceKey};
 use crate::prompt_cache::PromptCache;
 /// Re-exported from the leaf `wire_api`, where the config reads them too.
 pub(crate) use crate::wire_api::{ToolChoice, WireApi};
-
-/// Which OpenAI-compatible server we talk to; they differ in the names of
-/// two parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// OpenAI itself: `max_completion_tokens` (its `max_tokens` is deprecated
-    /// and refused by reasoning models) and `reasoning_effort`.
-    OpenAi,
-    /// OpenRouter: `max_tokens` and its normalised `reasoning: {effort}`.
-    OpenRouter,
-    /// Any other OpenAI-compatible server (vLLM, llama.cpp, LiteLLM, LM
-    /// Studio, ...): `max_tokens`, which they all accept, and
-    /// `reasoning_effort`.
-    Compatible,
-}
 
 /// How requests to one provider are sent: streamed (the default), or as one
 /// request answered by one JSON body (`stream: false`, for servers that
@@ -161,7 +147,7 @@ impl ResolvedModel {
     /// The health record's key: the resolved endpoint, or for a `script/`
     /// model the script file's absolute path.
     pub(crate) fn health_key(&self) -> HealthKey {
-        let endpoint = if self.api == WireApi::Script {
+        let endpoint = if self.api == WireApi::SCRIPT {
             let path = Path::new(self.spec.model());
             path.canonicalize()
                 .or_else(|_| std::env::current_dir().map(|d| d.join(path)))
@@ -210,113 +196,6 @@ impl fmt::Debug for ResolvedModel {
     }
 }
 
-/// A built-in provider: its wire API, default endpoint, the environment
-/// variable overriding that endpoint, and its key variable.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BuiltinProvider {
-    pub name: &'static str,
-    pub api: WireApi,
-    pub endpoint: &'static str,
-    pub endpoint_env: Option<&'static str>,
-    pub key_env: Option<&'static str>,
-    /// For Chat Completions providers: which server it is (parameter names
-    /// differ). Named providers are `Dialect::Compatible`.
-    pub dialect: Dialect,
-}
-
-/// SPEC section 2's table.
-pub(crate) const BUILTIN_PROVIDERS: &[BuiltinProvider] = &[
-    BuiltinProvider {
-        name: "openai",
-        api: WireApi::OpenAi,
-        endpoint: "https://api.openai.com/v1",
-        endpoint_env: Some("OPENAI_BASE_URL"),
-        key_env: Some("OPENAI_API_KEY"),
-        dialect: Dialect::OpenAi,
-    },
-    BuiltinProvider {
-        name: "responses",
-        api: WireApi::Responses,
-        endpoint: "https://api.openai.com/v1",
-        endpoint_env: Some("OPENAI_BASE_URL"),
-        key_env: Some("OPENAI_API_KEY"),
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "anthropic",
-        api: WireApi::Anthropic,
-        endpoint: "https://api.anthropic.com",
-        endpoint_env: Some("ANTHROPIC_BASE_URL"),
-        key_env: Some("ANTHROPIC_API_KEY"),
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "ollama",
-        api: WireApi::Ollama,
-        endpoint: "http://127.0.0.1:11434",
-        endpoint_env: Some("OLLAMA_HOST"),
-        key_env: None,
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "openrouter",
-        api: WireApi::OpenAi,
-        endpoint: "https://openrouter.ai/api/v1",
-        endpoint_env: None,
-        key_env: Some("OPENROUTER_API_KEY"),
-        dialect: Dialect::OpenRouter,
-    },
-    BuiltinProvider {
-        name: "script",
-        api: WireApi::Script,
-        endpoint: "",
-        endpoint_env: None,
-        key_env: None,
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "bedrock",
-        api: WireApi::Bedrock,
-        // `{region}` is filled in by settings (SPEC 22).
-        endpoint: "https://bedrock-runtime.{region}.amazonaws.com",
-        endpoint_env: Some("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"),
-        key_env: None,
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "vertex",
-        api: WireApi::Vertex,
-        // The publisher model's URL is made by settings (SPEC 22).
-        endpoint: "https://aiplatform.googleapis.com",
-        endpoint_env: Some("VERTEX_BASE_URL"),
-        key_env: None,
-        dialect: Dialect::Compatible,
-    },
-    BuiltinProvider {
-        name: "azure",
-        api: WireApi::Azure,
-        // `/openai/v1` (or a deployment's classic URL) is added by settings
-        // (SPEC 22); there is no default resource.
-        endpoint: "",
-        endpoint_env: Some("AZURE_OPENAI_ENDPOINT"),
-        key_env: None,
-        dialect: Dialect::OpenAi,
-    },
-    BuiltinProvider {
-        name: "gemini",
-        api: WireApi::Gemini,
-        endpoint: "https://generativelanguage.googleapis.com/v1beta",
-        endpoint_env: Some("GEMINI_BASE_URL"),
-        key_env: Some("GEMINI_API_KEY"),
-        dialect: Dialect::Compatible,
-    },
-];
-
-/// Looks up a built-in provider by name.
-pub(crate) fn builtin(name: &str) -> Option<&'static BuiltinProvider> {
-    BUILTIN_PROVIDERS.iter().find(|p| p.name == name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,7 +212,7 @@ mod tests {
     fn debug_redacts_the_key_and_header_values() {
         let resolved = ResolvedModel {
             spec: ModelSpec::parse("openai/gpt-5").unwrap(),
-            api: WireApi::OpenAi,
+            api: WireApi::named("openai"),
             endpoint: "http://127.0.0.1:1/v1".into(),
             api_key: Some("sk-secret-key".into()),
             headers: BTreeMap::from([("X-Auth".into(), "header-secret".into())]),
@@ -367,7 +246,7 @@ mod tests {
         assert!(serde_yaml::from_str::<WireApi>("script").is_err());
         assert_eq!(
             serde_yaml::from_str::<WireApi>("anthropic").unwrap(),
-            WireApi::Anthropic
+            WireApi::named("anthropic")
         );
     }
 

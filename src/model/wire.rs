@@ -9,12 +9,13 @@ mod arguments;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::api::ToolChoiceForm;
 pub(crate) use super::bounds::{
     too_large, MAX_MESSAGE_CHARS, MAX_TEXT, MAX_TOOL_CALLS, MAX_TOOL_NAME,
 };
 use super::error::{classify_status, mentions_overflow};
 use super::http::{HttpTransport, Reply};
-use super::spec::{ToolChoice, WireApi, WireOptions};
+use super::spec::WireOptions;
 use super::{ModelError, Response, StreamObserver};
 pub(crate) use arguments::{parse_arguments, raw_text, Arguments, Kept};
 pub(crate) use arguments::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
@@ -22,8 +23,13 @@ pub(crate) use arguments::{MAX_CALL_ARGUMENTS, MAX_REPLY_ARGUMENTS};
 /// Lays a provider's `stream` and `tool_choice` options (SPEC 3) over a
 /// request body built for streaming: `stream: false` asks for one JSON body
 /// (the reply reader accepts either), and a `tool_choice` goes with every
-/// request that offers tools, in `api`'s own form.
-pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options: WireOptions) {
+/// request that offers tools, in the API's own `form` (its value's: none
+/// when the API has no `tool_choice` field or its builder writes its own).
+pub(crate) fn apply_options(
+    body: &mut Map<String, Value>,
+    form: ToolChoiceForm,
+    options: WireOptions,
+) {
     if !options.stream {
         body.insert("stream".into(), Value::Bool(false));
         body.remove("stream_options");
@@ -32,24 +38,12 @@ pub(crate) fn apply_options(body: &mut Map<String, Value>, api: WireApi, options
         .get("tools")
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty());
-    let Some(choice) = options.tool_choice.filter(|_| offers_tools) else {
+    let (Some(choice), ToolChoiceForm::Field(form)) =
+        (options.tool_choice.filter(|_| offers_tools), form)
+    else {
         return;
     };
-    let value = match (api, choice) {
-        (WireApi::Anthropic, ToolChoice::Auto) => serde_json::json!({"type": "auto"}),
-        (WireApi::Anthropic, ToolChoice::Required) => serde_json::json!({"type": "any"}),
-        (WireApi::OpenAi | WireApi::Responses | WireApi::Azure, ToolChoice::Auto) => "auto".into(),
-        (WireApi::OpenAi | WireApi::Responses | WireApi::Azure, ToolChoice::Required) => {
-            "required".into()
-        }
-        // Ollama's /api/chat has no tool_choice (settings refuse it there).
-        (WireApi::Ollama | WireApi::Script, _) => return,
-        // Converse's `toolChoice` is written by its own request builder.
-        (WireApi::Bedrock, _) => return,
-        // Google's `toolConfig` is written by the Gemini adapter itself.
-        (WireApi::Gemini | WireApi::Vertex, _) => return,
-    };
-    body.insert("tool_choice".into(), value);
+    body.insert("tool_choice".into(), form(choice));
 }
 
 /// The longest model name kept from a reply.
@@ -252,6 +246,7 @@ pub(crate) async fn assemble<A: Assembly>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::spec::ToolChoice;
     use crate::model::ErrorClass;
     use serde_json::json;
 
@@ -323,7 +318,7 @@ mod tests {
         let mut body = streamed();
         apply_options(
             body.as_object_mut().unwrap(),
-            WireApi::OpenAi,
+            crate::model::openai::API.tool_choice,
             WireOptions::default(),
         );
         assert_eq!(body, streamed(), "the defaults change nothing");
@@ -333,7 +328,11 @@ mod tests {
             tool_choice: Some(ToolChoice::Auto),
         };
         let mut body = streamed();
-        apply_options(body.as_object_mut().unwrap(), WireApi::OpenAi, options);
+        apply_options(
+            body.as_object_mut().unwrap(),
+            crate::model::openai::API.tool_choice,
+            options,
+        );
         assert_eq!(body["stream"], false);
         assert!(body.get("stream_options").is_none());
         assert_eq!(body["tool_choice"], "auto");
@@ -343,15 +342,27 @@ mod tests {
             tool_choice: Some(ToolChoice::Required),
         };
         let mut body = streamed();
-        apply_options(body.as_object_mut().unwrap(), WireApi::Anthropic, required);
+        apply_options(
+            body.as_object_mut().unwrap(),
+            crate::model::anthropic::API.tool_choice,
+            required,
+        );
         assert_eq!(body["tool_choice"], json!({"type": "any"}));
         assert_eq!(body["stream"], true);
         let mut body = streamed();
-        apply_options(body.as_object_mut().unwrap(), WireApi::Responses, required);
+        apply_options(
+            body.as_object_mut().unwrap(),
+            crate::model::openai::API.tool_choice,
+            required,
+        );
         assert_eq!(body["tool_choice"], "required");
 
         let mut no_tools = json!({"model": "m", "stream": true});
-        apply_options(no_tools.as_object_mut().unwrap(), WireApi::OpenAi, options);
+        apply_options(
+            no_tools.as_object_mut().unwrap(),
+            crate::model::openai::API.tool_choice,
+            options,
+        );
         assert!(no_tools.get("tool_choice").is_none(), "only with tools");
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::config::ProviderConfig;
 use crate::model::credentials::StaticKey;
-use crate::model::spec::{FoundCredentials, ModelSpec, ResolvedModel, WireApi};
+use crate::model::spec::{FoundCredentials, ModelSpec, ResolvedModel};
 use crate::setup::{Env, SetupError};
 
 /// The resource endpoint's variable.
@@ -31,18 +31,6 @@ pub(super) struct Overrides<'a> {
     pub key_env: Option<&'a str>,
 }
 
-impl<'a> Overrides<'a> {
-    /// What a named provider (`api: azure`) sets.
-    pub(super) fn of(provider: &'a ProviderConfig) -> Overrides<'a> {
-        let set = |v: &'a Option<String>| v.as_deref().filter(|v| !v.is_empty());
-        Overrides {
-            endpoint: (!provider.endpoint.is_empty()).then_some(provider.endpoint.as_str()),
-            api_version: set(&provider.api_version),
-            key_env: set(&provider.api_key_env),
-        }
-    }
-}
-
 /// A named provider that sets `api_version` for another API: an error,
 /// since nothing would read it.
 pub(super) fn check_api_version(
@@ -50,7 +38,7 @@ pub(super) fn check_api_version(
     what: &str,
     spec: &ModelSpec,
 ) -> Result<(), SetupError> {
-    if provider.api == WireApi::Azure || provider.api_version.is_none() {
+    if provider.api == crate::model::azure::API.name || provider.api_version.is_none() {
         return Ok(());
     }
     Err(SetupError(format!(

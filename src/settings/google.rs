@@ -14,6 +14,9 @@ use crate::model::price::{builtin_price, vertex_price};
 use crate::model::spec::{builtin, FoundCredentials, ResolvedModel, WireApi};
 use crate::setup::{Env, SetupError};
 
+/// The Gemini API.
+const GEMINI: WireApi = crate::model::gemini::API.name;
+
 /// The Gemini API's key variables, in order.
 const GEMINI_KEYS: [&str; 2] = ["GEMINI_API_KEY", "GOOGLE_API_KEY"];
 
@@ -25,7 +28,7 @@ pub(super) fn named_endpoint(provider: &ProviderConfig, env: Env) -> Option<Stri
         return Some(provider.endpoint.clone());
     }
     match provider.api {
-        WireApi::Gemini => {
+        api if api == GEMINI => {
             let b = builtin("gemini")?;
             Some(
                 b.endpoint_env
@@ -41,13 +44,13 @@ pub(super) fn named_endpoint(provider: &ProviderConfig, env: Env) -> Option<Stri
 /// The key variable of a named provider that names none, for an API that
 /// has one of its own.
 pub(super) fn default_key_env(api: WireApi) -> Option<String> {
-    (api == WireApi::Gemini).then(|| GEMINI_KEYS[0].to_string())
+    (api == GEMINI).then(|| GEMINI_KEYS[0].to_string())
 }
 
 /// The key of the Gemini API's variables, in order, when `var` (found
 /// unset or not read) is its first.
 pub(super) fn second_key(api: WireApi, var: &str, env: Env) -> Option<String> {
-    if api == WireApi::Gemini && var == GEMINI_KEYS[0] {
+    if api == GEMINI && var == GEMINI_KEYS[0] {
         GEMINI_KEYS
             .iter()
             .find_map(|name| env(name).filter(|v| !v.is_empty()))
@@ -58,7 +61,7 @@ pub(super) fn second_key(api: WireApi, var: &str, env: Env) -> Option<String> {
 
 /// The variables a missing key was looked for in, for the error.
 pub(super) fn key_variables(api: WireApi, var: &str) -> String {
-    if api == WireApi::Gemini && var == GEMINI_KEYS[0] {
+    if api == GEMINI && var == GEMINI_KEYS[0] {
         format!("{} (or {})", GEMINI_KEYS[0], GEMINI_KEYS[1])
     } else {
         var.to_string()
@@ -74,7 +77,7 @@ pub(crate) fn gemini_key_source(
     providers: &std::collections::BTreeMap<String, ProviderConfig>,
     env: Env,
 ) -> Option<String> {
-    if model.api != WireApi::Gemini {
+    if model.api != GEMINI {
         return None;
     }
     let key = model.api_key.as_deref().filter(|k| !k.is_empty())?;

@@ -405,7 +405,7 @@ mod tests {
         let e = resolve(&["-m", "zzz/x"], &[]).unwrap_err();
         assert!(
             e.0.ends_with(
-                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, azure, gemini"
+                "unknown provider 'zzz'; known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, azure, gemini, foundry"
             ),
             "{e}"
         );

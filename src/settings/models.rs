@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use crate::cli::Cli;
 use crate::config::{Config, FallbackEntry, ProviderConfig};
+use crate::model::apis::{self as api, ApiInput};
 use crate::model::price::{builtin_price, Pricing};
+use crate::model::providers::CredentialKind;
 use crate::model::script::ScriptModel;
 use crate::model::spec::{builtin, ModelSpec, ResolvedModel, WireApi, WireOptions};
 use crate::prompt_cache::PromptCache;
@@ -178,7 +180,7 @@ pub(crate) fn resolve(
             .and_then(env)
             .filter(|v| !v.is_empty())
             .unwrap_or_else(|| b.endpoint.to_string());
-        let endpoint = if b.api == WireApi::Ollama {
+        let endpoint = if b.api == crate::model::ollama::API.name {
             ollama_host(&endpoint)
         } else {
             endpoint
@@ -186,7 +188,7 @@ pub(crate) fn resolve(
         let mut resolved = ResolvedModel {
             api: b.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
-            api_key: b.key_env.and_then(env),
+            api_key: b.key_env().and_then(env),
             headers: BTreeMap::new(),
             pricing: builtin_price(spec.provider(), spec.model()).or_else(|| script_pricing(&spec)),
             context_window: None,
@@ -200,7 +202,7 @@ pub(crate) fn resolve(
             spec,
         };
         builtin_cloud(&mut resolved, env, what)?;
-        (b.key_env.map(str::to_string), resolved)
+        (b.key_env().map(str::to_string), resolved)
     } else if let Some(p) = providers.get(spec.provider()) {
         let model = p.models.get(spec.model()).cloned().unwrap_or_default();
         let pricing = match (model.input_price, model.output_price) {
@@ -220,7 +222,7 @@ pub(crate) fn resolve(
             api: p.api,
             endpoint: endpoint.trim_end_matches('/').to_string(),
             api_key: p.api_key_env.as_deref().and_then(env),
-            headers: p.headers.clone(),
+            headers: headers(p, env),
             pricing,
             context_window: model.context_window,
             max_output_tokens: model.max_output_tokens,
@@ -236,12 +238,17 @@ pub(crate) fn resolve(
             spec,
         };
         named_api(&mut resolved, p, env, what)?;
-        // Azure's key was found with its credentials.
+        if resolved.pricing.is_none() {
+            // A cloud's door prices a named provider of its API as its own.
+            let home = api::of(p.api).and_then(|a| a.home);
+            resolved.pricing = home.and_then(|h| builtin_price(h, resolved.spec.model()));
+        }
+        // A key of Azure's kind was found with its credentials.
         let key_env = p
             .api_key_env
             .clone()
             .or_else(|| google::default_key_env(p.api))
-            .filter(|_| p.api != WireApi::Azure);
+            .filter(|_| !finds_own_key(p.api));
         (key_env, resolved)
     } else {
         let known = crate::model::spec::BUILTIN_PROVIDERS
@@ -267,75 +274,163 @@ pub(crate) fn resolve(
     Ok(resolved)
 }
 
-/// What a built-in cloud provider's member adds (SPEC 22): its endpoint and
+/// What a built-in provider's API adds (SPEC 22): its endpoint and
 /// credentials, from the environment.
 fn builtin_cloud(resolved: &mut ResolvedModel, env: Env, what: &str) -> Result<(), SetupError> {
-    match resolved.api {
-        WireApi::Bedrock => {
-            super::bedrock::resolve(resolved, super::bedrock::Overrides::default(), env, what)
-        }
-        WireApi::Vertex => {
-            google::resolve_vertex(resolved, google::VertexOverrides::default(), env, what)
-        }
-        WireApi::Azure => {
-            super::azure::resolve(resolved, super::azure::Overrides::default(), env, what)
-        }
-        _ => Ok(()),
-    }
+    api_settings(resolved, &ApiInput::default(), env, what)
 }
 
 /// What a named provider's API takes: a cloud's own settings (its
 /// endpoint and credentials, the provider's settings winning over the
 /// environment), else the endpoint every other API needs.
-fn named_api(
+fn named_api<'p>(
     resolved: &mut ResolvedModel,
-    p: &ProviderConfig,
+    p: &'p ProviderConfig,
     env: Env,
     what: &str,
 ) -> Result<(), SetupError> {
     super::azure::check_api_version(p, what, &resolved.spec)?;
-    if p.api == WireApi::Ollama && p.tool_choice.is_some() {
+    let refuses_tool_choice =
+        api::of(p.api).is_some_and(|a| matches!(a.tool_choice, api::ToolChoiceForm::Refused));
+    if refuses_tool_choice && p.tool_choice.is_some() {
         return Err(SetupError(format!(
-            "{what} '{}': provider '{}' sets tool_choice, which api: ollama does not take",
+            "{what} '{}': provider '{}' sets tool_choice, which api: {} does not take",
             resolved.spec,
-            resolved.spec.provider()
+            resolved.spec.provider(),
+            p.api.config_name()
         )));
     }
-    match p.api {
-        WireApi::Bedrock => {
-            let overrides = super::bedrock::Overrides {
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-                profile: p.profile.as_deref().filter(|v| !v.is_empty()),
-            };
-            super::bedrock::resolve(resolved, overrides, env, what)
-        }
-        WireApi::Vertex => {
-            let overrides = google::VertexOverrides {
-                project: p.project.as_deref().filter(|v| !v.is_empty()),
-                region: p.region.as_deref().filter(|v| !v.is_empty()),
-                endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
-            };
-            google::resolve_vertex(resolved, overrides, env, what)
-        }
-        WireApi::Azure => {
-            super::azure::resolve(resolved, super::azure::Overrides::of(p), env, what)
-        }
-        _ if resolved.endpoint.is_empty() => Err(SetupError(format!(
+    let set = |v: &'p Option<String>| v.as_deref().filter(|v| !v.is_empty());
+    let input = ApiInput {
+        endpoint: (!p.endpoint.is_empty()).then_some(p.endpoint.as_str()),
+        key_env: set(&p.api_key_env),
+        region: set(&p.region),
+        project: set(&p.project),
+        profile: set(&p.profile),
+        api_version: set(&p.api_version),
+    };
+    if has_settings(p.api) {
+        return api_settings(resolved, &input, env, what);
+    }
+    if resolved.endpoint.is_empty() {
+        return Err(SetupError(format!(
             "{what} '{}': provider '{}' has no endpoint (required for api: {})",
             resolved.spec,
             resolved.spec.provider(),
             p.api.config_name()
-        ))),
-        _ => Ok(()),
+        )));
     }
+    Ok(())
+}
+
+/// The clouds whose settings are found in `settings/` still: each is its
+/// API's `resolve` hook, by its API's name.
+const SETTINGS_HOOKS: [(WireApi, api::Resolve); 3] = [
+    (crate::model::bedrock::API.name, bedrock_settings),
+    (crate::model::vertex::API.name, vertex_settings),
+    (crate::model::azure::API.name, azure_settings),
+];
+
+/// The settings hook of `api`: its value's own, else one of `SETTINGS_HOOKS`.
+fn settings_hook(api: WireApi) -> Option<api::Resolve> {
+    api::of(api).and_then(|a| a.resolve).or_else(|| {
+        SETTINGS_HOOKS
+            .iter()
+            .find(|(name, _)| *name == api)
+            .map(|(_, hook)| *hook)
+    })
+}
+
+/// Whether `api` resolves its own endpoint and credentials.
+fn has_settings(api: WireApi) -> bool {
+    settings_hook(api).is_some()
+}
+
+/// Runs the member's API's settings hook, if it has one.
+fn api_settings(
+    resolved: &mut ResolvedModel,
+    input: &ApiInput<'_>,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    match settings_hook(resolved.api) {
+        Some(hook) => hook(resolved, input, env, what),
+        None => Ok(()),
+    }
+}
+
+/// Bedrock's hook (`settings/bedrock.rs`).
+fn bedrock_settings(
+    resolved: &mut ResolvedModel,
+    input: &ApiInput<'_>,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    let overrides = super::bedrock::Overrides {
+        region: input.region,
+        endpoint: input.endpoint,
+        profile: input.profile,
+    };
+    super::bedrock::resolve(resolved, overrides, env, what)
+}
+
+/// Vertex AI's hook (`settings/google.rs`).
+fn vertex_settings(
+    resolved: &mut ResolvedModel,
+    input: &ApiInput<'_>,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    let overrides = google::VertexOverrides {
+        project: input.project,
+        region: input.region,
+        endpoint: input.endpoint,
+    };
+    google::resolve_vertex(resolved, overrides, env, what)
+}
+
+/// Azure OpenAI's hook (`settings/azure.rs`).
+fn azure_settings(
+    resolved: &mut ResolvedModel,
+    input: &ApiInput<'_>,
+    env: Env,
+    what: &str,
+) -> Result<(), SetupError> {
+    let overrides = super::azure::Overrides {
+        endpoint: input.endpoint,
+        api_version: input.api_version,
+        key_env: input.key_env,
+    };
+    super::azure::resolve(resolved, overrides, env, what)
+}
+
+/// A named provider's `headers`, and its `env_headers` whose variables
+/// are set (codex-rs's `env_http_headers`): a variable that is unset or
+/// empty sends no header.
+fn headers(p: &ProviderConfig, env: Env) -> BTreeMap<String, String> {
+    let mut headers = p.headers.clone();
+    for (name, var) in &p.env_headers {
+        if let Some(value) = env(var).filter(|v| !v.is_empty()) {
+            headers.insert(name.clone(), value);
+        }
+    }
+    headers
+}
+
+/// Whether `api`'s settings hook finds the key itself (its built-in
+/// provider's credentials are of Azure's kind: a key, else a token).
+fn finds_own_key(api: WireApi) -> bool {
+    api::of(api)
+        .and_then(|a| a.home)
+        .and_then(builtin)
+        .is_some_and(|b| b.credentials == CredentialKind::Azure)
 }
 
 /// A script whose replies state their `cost:` is priced (at $0 for any
 /// reply that states none), not unpriced. An unreadable script is left to
 /// the registry, which reports it.
 fn script_pricing(spec: &ModelSpec) -> Option<Pricing> {
-    if builtin(spec.provider()).is_none_or(|b| b.api != WireApi::Script) {
+    if builtin(spec.provider()).is_none_or(|b| b.api != WireApi::SCRIPT) {
         return None;
     }
     let script = ScriptModel::load(std::path::Path::new(spec.model())).ok()?;
@@ -429,6 +524,21 @@ mod tests {
     }
 
     #[test]
+    fn a_named_provider_of_a_clouds_api_is_priced_as_that_door() {
+        let providers: BTreeMap<String, ProviderConfig> = serde_yaml::from_str(
+            "gem: {api: gemini}\ngw: {api: anthropic, endpoint: 'http://127.0.0.1:1'}\n",
+        )
+        .unwrap();
+        let e = env(&[("GEMINI_API_KEY", "k")]);
+        let r = resolve(spec("gem/gemini-2.5-pro"), &providers, &e, "model").unwrap();
+        assert_eq!(r.pricing, builtin_price("gemini", "gemini-2.5-pro"));
+        assert!(r.pricing.is_some());
+        // A gateway's prices are its own: none unless configured.
+        let r = resolve(spec("gw/claude-sonnet-4-5"), &providers, &e, "model").unwrap();
+        assert_eq!(r.pricing, None);
+    }
+
+    #[test]
     fn scheme_and_port_default_like_ollama() {
         assert_eq!(ollama_host("gpu-box"), "http://gpu-box:11434");
         assert_eq!(ollama_host("0.0.0.0:8080"), "http://0.0.0.0:8080");
@@ -481,7 +591,7 @@ mod tests {
         .unwrap();
         let e = env(&[("LOCAL_KEY", "secret")]);
         let r = resolve(spec("local/m"), &config.providers, &e, "model").unwrap();
-        assert_eq!(r.api, WireApi::Anthropic);
+        assert_eq!(r.api, crate::model::anthropic::API.name);
         assert_eq!(r.endpoint, "http://127.0.0.1:9");
         assert_eq!(r.api_key.as_deref(), Some("secret"));
         assert_eq!(r.headers["X-Team"], "a");

@@ -213,3 +213,74 @@ fn with_bedrock_down_too_the_run_crosses_to_vertex() {
     assert_eq!(bedrock.requests().len(), 2);
     assert_eq!(model_calls(&vertex).len(), 2);
 }
+
+const FOUNDRY: &str = "foundry/claude-sonnet-4-5";
+
+/// Issue 46: Anthropic -> Bedrock -> Vertex -> Foundry, the first three
+/// down (a 529, Bedrock's 503s, Vertex's UNAVAILABLE), the run ends on
+/// Claude on Microsoft Foundry.
+#[test]
+fn with_vertex_down_too_the_run_crosses_to_foundry() {
+    let env = TestEnv::new();
+    env.user_config(CONFIG);
+    let anthropic = Stub::sequence(vec![error_reply(529, "overloaded_error", "Overloaded")]);
+    let unavailable = json!({"http_error": {"status": 503, "type": "ServiceUnavailableException", "message": "Bedrock is unable to process your request."}});
+    let bedrock = fake(
+        &env,
+        "bedrock",
+        json!({"replies": [unavailable.clone(), unavailable]}),
+        &[],
+    );
+    let vertex = fake(
+        &env,
+        "vertex",
+        json!([{"http": 503}, {"http": 503}]),
+        &["--token-mode", "ok"],
+    );
+    let foundry = fake(
+        &env,
+        "foundry",
+        json!([
+            {"calls": [{"name": "write_file", "args": {"path": "f.txt", "content": "foundry\n"}}]},
+            {"calls": [{"name": "submit", "args": {"output": "done on foundry"}}]},
+        ]),
+        &["--key", "fdry-chain"],
+    );
+    let out = chain_cmd(&env, &anthropic, &bedrock, &vertex)
+        .env(
+            "ANTHROPIC_FOUNDRY_BASE_URL",
+            format!("{}/anthropic", foundry.url()),
+        )
+        .env("ANTHROPIC_FOUNDRY_API_KEY", "fdry-chain")
+        .args(["--fallback-model", FOUNDRY, "write it"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(env.work().join("f.txt")).unwrap(),
+        "foundry\n"
+    );
+    for line in [
+        format!("model fallback: {ANTHROPIC} -> {BEDROCK} (http_529) at step 1"),
+        format!("model fallback: {BEDROCK} -> {VERTEX} (http_503) at step 1"),
+        format!("model fallback: {VERTEX} -> {FOUNDRY} (http_503) at step 1"),
+    ] {
+        assert!(stderr.contains(&line), "{line}\n{stderr}");
+    }
+    let ev = events(&out.stdout);
+    assert_eq!(finished(&ev)["output"], "done on foundry");
+    assert_eq!(model_calls(&vertex).len(), 2);
+    let calls = foundry.requests();
+    assert_eq!(calls.len(), 2);
+    // The conversation crossed in Anthropic's form, the tool call and its
+    // result carried over.
+    assert_eq!(
+        calls[1]["body"]["messages"][1]["content"][0]["type"],
+        "tool_use"
+    );
+    let responses = of_type(&ev, "model.response");
+    let last = responses.last().unwrap();
+    assert_eq!(last["model"], FOUNDRY);
+    assert!(last["cost_usd"].as_f64().unwrap() > 0.0);
+}

@@ -358,7 +358,7 @@ fn unknown_provider_api_exits_two_naming_key_file_and_choices() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "providers.yaml: providers.local.api: unknown API 'chat' (expected openai, responses, anthropic, ollama, bedrock, gemini, vertex or azure)",
+            "providers.yaml: providers.local.api: unknown API 'chat' (expected openai, responses, anthropic, ollama, bedrock, gemini, vertex, azure or foundry)",
         ));
 }
 

@@ -55,7 +55,7 @@ fn an_unknown_provider_lists_the_known_ones_named_ones_included() {
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(
         err,
-        "tinyagent: error: model 'antropic/claude-sonnet-4-5': unknown provider 'antropic' (did you mean 'anthropic'?); known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, azure, gemini, gateway\n"
+        "tinyagent: error: model 'antropic/claude-sonnet-4-5': unknown provider 'antropic' (did you mean 'anthropic'?); known providers: openai, responses, anthropic, ollama, openrouter, script, bedrock, vertex, azure, gemini, foundry, gateway\n"
     );
 }
 

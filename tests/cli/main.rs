@@ -41,6 +41,7 @@ mod prompt_cache;
 mod providers_anthropic;
 mod providers_azure;
 mod providers_bedrock;
+mod providers_foundry;
 mod providers_gemini;
 mod providers_ollama;
 mod providers_openai;

@@ -521,3 +521,30 @@ fn the_key_never_appears_in_any_output() {
     assert!(all.contains("Incorrect API key provided"), "{all}");
     assert!(!all.contains(KEY));
 }
+
+/// A named provider's `env_headers` (codex-rs's `env_http_headers`): the
+/// header's value is read from a variable, never written in the config; an
+/// unset variable sends no header.
+#[test]
+fn a_named_provider_takes_a_header_from_an_environment_variable() {
+    let env = TestEnv::new();
+    let stub = Stub::sequence(vec![chat_sse_text("ok"), chat_sse_text("ok")]);
+    env.user_config(&format!(
+        "providers:\n  gateway:\n    api: openai\n    endpoint: {}/v1\n    headers: {{X-Team: infra}}\n    env_headers: {{X-Team-Token: TEAM_TOKEN_VAR, X-Unset: NOT_SET_VAR}}\n",
+        stub.url()
+    ));
+    let out = env
+        .cmd()
+        .env("TEAM_TOKEN_VAR", "team-secret-1")
+        .env_remove("NOT_SET_VAR")
+        .args(["-m", "gateway/qwen3-coder", "--json", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let request = &stub.requests()[0];
+    assert_eq!(request.header("x-team-token"), Some("team-secret-1"));
+    assert_eq!(request.header("x-team"), Some("infra"));
+    assert_eq!(request.header("x-unset"), None);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("team-secret-1"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("team-secret-1"));
+}

@@ -331,3 +331,34 @@ fn a_token_refused_as_expired_is_fetched_again_and_the_request_resent() {
     assert_eq!(reqs[0]["headers"]["authorization"], "Bearer ya29.fake-1");
     assert_eq!(reqs[1]["headers"]["authorization"], "Bearer ya29.fake-2");
 }
+
+/// Issue 47: the guide's own `vertex-eu` (a named provider of Vertex's API)
+/// is priced as Vertex prices the model, not at $0.
+#[test]
+fn a_named_vertex_provider_is_priced_as_vertex() {
+    let env = env_with(
+        "providers:\n  vertex-eu: {api: vertex, project: my-project, region: europe-west1}\n",
+    );
+    let fake = fake(&env, json!([submit()]), "ok");
+    let sa = service_account(&env, &fake);
+    let out = cmd(&env, &fake)
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &sa)
+        .args(["-m", "vertex-eu/claude-sonnet-4-5@20250929", "--json", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ev = events(&out.stdout);
+    let cost = of_type(&ev, "model.response")[0]["cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!(cost > 0.0, "priced as Vertex's Claude Sonnet 4.5: {cost}");
+    let reqs = model_requests(&fake);
+    assert!(
+        reqs[0]["path"]
+            .as_str()
+            .unwrap()
+            .starts_with("/v1/projects/my-project/locations/europe-west1/"),
+        "{}",
+        reqs[0]["path"]
+    );
+}

@@ -13,7 +13,9 @@ pub(crate) use request::{request_bytes, request_bytes_on_vertex};
 pub(crate) use stream::Assembly;
 
 use super::adapter::{Call, HttpModel, WireForm};
-use super::http::HttpTransport;
+use super::api::{Api, ToolChoiceForm};
+use super::http::{Auth, HttpTransport};
+use super::spec::{ToolChoice, WireApi};
 use super::wire_cache::WireCache;
 use super::{ModelError, Response};
 
@@ -64,6 +66,26 @@ impl HttpModel {
             max_output_tokens,
             form,
         )
+    }
+}
+
+/// Anthropic Messages as a value (`model/api.rs`).
+pub(crate) const API: Api = Api {
+    name: WireApi::named("anthropic"),
+    key: Auth::XApiKey,
+    tool_choice: ToolChoiceForm::Field(tool_choice),
+    build: |transport, resolved| {
+        HttpModel::anthropic(transport, resolved.spec.model(), resolved.max_output_tokens)
+    },
+    resolve: None,
+    home: None,
+};
+
+/// `tool_choice` in Anthropic's form.
+pub(crate) fn tool_choice(choice: ToolChoice) -> serde_json::Value {
+    match choice {
+        ToolChoice::Auto => serde_json::json!({"type": "auto"}),
+        ToolChoice::Required => serde_json::json!({"type": "any"}),
     }
 }
 

@@ -17,7 +17,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::spec::{WireApi, WireOptions};
+use crate::model::spec::WireOptions;
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, push_json, Entry, JsonArray, Slot, WireBody, WireCache};
 use crate::model::{Message, PromptCache, Request, Role};
@@ -159,7 +159,7 @@ fn body_bytes(
         starts_thinking: turn[0].blocks.starts_thinking,
     }));
     let mut body = fields(model, request, configured_max, can_think);
-    apply_options(&mut body, WireApi::Anthropic, wire);
+    apply_options(&mut body, super::API.tool_choice, wire);
     if vertex {
         on_vertex(&mut body);
     }

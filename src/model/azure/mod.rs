@@ -17,9 +17,11 @@ mod stream;
 use async_trait::async_trait;
 
 use super::adapter::{Call, HttpModel, WireForm};
-use super::http::HttpTransport;
+use super::api::{Api, ToolChoiceForm};
+use super::http::{Auth, HttpTransport};
 use super::openai::{request_bytes, Dialect};
 use super::price::builtin_price;
+use super::spec::{ResolvedModel, WireApi};
 use super::wire_cache::WireCache;
 use super::{ModelError, Response};
 
@@ -63,6 +65,32 @@ impl HttpModel {
         };
         HttpModel::new(transport, deployment, output_cap, form)
     }
+}
+
+/// Chat Completions on Azure OpenAI as a value (`model/api.rs`); its
+/// settings are found in `settings/azure.rs`.
+pub(crate) const API: Api = Api {
+    name: WireApi::named("azure"),
+    key: Auth::Bearer,
+    tool_choice: ToolChoiceForm::Field(super::openai::tool_choice),
+    build,
+    resolve: None,
+    home: Some("azure"),
+};
+
+/// A deployment's model. Deployments are the user's names: a reply is
+/// priced by the model it names unless the config prices the deployment
+/// itself.
+fn build(transport: HttpTransport, resolved: &ResolvedModel) -> HttpModel {
+    let deployment = resolved.spec.model();
+    let from_table = resolved.pricing == builtin_price("azure", deployment);
+    HttpModel::azure(
+        transport,
+        deployment,
+        resolved.api_version.as_deref(),
+        resolved.max_output_tokens,
+        from_table,
+    )
 }
 
 impl AzureForm {

@@ -17,8 +17,10 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 
 use super::adapter::{Call, HttpModel, WireForm};
+use super::api::{Api, ToolChoiceForm};
 use super::eventstream::{header, FrameReader};
-use super::http::HttpTransport;
+use super::http::{Auth, HttpTransport};
+use super::spec::WireApi;
 use super::{ModelError, Response, StreamObserver};
 use stream::{Assembly, Stage};
 
@@ -45,6 +47,20 @@ impl HttpModel {
         )
     }
 }
+
+/// Bedrock ConverseStream as a value (`model/api.rs`): its `toolChoice`
+/// is written by its own request builder; its settings are found in
+/// `settings/bedrock.rs`.
+pub(crate) const API: Api = Api {
+    name: WireApi::named("bedrock"),
+    key: Auth::Bearer,
+    tool_choice: ToolChoiceForm::Own,
+    build: |transport, resolved| {
+        HttpModel::bedrock(transport, resolved.spec.model(), resolved.max_output_tokens)
+    },
+    resolve: None,
+    home: Some("bedrock"),
+};
 
 /// The path of a model's ConverseStream; the id is one path segment
 /// (`us.anthropic.claude-sonnet-4-5-20250929-v1:0` sends its `:` encoded,

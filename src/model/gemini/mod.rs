@@ -17,7 +17,9 @@ pub(crate) use request::request_bytes;
 pub(crate) use stream::Assembly;
 
 use super::adapter::{Call, HttpModel, WireForm};
-use super::http::HttpTransport;
+use super::api::{Api, ToolChoiceForm};
+use super::http::{Auth, HttpTransport};
+use super::spec::WireApi;
 use super::wire_cache::WireCache;
 use super::{ModelError, Response};
 
@@ -52,6 +54,25 @@ impl HttpModel {
         )
     }
 }
+
+/// The Gemini API as a value (`model/api.rs`): its `toolConfig` is
+/// written by its own request builder.
+pub(crate) const API: Api = Api {
+    name: WireApi::named("gemini"),
+    key: Auth::XGoogApiKey,
+    tool_choice: ToolChoiceForm::Own,
+    build: |transport, resolved| {
+        let model = resolved.spec.model();
+        HttpModel::gemini(
+            transport,
+            model,
+            api_path(model),
+            resolved.max_output_tokens,
+        )
+    },
+    resolve: None,
+    home: Some("gemini"),
+};
 
 /// The Gemini API's path of `model`.
 pub(crate) fn api_path(model: &str) -> String {

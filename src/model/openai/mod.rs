@@ -9,12 +9,16 @@ mod stream;
 
 use async_trait::async_trait;
 
+use serde_json::Value;
+
 use super::adapter::{Call, HttpModel, WireForm};
-use super::http::HttpTransport;
+use super::api::{Api, ToolChoiceForm};
+use super::http::{Auth, HttpTransport};
+use super::spec::{builtin, ResolvedModel, ToolChoice, WireApi};
 use super::wire_cache::WireCache;
 use super::{ModelError, Response};
 
-pub use crate::model::spec::Dialect;
+pub use crate::model::providers::Dialect;
 #[cfg(test)]
 pub(crate) use request::request_body;
 pub(crate) use request::request_bytes;
@@ -44,6 +48,31 @@ impl HttpModel {
         };
         HttpModel::new(transport, model, output_cap, form)
     }
+}
+
+/// Chat Completions as a value (`model/api.rs`).
+pub(crate) const API: Api = Api {
+    name: WireApi::named("openai"),
+    key: Auth::Bearer,
+    tool_choice: ToolChoiceForm::Field(tool_choice),
+    build,
+    resolve: None,
+    home: None,
+};
+
+/// `tool_choice` in the OpenAI APIs' form.
+pub(crate) fn tool_choice(choice: ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => "auto".into(),
+        ToolChoice::Required => "required".into(),
+    }
+}
+
+/// A member's model: its dialect is its built-in provider's.
+fn build(transport: HttpTransport, resolved: &ResolvedModel) -> HttpModel {
+    let spec = &resolved.spec;
+    let dialect = builtin(spec.provider()).map_or(Dialect::Compatible, |b| b.dialect);
+    HttpModel::chat_completions(transport, spec.model(), dialect, resolved.max_output_tokens)
 }
 
 #[async_trait]

@@ -6,7 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::model::spec::Dialect;
-use crate::model::spec::{WireApi, WireOptions};
+use crate::model::spec::WireOptions;
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{push_json, WireBody, WireCache};
 use crate::model::{Message, Request, Role, ToolCall, ToolSpec};
@@ -53,7 +53,7 @@ pub(crate) fn request_bytes(
     cache: &WireCache,
 ) -> WireBody {
     let mut body = fields(model, dialect, budget, request);
-    apply_options(&mut body, WireApi::OpenAi, wire);
+    apply_options(&mut body, super::API.tool_choice, wire);
     cache.fill().body(&body, "messages", |fill, array| {
         if let Some(system) = system_message(request) {
             array.push_value(&system);

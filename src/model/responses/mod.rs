@@ -13,7 +13,9 @@ pub(crate) use request::request_bytes;
 pub(crate) use stream::Assembly;
 
 use super::adapter::{Call, HttpModel, WireForm};
-use super::http::HttpTransport;
+use super::api::{Api, ToolChoiceForm};
+use super::http::{Auth, HttpTransport};
+use super::spec::WireApi;
 use super::wire_cache::WireCache;
 use super::{ModelError, Response};
 
@@ -40,6 +42,18 @@ impl HttpModel {
         )
     }
 }
+
+/// OpenAI Responses as a value (`model/api.rs`).
+pub(crate) const API: Api = Api {
+    name: WireApi::named("responses"),
+    key: Auth::Bearer,
+    tool_choice: ToolChoiceForm::Field(super::openai::tool_choice),
+    build: |transport, resolved| {
+        HttpModel::responses(transport, resolved.spec.model(), resolved.max_output_tokens)
+    },
+    resolve: None,
+    home: None,
+};
 
 #[async_trait]
 impl WireForm for ResponsesForm {

@@ -12,7 +12,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::spec::{WireApi, WireOptions};
+use crate::model::spec::WireOptions;
 use crate::model::wire::apply_options;
 use crate::model::wire_cache::{joined, WireBody, WireCache};
 use crate::model::{Message, Request, Role};
@@ -40,7 +40,7 @@ pub(crate) fn request_bytes(
     cache: &WireCache,
 ) -> WireBody {
     let mut body = fields(model, request, configured_max);
-    apply_options(&mut body, WireApi::Responses, wire);
+    apply_options(&mut body, super::API.tool_choice, wire);
     cache.fill().body(&body, "input", |fill, array| {
         for m in request.messages {
             let extra = request.extra_of(m);
