@@ -36,6 +36,7 @@ mod oversized;
 mod pacing;
 mod providers_anthropic;
 mod providers_azure;
+mod providers_azure_identity;
 mod providers_bedrock;
 mod providers_gemini;
 mod providers_ollama;
