@@ -244,7 +244,10 @@ fn workload_identity_reads_its_file_again_when_it_changes() {
     let first = federated_token("system:serviceaccount:default:agent-1");
     let second = federated_token("system:serviceaccount:default:agent-2");
     let file = env.write("azure-identity-token", &first);
-    let rotate = format!("sleep 1; printf '%s' '{second}' > '{}'", file.display());
+    // The platform rotates the file (the token itself stays out of the
+    // tool call, which the events show).
+    let staged = env.write("next-token", &second);
+    let rotate = format!("sleep 1; cp '{}' '{}'", staged.display(), file.display());
     let replies = json!([
         {"calls": [{"name": "bash", "args": {"command": rotate}}]},
         submit(),

@@ -35,14 +35,23 @@ pub(crate) enum FindError {
     Bad(String),
 }
 
-/// Finds the first member of the chain for tokens of `scope`.
-pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError> {
-    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let mut looked = Vec::new();
-    let tenant = var("AZURE_TENANT_ID");
-    let client_id = var("AZURE_CLIENT_ID");
-    let authority = || authority(var("AZURE_AUTHORITY_HOST"));
-    let token_url = |tenant: &str| -> Result<String, FindError> {
+/// What one place of the chain gave: a member and where it was found, or
+/// what was missing there.
+enum Step {
+    Found(Member, &'static str),
+    Looked(String),
+}
+
+/// The variables every Entra ID member shares.
+struct Ids {
+    tenant: Option<String>,
+    client_id: Option<String>,
+    authority_host: Option<String>,
+}
+
+impl Ids {
+    /// The tenant's token endpoint at the login host.
+    fn token_url(&self, tenant: &str) -> Result<String, FindError> {
         if !tenant
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
@@ -51,115 +60,36 @@ pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError>
                 "AZURE_TENANT_ID is not a tenant id or domain".into(),
             ));
         }
-        Ok(format!("{}/{tenant}/oauth2/v2.0/token", authority()?))
+        let authority = authority(self.authority_host.clone())?;
+        Ok(format!("{authority}/{tenant}/oauth2/v2.0/token"))
+    }
+}
+
+/// Finds the first member of the chain for tokens of `scope`.
+pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError> {
+    let var = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let ids = Ids {
+        tenant: var("AZURE_TENANT_ID"),
+        client_id: var("AZURE_CLIENT_ID"),
+        authority_host: var("AZURE_AUTHORITY_HOST"),
     };
-
-    // A service principal from the environment.
-    let secret = var("AZURE_CLIENT_SECRET");
-    let certificate = var("AZURE_CLIENT_CERTIFICATE_PATH");
-    match (&tenant, &client_id, secret, &certificate) {
-        (Some(tenant), Some(client_id), Some(secret), _) => {
-            let member = Member::Secret {
-                token_url: token_url(tenant)?,
-                tenant: tenant.clone(),
-                client_id: client_id.clone(),
-                secret,
-            };
-            let source = "Entra ID, service principal (AZURE_CLIENT_ID)";
-            return Ok(AzureCredentials::new(member, scope, source.into()));
-        }
-        (Some(tenant), Some(client_id), None, Some(path)) => {
-            let signer = certificate::Signer::read(path.as_ref()).map_err(|why| {
-                FindError::Bad(format!("AZURE_CLIENT_CERTIFICATE_PATH ({path}): {why}"))
-            })?;
-            let member = Member::Certificate {
-                token_url: token_url(tenant)?,
-                tenant: tenant.clone(),
-                client_id: client_id.clone(),
-                signer,
-            };
-            let source = "Entra ID, service principal (AZURE_CLIENT_CERTIFICATE_PATH)";
-            return Ok(AzureCredentials::new(member, scope, source.into()));
-        }
-        (tenant, client_id, secret, _) => looked.push(format!(
-            "a service principal ({})",
-            unset(&[
-                ("AZURE_TENANT_ID", tenant.is_some()),
-                ("AZURE_CLIENT_ID", client_id.is_some()),
-                (
-                    "AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH",
-                    secret.is_some() || certificate.is_some()
-                ),
-            ])
-        )),
-    }
-
-    // Workload identity.
-    let file = var("AZURE_FEDERATED_TOKEN_FILE");
-    match (&tenant, &client_id, file) {
-        (Some(tenant), Some(client_id), Some(file)) => {
-            let readable = std::fs::read_to_string(&file).is_ok_and(|t| !t.trim().is_empty());
-            if !readable {
-                return Err(FindError::Bad(format!(
-                    "AZURE_FEDERATED_TOKEN_FILE ({file}): cannot be read or is empty"
-                )));
+    let mut looked = Vec::new();
+    for place in [service_principal, workload_identity, app_service] {
+        match place(&var, &ids)? {
+            Step::Found(member, source) => {
+                return Ok(AzureCredentials::new(member, scope, source.into()))
             }
-            let member = Member::Workload {
-                token_url: token_url(tenant)?,
-                tenant: tenant.clone(),
-                client_id: client_id.clone(),
-                file: PathBuf::from(file),
-            };
-            let source = "Entra ID, workload identity (AZURE_FEDERATED_TOKEN_FILE)";
-            return Ok(AzureCredentials::new(member, scope, source.into()));
+            Step::Looked(why) => looked.push(why),
         }
-        (tenant, client_id, file) => looked.push(format!(
-            "workload identity ({})",
-            unset(&[
-                ("AZURE_FEDERATED_TOKEN_FILE", file.is_some()),
-                ("AZURE_TENANT_ID", tenant.is_some()),
-                ("AZURE_CLIENT_ID", client_id.is_some()),
-            ])
-        )),
     }
-
-    // A managed identity: App Service's endpoint, else the instance
-    // metadata service. `AZURE_CLIENT_ID` names a user-assigned identity.
-    match (var("IDENTITY_ENDPOINT"), var("IDENTITY_HEADER")) {
-        (Some(endpoint), Some(header)) => {
-            let url = url::Url::parse(&endpoint).ok();
-            if !url.is_some_and(|u| matches!(u.scheme(), "http" | "https")) {
-                return Err(FindError::Bad(
-                    "IDENTITY_ENDPOINT is not an http(s) URL".into(),
-                ));
-            }
-            let mut header = HeaderValue::from_str(&header).map_err(|_| {
-                FindError::Bad("IDENTITY_HEADER holds characters a header cannot carry".into())
-            })?;
-            header.set_sensitive(true);
-            let member = Member::AppService {
-                endpoint,
-                header,
-                client_id: client_id.clone(),
-            };
-            let source = "Entra ID, managed identity (IDENTITY_ENDPOINT)";
-            return Ok(AzureCredentials::new(member, scope, source.into()));
-        }
-        (endpoint, header) => looked.push(format!(
-            "a managed identity ({})",
-            unset(&[
-                ("IDENTITY_ENDPOINT", endpoint.is_some()),
-                ("IDENTITY_HEADER", header.is_some()),
-            ])
-        )),
-    }
+    // The instance metadata service, only now that nothing else was found.
     let imds = var("AZURE_POD_IDENTITY_AUTHORITY_HOST")
         .map(|h| h.trim().trim_end_matches('/').to_string())
         .unwrap_or_else(|| IMDS.to_string());
     if imds_answers(&imds) {
         let member = Member::Imds {
             base: imds,
-            client_id,
+            client_id: ids.client_id,
         };
         let source = "Entra ID, managed identity (instance metadata service)";
         return Ok(AzureCredentials::new(member, scope, source.into()));
@@ -168,8 +98,6 @@ pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError>
         "the instance metadata service ({imds}: no answer within {} s)",
         IMDS_PROBE.as_secs()
     ));
-
-    // The Azure CLI.
     match cli::locate(env) {
         Ok((program, config_dir)) => {
             let member = Member::Cli {
@@ -187,6 +115,118 @@ pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError>
             Err(FindError::NotFound(looked))
         }
     }
+}
+
+/// A service principal from the environment: its secret, else its
+/// certificate.
+fn service_principal(var: &dyn Fn(&str) -> Option<String>, ids: &Ids) -> Result<Step, FindError> {
+    let secret = var("AZURE_CLIENT_SECRET");
+    let certificate = var("AZURE_CLIENT_CERTIFICATE_PATH");
+    Ok(match (&ids.tenant, &ids.client_id, secret, &certificate) {
+        (Some(tenant), Some(client_id), Some(secret), _) => Step::Found(
+            Member::Secret {
+                token_url: ids.token_url(tenant)?,
+                tenant: tenant.clone(),
+                client_id: client_id.clone(),
+                secret,
+            },
+            "Entra ID, service principal (AZURE_CLIENT_ID)",
+        ),
+        (Some(tenant), Some(client_id), None, Some(path)) => {
+            let signer = certificate::Signer::read(path.as_ref()).map_err(|why| {
+                FindError::Bad(format!("AZURE_CLIENT_CERTIFICATE_PATH ({path}): {why}"))
+            })?;
+            Step::Found(
+                Member::Certificate {
+                    token_url: ids.token_url(tenant)?,
+                    tenant: tenant.clone(),
+                    client_id: client_id.clone(),
+                    signer,
+                },
+                "Entra ID, service principal (AZURE_CLIENT_CERTIFICATE_PATH)",
+            )
+        }
+        (tenant, client_id, secret, _) => Step::Looked(format!(
+            "a service principal ({})",
+            unset(&[
+                ("AZURE_TENANT_ID", tenant.is_some()),
+                ("AZURE_CLIENT_ID", client_id.is_some()),
+                (
+                    "AZURE_CLIENT_SECRET or AZURE_CLIENT_CERTIFICATE_PATH",
+                    secret.is_some() || certificate.is_some()
+                ),
+            ])
+        )),
+    })
+}
+
+/// Workload identity: the federated token file with the tenant and client.
+fn workload_identity(var: &dyn Fn(&str) -> Option<String>, ids: &Ids) -> Result<Step, FindError> {
+    Ok(
+        match (
+            &ids.tenant,
+            &ids.client_id,
+            var("AZURE_FEDERATED_TOKEN_FILE"),
+        ) {
+            (Some(tenant), Some(client_id), Some(file)) => {
+                let readable = std::fs::read_to_string(&file).is_ok_and(|t| !t.trim().is_empty());
+                if !readable {
+                    return Err(FindError::Bad(format!(
+                        "AZURE_FEDERATED_TOKEN_FILE ({file}): cannot be read or is empty"
+                    )));
+                }
+                Step::Found(
+                    Member::Workload {
+                        token_url: ids.token_url(tenant)?,
+                        tenant: tenant.clone(),
+                        client_id: client_id.clone(),
+                        file: PathBuf::from(file),
+                    },
+                    "Entra ID, workload identity (AZURE_FEDERATED_TOKEN_FILE)",
+                )
+            }
+            (tenant, client_id, file) => Step::Looked(format!(
+                "workload identity ({})",
+                unset(&[
+                    ("AZURE_FEDERATED_TOKEN_FILE", file.is_some()),
+                    ("AZURE_TENANT_ID", tenant.is_some()),
+                    ("AZURE_CLIENT_ID", client_id.is_some()),
+                ])
+            )),
+        },
+    )
+}
+
+/// App Service's managed identity endpoint; `AZURE_CLIENT_ID` names a
+/// user-assigned identity.
+fn app_service(var: &dyn Fn(&str) -> Option<String>, ids: &Ids) -> Result<Step, FindError> {
+    let (Some(endpoint), Some(header)) = (var("IDENTITY_ENDPOINT"), var("IDENTITY_HEADER")) else {
+        return Ok(Step::Looked(format!(
+            "a managed identity ({})",
+            unset(&[
+                ("IDENTITY_ENDPOINT", var("IDENTITY_ENDPOINT").is_some()),
+                ("IDENTITY_HEADER", var("IDENTITY_HEADER").is_some()),
+            ])
+        )));
+    };
+    let url = url::Url::parse(&endpoint).ok();
+    if !url.is_some_and(|u| matches!(u.scheme(), "http" | "https")) {
+        return Err(FindError::Bad(
+            "IDENTITY_ENDPOINT is not an http(s) URL".into(),
+        ));
+    }
+    let mut header = HeaderValue::from_str(&header).map_err(|_| {
+        FindError::Bad("IDENTITY_HEADER holds characters a header cannot carry".into())
+    })?;
+    header.set_sensitive(true);
+    Ok(Step::Found(
+        Member::AppService {
+            endpoint,
+            header,
+            client_id: ids.client_id.clone(),
+        },
+        "Entra ID, managed identity (IDENTITY_ENDPOINT)",
+    ))
 }
 
 /// `A, B not set` of the variables not set.

@@ -125,10 +125,7 @@ impl AzureCredentials {
 
     /// A fresh token and how long it lasts.
     async fn fetch(&self) -> Result<token::Token, ModelError> {
-        let client = shared_client();
         let source = self.source.as_str();
-        let scope = self.scope.as_str();
-        let assertion_type = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
         match &self.member {
             Member::Secret {
                 token_url,
@@ -136,14 +133,8 @@ impl AzureCredentials {
                 secret,
                 ..
             } => {
-                let form = [
-                    ("grant_type", "client_credentials"),
-                    ("client_id", client_id.as_str()),
-                    ("client_secret", secret.as_str()),
-                    ("scope", scope),
-                ];
-                let request = client.post(token_url).form(&form);
-                token::call(source, token_url, request, &[secret]).await
+                self.grant(token_url, client_id, ("client_secret", secret))
+                    .await
             }
             Member::Certificate {
                 token_url,
@@ -154,15 +145,8 @@ impl AzureCredentials {
                 let assertion = signer.assertion(client_id, token_url).map_err(|()| {
                     token::refused(source, 401, "its private key could not sign an assertion")
                 })?;
-                let form = [
-                    ("grant_type", "client_credentials"),
-                    ("client_id", client_id.as_str()),
-                    ("client_assertion_type", assertion_type),
-                    ("client_assertion", assertion.as_str()),
-                    ("scope", scope),
-                ];
-                let request = client.post(token_url).form(&form);
-                token::call(source, token_url, request, &[&assertion]).await
+                self.grant(token_url, client_id, ("client_assertion", &assertion))
+                    .await
             }
             Member::Workload {
                 token_url,
@@ -180,53 +164,75 @@ impl AzureCredentials {
                         let why = format!("{} cannot be read or is empty", file.display());
                         token::refused(source, 401, &why)
                     })?;
-                let form = [
-                    ("grant_type", "client_credentials"),
-                    ("client_id", client_id.as_str()),
-                    ("client_assertion_type", assertion_type),
-                    ("client_assertion", assertion.as_str()),
-                    ("scope", scope),
-                ];
-                let request = client.post(token_url).form(&form);
-                token::call(source, token_url, request, &[&assertion]).await
+                self.grant(token_url, client_id, ("client_assertion", &assertion))
+                    .await
             }
             Member::AppService {
                 endpoint,
                 header,
                 client_id,
             } => {
-                let mut query = vec![
-                    ("api-version", "2019-08-01"),
-                    ("resource", resource_of(scope)),
-                ];
-                if let Some(id) = client_id {
-                    query.push(("client_id", id.as_str()));
-                }
-                let request = client
-                    .get(endpoint)
-                    .query(&query)
-                    .header("X-IDENTITY-HEADER", header.clone())
-                    .header("Metadata", "true");
+                let request = self
+                    .managed(endpoint, "2019-08-01", client_id.as_deref())
+                    .header("X-IDENTITY-HEADER", header.clone());
                 let secret = header.to_str().unwrap_or_default();
                 token::call(source, endpoint, request, &[secret]).await
             }
             Member::Imds { base, client_id } => {
                 let url = format!("{base}/metadata/identity/oauth2/token");
-                let mut query = vec![
-                    ("api-version", "2018-02-01"),
-                    ("resource", resource_of(scope)),
-                ];
-                if let Some(id) = client_id {
-                    query.push(("client_id", id.as_str()));
-                }
-                let request = client.get(&url).query(&query).header("Metadata", "true");
+                let request = self.managed(&url, "2018-02-01", client_id.as_deref());
                 token::call(source, &url, request, &[]).await
             }
             Member::Cli {
                 program,
                 config_dir,
-            } => cli::token(source, program, config_dir, scope).await,
+            } => cli::token(source, program, config_dir, &self.scope).await,
         }
+    }
+
+    /// Entra ID's client credentials grant with `credential`: the client
+    /// secret, or a client assertion.
+    async fn grant(
+        &self,
+        token_url: &str,
+        client_id: &str,
+        credential: (&str, &str),
+    ) -> Result<token::Token, ModelError> {
+        let mut form = vec![
+            ("grant_type", "client_credentials"),
+            ("client_id", client_id),
+            ("scope", self.scope.as_str()),
+            credential,
+        ];
+        if credential.0 == "client_assertion" {
+            form.push((
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            ));
+        }
+        let request = shared_client().post(token_url).form(&form);
+        token::call(&self.source, token_url, request, &[credential.1]).await
+    }
+
+    /// A managed identity endpoint's token request (`Metadata: true`, as
+    /// the instance metadata service needs and App Service takes).
+    fn managed(
+        &self,
+        url: &str,
+        api_version: &str,
+        client_id: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let mut query = vec![
+            ("api-version", api_version),
+            ("resource", resource_of(&self.scope)),
+        ];
+        if let Some(id) = client_id {
+            query.push(("client_id", id));
+        }
+        shared_client()
+            .get(url)
+            .query(&query)
+            .header("Metadata", "true")
     }
 }
 
