@@ -4,13 +4,16 @@
 //! `api_version`, else `AZURE_OPENAI_API_VERSION`) the deployment's classic
 //! URL; and its credentials found before any request: the key
 //! (`AZURE_OPENAI_API_KEY`, or a named provider's `api_key_env`) sent as
-//! `api-key`, else `AZURE_OPENAI_AD_TOKEN` as a bearer token. A setup
-//! error names the member and every variable looked in, never a value.
+//! `api-key`, else `AZURE_OPENAI_AD_TOKEN` as a bearer token, else a
+//! Microsoft Entra ID token for Azure AI services from Azure's credential
+//! chain (`model/credentials/azure/`). A setup error names the member and
+//! every place looked in, never a value.
 
 use std::sync::Arc;
 
 use crate::config::ProviderConfig;
-use crate::model::credentials::StaticKey;
+use crate::model::credentials::azure::{self as entra, COGNITIVE_SERVICES_SCOPE};
+use crate::model::credentials::{Credentials, StaticKey};
 use crate::model::spec::{FoundCredentials, ModelSpec, ResolvedModel};
 use crate::setup::{Env, SetupError};
 
@@ -96,9 +99,9 @@ pub(super) fn resolve(
         None => format!("{base}/openai/v1"),
     };
     resolved.api_version = api_version;
-    resolved.credentials = Some(FoundCredentials(Arc::new(
+    resolved.credentials = Some(FoundCredentials(
         credentials(overrides.key_env, env).map_err(|e| fail(e.to_string()))?,
-    )));
+    ));
     // The key goes in its own header, never as `Authorization` too.
     resolved.api_key = None;
     if resolved.pricing.is_none() {
@@ -113,30 +116,38 @@ pub(super) fn resolve(
 enum CredentialsError {
     #[error("the API key variable {0} is not set")]
     KeyUnset(String),
-    #[error("no Azure OpenAI credentials: neither {KEY_VAR} nor {TOKEN_VAR} is set")]
-    NoneSet,
+    #[error("no Azure OpenAI credentials: neither {KEY_VAR} nor {TOKEN_VAR} is set, and {0}")]
+    NoneSet(entra::FindError),
+    /// A chain member set but unusable (its own message names it).
+    #[error("{0}")]
+    Chain(entra::FindError),
     /// A value that cannot be a header (its own message names the variable).
     #[error("{0}")]
     BadValue(String),
 }
 
 /// The key of `key_env` (a named provider's), else `AZURE_OPENAI_API_KEY`,
-/// as `api-key`; else `AZURE_OPENAI_AD_TOKEN` as a bearer token.
-fn credentials(key_env: Option<&str>, env: Env) -> Result<StaticKey, CredentialsError> {
+/// as `api-key`; else `AZURE_OPENAI_AD_TOKEN` as a bearer token; else
+/// Azure's credential chain.
+fn credentials(key_env: Option<&str>, env: Env) -> Result<Arc<dyn Credentials>, CredentialsError> {
     let var = |name: &str| env(name).filter(|v| !v.is_empty());
     let source = |name: &str| format!("environment ({name})");
     let header_error = |e: SetupError| CredentialsError::BadValue(e.0);
-    if let Some(name) = key_env {
+    let key = if let Some(name) = key_env {
         let key = var(name).ok_or_else(|| CredentialsError::KeyUnset(name.to_string()))?;
-        return StaticKey::header("api-key", &key, source(name)).map_err(header_error);
-    }
-    if let Some(key) = var(KEY_VAR) {
-        return StaticKey::header("api-key", &key, source(KEY_VAR)).map_err(header_error);
-    }
-    if let Some(token) = var(TOKEN_VAR) {
-        return StaticKey::bearer(&token, source(TOKEN_VAR)).map_err(header_error);
-    }
-    Err(CredentialsError::NoneSet)
+        StaticKey::header("api-key", &key, source(name))
+    } else if let Some(key) = var(KEY_VAR) {
+        StaticKey::header("api-key", &key, source(KEY_VAR))
+    } else if let Some(token) = var(TOKEN_VAR) {
+        StaticKey::bearer(&token, source(TOKEN_VAR))
+    } else {
+        return match entra::find(env, COGNITIVE_SERVICES_SCOPE) {
+            Ok(chain) => Ok(Arc::new(chain)),
+            Err(e @ entra::FindError::NotFound(_)) => Err(CredentialsError::NoneSet(e)),
+            Err(e) => Err(CredentialsError::Chain(e)),
+        };
+    };
+    Ok(Arc::new(key.map_err(header_error)?))
 }
 
 /// `scheme://host[:port][/path]` of a resource endpoint, without a trailing
@@ -204,11 +215,23 @@ mod tests {
     fn missing_credentials_or_endpoint_name_the_variables() {
         let none = BTreeMap::new();
         let spec = || ModelSpec::parse("azure/prod-chat").unwrap();
-        let e = env(&[("AZURE_OPENAI_ENDPOINT", ENDPOINT)]);
+        let e = env(&[
+            ("AZURE_OPENAI_ENDPOINT", ENDPOINT),
+            ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:9"),
+            ("PATH", "/nonexistent"),
+        ]);
         let err = resolve(spec(), &none, &e, "fallback model").unwrap_err();
-        assert_eq!(
-            err.0,
-            "fallback model 'azure/prod-chat': no Azure OpenAI credentials: neither AZURE_OPENAI_API_KEY nor AZURE_OPENAI_AD_TOKEN is set"
+        assert!(
+            err.0.starts_with(
+                "fallback model 'azure/prod-chat': no Azure OpenAI credentials: neither AZURE_OPENAI_API_KEY nor AZURE_OPENAI_AD_TOKEN is set, and no Microsoft Entra ID credentials found (looked in a service principal"
+            ),
+            "{}",
+            err.0
+        );
+        assert!(
+            err.0.contains("the Azure CLI (az not found on PATH)"),
+            "{}",
+            err.0
         );
         let e = env(&[("AZURE_OPENAI_API_KEY", "secret-value")]);
         let err = resolve(spec(), &none, &e, "model").unwrap_err();

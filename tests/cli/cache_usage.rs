@@ -615,12 +615,21 @@ fn claude_on_a_vertex_regional_endpoint_costs_its_published_premium() {
         let response = of_type(&ev, "model.response")[0].clone();
         let count = |field: &str| response[field].as_u64().unwrap() as f64;
         // The fake's prompt is below the cache's minimum: nothing cached.
-        assert_eq!(count("cached_input_tokens") + count("cache_write_tokens"), 0.0);
+        assert_eq!(
+            count("cached_input_tokens") + count("cache_write_tokens"),
+            0.0
+        );
         let global = (count("input_tokens") * 3.0 + count("output_tokens") * 15.0) / 1e6;
         (response["cost_usd"].as_f64().unwrap(), global)
     };
     let (global, list_price) = cost("global");
-    assert!(global > 0.0 && (global - list_price).abs() < 1e-12, "{global} {list_price}");
+    assert!(
+        global > 0.0 && (global - list_price).abs() < 1e-12,
+        "{global} {list_price}"
+    );
     let (regional, list_price) = cost("us-east5");
-    assert!((regional - 1.1 * list_price).abs() < 1e-12, "{regional} {list_price}");
+    assert!(
+        (regional - 1.1 * list_price).abs() < 1e-12,
+        "{regional} {list_price}"
+    );
 }

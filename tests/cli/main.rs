@@ -40,6 +40,7 @@ mod pacing;
 mod prompt_cache;
 mod providers_anthropic;
 mod providers_azure;
+mod providers_azure_identity;
 mod providers_bedrock;
 mod providers_foundry;
 mod providers_gemini;

@@ -215,10 +215,15 @@ fn missing_credentials_or_endpoint_exit_2_before_any_request() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        stderr(&out).trim(),
-        "tinyagent: error: model 'azure/prod-chat': no Azure OpenAI credentials: neither AZURE_OPENAI_API_KEY nor AZURE_OPENAI_AD_TOKEN is set"
+    // Azure's identity chain was looked in too (providers_azure_identity.rs).
+    assert!(
+        stderr(&out).starts_with(
+            "tinyagent: error: model 'azure/prod-chat': no Azure OpenAI credentials: neither AZURE_OPENAI_API_KEY nor AZURE_OPENAI_AD_TOKEN is set, and no Microsoft Entra ID credentials found (looked in "
+        ),
+        "{}",
+        stderr(&out)
     );
+    assert!(fake.requests().is_empty());
     let out = env
         .cmd()
         .env("AZURE_OPENAI_API_KEY", KEY)

@@ -48,6 +48,15 @@ one repeated once the list is used up. A reply is one of:
     {"no_done": true, "text": ...}  the chunks, never `[DONE]`
     {"stall": SECONDS}              headers, then silence for SECONDS
 
+Microsoft Entra ID and the managed identity endpoints are served on the
+same port (entra.py: `--tenant`, `--client-id`, `--client-secret`,
+`--cert`, `--federated`, `--identity-header`, `--lifetime`, `--mode`,
+`--expire-after`), so that one fake is `AZURE_AUTHORITY_HOST`,
+`IDENTITY_ENDPOINT` (`…/msi/token`) and the resource at once; a model
+request then also takes `Authorization: Bearer <a token issued here for
+https://cognitiveservices.azure.com>` until it expires (or after
+`--expire-after` uses, when it is answered 401 as expired).
+
 Without a script each request is answered from cues in its last user text:
 `cue:429` (a 429 with retry-after 1), `cue:503`, `cue:filter` (a filtered
 prompt); anything else is a short text reply.
@@ -60,9 +69,12 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import entra  # Microsoft Entra ID and the managed identity endpoints
 import gemini  # the script of replies, shared
 import openai  # Chat Completions usage through the prompt cache, shared
 import prompt_cache
+
+AUDIENCE = "https://cognitiveservices.azure.com"
 
 SAFE = {
     "hate": {"filtered": False, "severity": "safe"},
@@ -282,10 +294,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"data: {data}\n\n".encode())
         self.wfile.flush()
 
+    def do_GET(self):
+        entry = log_request(self.server.fake.log, self, b"")
+        if not self.server.fake.entra.handle(self, entry):
+            self.send_json(404, azure_error(404))
+
     def do_POST(self):
         fake = self.server.fake
         raw = self.read_body()
         entry = log_request(fake.log, self, raw)
+        if fake.entra.handle(self, entry):
+            return
         path = entry["path"]
         body = entry["body"] if isinstance(entry["body"], dict) else {}
         if path == "/openai/v1/chat/completions":
@@ -297,6 +316,10 @@ class Handler(BaseHTTPRequestHandler):
         else:
             return self.send_json(404, azure_error(404))
         if not self.authorized(entry["headers"], v1):
+            if entry["headers"].get("authorization", "").startswith("Bearer eyJ"):
+                # Azure's answer to an Entra ID token it does not take.
+                message = f"Unauthorized. Access token is missing, invalid, audience is incorrect ({AUDIENCE}), or have expired."
+                return self.send_json(401, azure_error(401, message, "401"))
             return self.send_json(401, azure_error(401))
         model = fake.model_of(deployment)
         if model is None:
@@ -310,9 +333,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def authorized(self, headers, v1):
         fake = self.server.fake
-        if fake.key is None and fake.token is None:
-            return True
         bearer = headers.get("authorization", "")
+        if fake.entra.accepts(bearer, AUDIENCE):
+            return True
+        if fake.key is None and fake.token is None and not fake.entra.issued:
+            return True
         if fake.key is not None and (headers.get("api-key") == fake.key or (v1 and bearer == f"Bearer {fake.key}")):
             return True
         return fake.token is not None and bearer == f"Bearer {fake.token}"
@@ -347,7 +372,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class Fake:
-    def __init__(self, log, script, key, token, deployments):
+    def __init__(self, log, script, key, token, deployments, entra_state):
+        self.entra = entra_state
         self.log = log
         self.script = gemini.Script(script, cue_reply)
         self.key = key
@@ -371,10 +397,11 @@ def main():
     parser.add_argument("--key")
     parser.add_argument("--token")
     parser.add_argument("--deployment", action="append", default=[])
+    entra.Entra.add_arguments(parser)
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
-    server.fake = Fake(args.log, args.script, args.key, args.token, args.deployment)
+    server.fake = Fake(args.log, args.script, args.key, args.token, args.deployment, entra.Entra.from_args(args))
     print(server.server_address[1], flush=True)
     try:
         server.serve_forever()

@@ -6,6 +6,7 @@
 
 pub(crate) mod aws;
 mod aws_http;
+pub(crate) mod azure;
 pub(crate) mod google;
 
 use std::fmt;

@@ -79,17 +79,32 @@ const SCRUBBED: &[&str] = &[
     "AZURE_OPENAI_API_KEY",
     "AZURE_OPENAI_AD_TOKEN",
     "AZURE_OPENAI_API_VERSION",
+    "AZURE_TENANT_ID",
+    "AZURE_CLIENT_ID",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_CLIENT_CERTIFICATE_PATH",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_AUTHORITY_HOST",
+    "IDENTITY_ENDPOINT",
+    "IDENTITY_HEADER",
 ];
 
 /// Cloud variables every test sets, so that nothing can reach a metadata
 /// address or read the developer's cloud files: instance metadata off, the
-/// Google metadata server on a dead loopback port, the AWS and gcloud files
+/// Google metadata server and Azure's instance metadata service on a dead
+/// loopback port, the AWS, gcloud and Azure CLI files
 /// inside the test's own home. A test that needs a source sets its own.
 fn cloud_isolation(home: &Path) -> Vec<(&'static str, PathBuf)> {
     vec![
         ("AWS_CONFIG_FILE", home.join(".aws/config")),
         ("AWS_SHARED_CREDENTIALS_FILE", home.join(".aws/credentials")),
         ("CLOUDSDK_CONFIG", home.join(".config/gcloud")),
+        ("AZURE_CONFIG_DIR", home.join(".azure")),
+        // Azure's instance metadata service: a dead loopback port.
+        (
+            "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+            PathBuf::from("http://127.0.0.1:9"),
+        ),
     ]
 }
 
