@@ -58,14 +58,15 @@ fn claude_on_foundry_runs_tools_with_its_key_as_anthropics_client_sends_it() {
     );
     let ev = events(&out.stdout);
     assert_eq!(finished(&ev)["status"], "submitted");
-    // Priced at Foundry's Claude Sonnet 4.5 price: 30 in, 10 out.
-    let cost = of_type(&ev, "model.response")[0]["cost_usd"]
-        .as_f64()
-        .unwrap();
-    assert!(
-        (cost - (30.0 * 3.0 + 10.0 * 15.0) / 1e6).abs() < 1e-12,
-        "{cost}"
-    );
+    // Priced at Foundry's Claude Sonnet 4.5 prices (input, cache read and
+    // write, output) for the usage the fake's prompt cache reports.
+    let response = &of_type(&ev, "model.response")[0];
+    let count = |field: &str| response[field].as_u64().unwrap() as f64;
+    let (read, written) = (count("cached_input_tokens"), count("cache_write_tokens"));
+    let fresh = count("input_tokens") - read - written;
+    let list = (fresh * 3.0 + read * 0.3 + written * 3.75 + count("output_tokens") * 15.0) / 1e6;
+    let cost = response["cost_usd"].as_f64().unwrap();
+    assert!(cost > 0.0 && (cost - list).abs() < 1e-12, "{cost} {list}");
 
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
@@ -161,7 +162,7 @@ fn missing_credentials_are_exit_2_naming_every_place() {
         "ANTHROPIC_FOUNDRY_RESOURCE",
         "ANTHROPIC_FOUNDRY_BASE_URL",
         "ANTHROPIC_FOUNDRY_API_KEY",
-        "Azure's credential chain",
+        "no Microsoft Entra ID credentials found",
     ] {
         assert!(err.contains(place), "{place}: {err}");
     }
@@ -178,8 +179,93 @@ fn missing_credentials_are_exit_2_naming_every_place() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("ANTHROPIC_FOUNDRY_API_KEY")
-            && err.contains("Azure's credential chain")
+            && err.contains("no Microsoft Entra ID credentials found")
             && !err.contains("ANTHROPIC_FOUNDRY_RESOURCE"),
         "{err}"
+    );
+}
+
+/// Without a key, Foundry takes a Microsoft Entra ID token from Azure's
+/// credential chain (a service principal's secret here, at the fake's login
+/// host), for the scope anthropic's `AnthropicFoundry` asks for, fetched
+/// once for the whole run and named by `--check`.
+#[test]
+fn without_a_key_foundry_takes_an_entra_id_token_for_its_scope() {
+    const TENANT: &str = "72f988bf-0000-4000-8000-0000000000aa";
+    const CLIENT: &str = "0f3c1a2b-0000-4000-8000-0000000000bb";
+    const SECRET: &str = "foundry-entra-test-secret~1a2b3c";
+    let env = cloud_env(RETRY, "");
+    let replies = json!([
+        {"calls": [{"name": "bash", "args": {"command": "echo one"}}]},
+        {"calls": [{"name": "submit", "args": {"output": "done"}}]},
+    ]);
+    let fake = FakeCloud::scripted(
+        "foundry",
+        &env,
+        &replies,
+        &[
+            "--tenant",
+            TENANT,
+            "--client-id",
+            CLIENT,
+            "--client-secret",
+            SECRET,
+        ],
+    );
+    let cmd = |args: &[&str]| {
+        let mut cmd = env.cmd();
+        cmd.env(
+            "ANTHROPIC_FOUNDRY_BASE_URL",
+            format!("{}/anthropic", fake.url()),
+        )
+        .env_remove("ANTHROPIC_FOUNDRY_API_KEY")
+        .env("AZURE_AUTHORITY_HOST", fake.url())
+        .env("AZURE_TENANT_ID", TENANT)
+        .env("AZURE_CLIENT_ID", CLIENT)
+        .env("AZURE_CLIENT_SECRET", SECRET)
+        .args(args);
+        cmd.output().unwrap()
+    };
+    let out = cmd(&["-m", CLAUDE, "--json", "-o", "run.json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let ev = events(&out.stdout);
+    assert_eq!(finished(&ev)["status"], "submitted");
+    let requests = fake.requests();
+    let tokens: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["path"] == format!("/{TENANT}/oauth2/v2.0/token"))
+        .collect();
+    assert_eq!(tokens.len(), 1, "one token for the whole run: {requests:?}");
+    let body = tokens[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("scope=https%3A%2F%2Fai.azure.com%2F.default"),
+        "{body}"
+    );
+    let messages: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["path"] == "/anthropic/v1/messages")
+        .collect();
+    assert_eq!(messages.len(), 2);
+    for m in &messages {
+        let auth = m["headers"]["authorization"].as_str().unwrap();
+        assert!(auth.starts_with("Bearer eyJ"), "{auth}");
+        assert!(m["headers"].get("x-api-key").is_none());
+    }
+    let token = messages[0]["headers"]["authorization"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("Bearer ")
+        .to_string();
+    let trajectory = env.work().join("run.json");
+    for secret in [SECRET, token.as_str()] {
+        assert_secret_absent(secret, &out, &[&trajectory]);
+    }
+
+    let out = cmd(&["-m", CLAUDE, "--check"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("credentials: Entra ID, service principal (AZURE_CLIENT_ID)"),
+        "{text}"
     );
 }

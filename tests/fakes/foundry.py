@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A loopback fake of Claude on Microsoft Foundry (stdlib only; the
-Anthropic events are vertex.py's, the script and server gemini.py's).
+Messages answer and its prompt cache are anthropic.py's, the script and
+server gemini.py's).
 
     python3 tests/fakes/foundry.py --port 0 --log FILE [--script FILE] [--key KEY] [--entra-token TOKEN]
 
@@ -16,15 +17,22 @@ base `/anthropic`:
   goes silent.
 Requests need the key (`--key`) as `x-api-key` (the `api-key` header is
 taken too, as Foundry's endpoints do), or with `--entra-token` a bearer
-Microsoft Entra ID token; else 401 with Azure's documented body.
+Microsoft Entra ID token; else 401 with Azure's documented body. It also
+serves Microsoft Entra ID's token endpoint (entra.py's `--tenant`,
+`--client-id`, `--client-secret` ...), whose tokens for `https://ai.azure.com`
+it takes.
 """
 import argparse
 import json
 import sys
 import time
 
+import anthropic  # the Messages answer with its prompt cache
+import entra  # Microsoft Entra ID's token endpoint on the same port
 import gemini
-import vertex
+
+# The resource Foundry's Entra ID tokens are for (scope `…/.default`).
+AUDIENCE = "https://ai.azure.com"
 
 DENIED = ("Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide "
           "a valid key for an active subscription and use a correct regional API endpoint for your resource.")
@@ -34,17 +42,6 @@ def anthropic_error(status):
     kind = {429: "rate_limit_error", 529: "overloaded_error", 400: "invalid_request_error",
             404: "not_found_error"}.get(status, "api_error")
     return {"type": "error", "error": {"type": kind, "message": f"fake {kind}"}}
-
-
-def whole_message(reply, model):
-    content = []
-    if reply.get("text"):
-        content.append({"type": "text", "text": reply["text"]})
-    for n, call in enumerate(reply.get("calls", [])):
-        content.append({"type": "tool_use", "id": f"toolu_fdry_{n}", "name": call["name"], "input": call.get("args", {})})
-    return {"id": "msg_fdry_1", "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": "tool_use" if reply.get("calls") else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": 30, "output_tokens": 10}}
 
 
 def last_user_text(body):
@@ -69,13 +66,16 @@ def cue_reply(body):
 class Handler(gemini.Handler):
     def handle_other(self, entry):
         fake = self.server.fake
+        if fake.entra.handle(self, entry):
+            return True
         if entry["path"] != "/anthropic/v1/messages":
             self.send_json(404, {"error": {"code": "404", "message": "Resource not found"}})
             return True
         headers = entry["headers"]
         key = headers.get("x-api-key") or headers.get("api-key")
         bearer = headers.get("authorization", "").removeprefix("Bearer ")
-        if not ((fake.key and key == fake.key) or (fake.entra_token and bearer == fake.entra_token)):
+        entra_ok = fake.entra.accepts(headers.get("authorization", ""), AUDIENCE)
+        if not ((fake.key and key == fake.key) or (fake.entra_token and bearer == fake.entra_token) or entra_ok):
             self.send_json(401, {"error": {"code": "401", "message": DENIED}})
             return True
         body = entry["body"] if isinstance(entry["body"], dict) else {}
@@ -98,18 +98,17 @@ class Handler(gemini.Handler):
             self.start_stream()
             time.sleep(reply["stall"])
             return True
-        if not body.get("stream"):
-            self.send_json(200, whole_message(reply, body["model"]))
-            return True
-        self.send_whole_stream("".join(vertex.anthropic_events(reply, body["model"])).encode())
+        fake.messages.answer(self, body, body["model"], reply, "msg_fdry_1")
         return True
 
 
 class Fake(gemini.Fake):
-    def __init__(self, log, script, key, entra_token):
+    def __init__(self, log, script, key, entra_token, entra_state):
         super().__init__(log, script, key)
         self.script = gemini.Script(script, cue_reply)
         self.entra_token = entra_token
+        self.entra = entra_state
+        self.messages = anthropic.Messages()
 
 
 def main():
@@ -119,8 +118,10 @@ def main():
     parser.add_argument("--script")
     parser.add_argument("--key")
     parser.add_argument("--entra-token")
+    entra.Entra.add_arguments(parser)
     args = parser.parse_args()
-    gemini.serve(Handler, Fake(args.log, args.script, args.key, args.entra_token), args.port)
+    fake = Fake(args.log, args.script, args.key, args.entra_token, entra.Entra.from_args(args))
+    gemini.serve(Handler, fake, args.port)
 
 
 if __name__ == "__main__":

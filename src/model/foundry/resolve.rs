@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::key::FoundryKey;
 use crate::model::api::ApiInput;
+use crate::model::credentials::azure::{self as entra, FOUNDRY_SCOPE};
 use crate::model::credentials::Credentials;
 use crate::model::spec::{FoundCredentials, ResolvedModel};
 use crate::setup::{Env, SetupError};
@@ -21,8 +22,6 @@ const RESOURCE_VAR: &str = "ANTHROPIC_FOUNDRY_RESOURCE";
 const BASE_VAR: &str = "ANTHROPIC_FOUNDRY_BASE_URL";
 /// The key's variable.
 const KEY_VAR: &str = "ANTHROPIC_FOUNDRY_API_KEY";
-/// The scope anthropic's Foundry client asks Entra ID tokens for.
-const ENTRA_SCOPE: &str = "https://ai.azure.com/.default";
 
 /// Fills in `resolved`'s endpoint and credentials; `what` names the
 /// setting.
@@ -50,7 +49,7 @@ pub(super) fn resolve(
             )),
         },
     };
-    let credentials = credentials(input.key_env, env);
+    let credentials = credentials(input.key_env, env).map_err(|e| e.to_string());
     let (base, credentials) = match (base, credentials) {
         (Ok(base), Ok(credentials)) => (base, credentials),
         (base, credentials) => {
@@ -72,29 +71,41 @@ pub(super) fn resolve(
     Ok(())
 }
 
+/// Why no Foundry credentials could be made (never a value).
+#[derive(Debug, thiserror::Error)]
+enum CredentialsError {
+    /// A key that cannot be a header (its own message names the variable).
+    #[error("{0}")]
+    BadKey(String),
+    #[error("the API key variable {0} is not set")]
+    KeyUnset(String),
+    #[error("no Microsoft Foundry credentials: {KEY_VAR} is not set, and {0}")]
+    NoneSet(entra::FindError),
+    /// A chain member set but unusable (its own message names it).
+    #[error("{0}")]
+    Chain(entra::FindError),
+}
+
 /// The key of `key_env` (a named provider's), else of
-/// `ANTHROPIC_FOUNDRY_API_KEY`; else Azure's credential chain.
-fn credentials(key_env: Option<&str>, env: Env) -> Result<Arc<dyn Credentials>, String> {
+/// `ANTHROPIC_FOUNDRY_API_KEY`; else the credential kind "Azure": a
+/// Microsoft Entra ID token for the scope anthropic's Foundry client asks
+/// for, found by Azure's credential chain (SPEC 22).
+fn credentials(key_env: Option<&str>, env: Env) -> Result<Arc<dyn Credentials>, CredentialsError> {
     let var = |name: &str| env(name).filter(|v| !v.is_empty());
     let name = key_env.unwrap_or(KEY_VAR);
     if let Some(key) = var(name) {
-        let key = FoundryKey::new(&key, &format!("environment ({name})")).map_err(|e| e.0)?;
+        let key = FoundryKey::new(&key, &format!("environment ({name})"))
+            .map_err(|e| CredentialsError::BadKey(e.0))?;
         return Ok(Arc::new(key));
     }
     if key_env.is_some() {
-        return Err(format!("the API key variable {name} is not set"));
+        return Err(CredentialsError::KeyUnset(name.to_string()));
     }
-    entra(ENTRA_SCOPE, env).map_err(|chain| {
-        format!("no Microsoft Foundry credentials: {KEY_VAR} is not set, and {chain}")
-    })
-}
-
-/// The credential kind "Azure" after the key: a Microsoft Entra ID token
-/// for `scope`, found by Azure's credential chain (SPEC 22), which lives in
-/// `model/credentials/azure/`. Its error says every place it looked in.
-/// Until that chain is part of the build, it finds nothing.
-fn entra(_scope: &str, _env: Env) -> Result<Arc<dyn Credentials>, String> {
-    Err("Azure's credential chain (a service principal, workload identity, a managed identity, the Azure CLI) is not in this build".into())
+    match entra::find(env, FOUNDRY_SCOPE) {
+        Ok(chain) => Ok(Arc::new(chain)),
+        Err(e @ entra::FindError::NotFound(_)) => Err(CredentialsError::NoneSet(e)),
+        Err(e) => Err(CredentialsError::Chain(e)),
+    }
 }
 
 /// `base` without its trailing `/`, when it is an http(s) URL.
@@ -161,17 +172,26 @@ mod tests {
 
     #[test]
     fn everything_missing_is_named_at_once() {
-        let err = run(&env(&[])).unwrap_err().0;
+        // The chain's last places aimed at nothing: no metadata address, no `az`.
+        const NO_AZURE: [(&str, &str); 2] = [
+            ("AZURE_POD_IDENTITY_AUTHORITY_HOST", "http://127.0.0.1:9"),
+            ("PATH", "/nonexistent"),
+        ];
+        let err = run(&env(&NO_AZURE)).unwrap_err().0;
         for name in [
             "model 'foundry/claude-sonnet-4-5'",
             "ANTHROPIC_FOUNDRY_RESOURCE",
             "ANTHROPIC_FOUNDRY_BASE_URL",
             "ANTHROPIC_FOUNDRY_API_KEY",
-            "Azure's credential chain",
+            "no Microsoft Entra ID credentials found (looked in a service principal",
         ] {
             assert!(err.contains(name), "{err}");
         }
-        let e = env(&[("ANTHROPIC_FOUNDRY_RESOURCE", "bad/name")]);
+        let e = env(&[
+            ("ANTHROPIC_FOUNDRY_RESOURCE", "bad/name"),
+            NO_AZURE[0],
+            NO_AZURE[1],
+        ]);
         let err = run(&e).unwrap_err().0;
         assert!(err.contains("not a Foundry resource name"), "{err}");
     }

@@ -36,7 +36,6 @@ pub(crate) const COGNITIVE_SERVICES_SCOPE: &str = "https://cognitiveservices.azu
 
 /// The scope of Claude on Microsoft Foundry, as anthropic's
 /// `AnthropicFoundry` documents it (for the `foundry` provider's row).
-#[allow(dead_code)]
 pub(crate) const FOUNDRY_SCOPE: &str = "https://ai.azure.com/.default";
 
 /// A token is refreshed this long before it expires at most (as the Azure
