@@ -393,6 +393,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         Event::StepStarted { .. }
         | Event::ProviderRetry { .. }
         | Event::ProviderPaced { .. }
+        | Event::LimitLearned { .. }
         | Event::AttemptReset { .. }
         | Event::ModelFallback { .. }
         | Event::ModelRestore { .. }

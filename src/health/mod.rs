@@ -32,7 +32,10 @@ pub use latency::{LatencyStore, KEPT_FIRST_EVENTS};
 pub(crate) use locked::LockedStore;
 pub(crate) use memory::MemoryStore;
 pub use outage::{OutageRecord, OutageStore};
-pub use pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
+pub use pacing::{
+    Ask, Dim, Heard, PaceKey, PaceLimit, PaceSource, PacingStore, Published, Reservation, Reserved,
+    Shortfall, Window,
+};
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 

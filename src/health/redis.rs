@@ -24,6 +24,7 @@ use redis::{AsyncConnectionConfig, Script};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
+mod pace_windows;
 mod pacing;
 
 /// The longest one operation may take, connecting included (SPEC 13).
@@ -132,6 +133,9 @@ struct Scripts {
     lease: Script,
     pace_reserve: Script,
     pace_hear: Script,
+    pace_settle: Script,
+    pace_refused: Script,
+    pace_learned: Script,
 }
 
 /// Why a store could not be made or used, never holding the password.
@@ -174,8 +178,11 @@ impl RedisStore {
                 success: Script::new(SUCCESS),
                 cooling: Script::new(COOLING),
                 lease: Script::new(LEASE),
-                pace_reserve: Script::new(pacing::RESERVE),
+                pace_reserve: Script::new(&pacing::reserve_script()),
                 pace_hear: Script::new(pacing::HEAR),
+                pace_settle: Script::new(&pacing::with_prelude(pace_windows::SETTLE)),
+                pace_refused: Script::new(&pacing::with_prelude(pace_windows::REFUSED)),
+                pace_learned: Script::new(&pacing::with_prelude(pace_windows::LEARNED)),
             },
         })
     }

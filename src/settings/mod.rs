@@ -16,6 +16,7 @@ mod jobs;
 mod limits;
 mod models;
 mod policies;
+mod rate_limits;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -91,6 +92,8 @@ pub(crate) struct Settings {
     pub outage_wait: Duration,
     /// `budgets:` spend caps shared on the health record (SPEC 19).
     pub budgets: Vec<Budget>,
+    /// `limits:` and the named providers' own (SPEC 24).
+    pub rate_limits: rate_limits::DeclaredLimits,
     /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
     pub approval: approval::Choice,
 }
@@ -142,6 +145,7 @@ impl Settings {
         let health_db = health::location(config.health_db.as_deref(), env);
         let save_runs = save_runs(cli, &config);
         let budgets = budgets::resolve(config.budgets.as_deref(), &config.providers)?;
+        let rate_limits = rate_limits::resolve(config.limits.as_deref(), &config.providers)?;
         let approval =
             approval::Choice::resolve(cli.approval, config.approval, config.approval_allow);
         let pacing = config.pacing != Some(config::Pacing::Off);
@@ -177,6 +181,7 @@ impl Settings {
             tools,
             outage_wait,
             budgets,
+            rate_limits,
             approval,
         })
     }

@@ -491,6 +491,7 @@ impl Spans {
             }
             Event::ProviderRetry { .. }
             | Event::ProviderPaced { .. }
+            | Event::LimitLearned { .. }
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }

@@ -48,12 +48,12 @@ use std::time::Duration;
 use super::ratelimit::RateLimits;
 use super::reason::{FailureReason, SwitchReason};
 use super::ModelError;
-use crate::health::{Health, HealthKey, Millis, PaceLimit};
+use crate::health::{Health, HealthKey, Millis, PaceLimit, PaceSource, Window};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
 pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
 pub(crate) use hedge::{HedgeTurn, PartnerAdmission};
 pub(crate) use outage::{Next, Outage};
-pub(crate) use pacing::Pacer;
+pub(crate) use pacing::{LimitLearned, Pacer};
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
@@ -63,9 +63,15 @@ pub(crate) enum Admission {
     /// Send it, giving its first stream event this long (response headers
     /// included).
     Send { first_event_deadline: Duration },
-    /// Not yet: wait this long to stay under the provider's published
-    /// `limit` (SPEC 17), then ask again.
-    Wait { wait: Duration, limit: PaceLimit },
+    /// Not yet: wait this long to stay under the member's `limit` from
+    /// `source` (SPEC 17, 24; `rate`: the declared or learned window),
+    /// then ask again.
+    Wait {
+        wait: Duration,
+        limit: PaceLimit,
+        source: PaceSource,
+        rate: Option<Window>,
+    },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
     /// Do not send it: the member's published limit resets `reset` from
@@ -135,6 +141,14 @@ pub(crate) trait Referee: Sync {
     fn succeeded(&self, timing: Timing);
     /// After any response that published rate limits (a 429 included).
     fn heard(&self, limits: &RateLimits);
+    /// A reply reported it used `output_tokens` (SPEC 24: declared
+    /// windows get back what its reservation took beyond that).
+    fn settled(&self, _output_tokens: u64) {}
+    /// The member's rate-limit changes since the last call, to announce
+    /// (`provider.limit_learned`).
+    fn limit_notices(&self) -> Vec<LimitLearned> {
+        Vec::new()
+    }
 }
 
 /// Every member's state, and the run's retry and fallback policy.
@@ -192,6 +206,15 @@ impl Gate {
     /// The same gate, pacing as `pacer` says (SPEC 17).
     pub(crate) fn with_pacer(self, pacer: Pacer) -> Gate {
         Gate { pacer, ..self }
+    }
+
+    /// The same gate, its pacer knowing each member's declared limits and
+    /// reply budget (SPEC 24).
+    pub(crate) fn with_pace_limits(self, limits: Vec<(Vec<Window>, Option<u32>)>) -> Gate {
+        Gate {
+            pacer: self.pacer.with_limits(limits),
+            ..self
+        }
     }
 
     /// The same gate on another health record (the run's, once it has an
@@ -469,6 +492,11 @@ impl Referee for MemberTurn<'_> {
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
         self.learn(failed.timing);
+        if failed.reason == FailureReason::Http(429) {
+            let gate = self.gate;
+            gate.pacer
+                .refused(gate.record.health(), self.index, &failed.reason.to_string());
+        }
         if let Some(verdict) = self.after_outage_probe(failed) {
             return verdict;
         }
@@ -516,5 +544,15 @@ impl Referee for MemberTurn<'_> {
     fn heard(&self, limits: &RateLimits) {
         let gate = self.gate;
         gate.pacer.heard(gate.record.health(), self.index, limits);
+    }
+
+    fn settled(&self, output_tokens: u64) {
+        let gate = self.gate;
+        gate.pacer
+            .settle(gate.record.health(), self.index, output_tokens);
+    }
+
+    fn limit_notices(&self) -> Vec<LimitLearned> {
+        self.gate.pacer.take_notices(self.index)
     }
 }

@@ -45,7 +45,7 @@ fn requests(remaining: u64, reset: Duration) -> RateLimits {
 
 fn waited(admission: Option<Admission>) -> (Duration, PaceLimit) {
     match admission {
-        Some(Admission::Wait { wait, limit }) => (wait, limit),
+        Some(Admission::Wait { wait, limit, .. }) => (wait, limit),
         other => panic!("expected a wait, got {other:?}"),
     }
 }
@@ -119,7 +119,9 @@ fn a_wait_past_max_backoff_moves_on_or_waits_max_backoff() {
         pacer.admit(&health, 0, 1, MINUTE, false),
         Some(Admission::Wait {
             wait: MINUTE,
-            limit: PaceLimit::Requests
+            limit: PaceLimit::Requests,
+            source: crate::health::PaceSource::Published,
+            rate: None,
         }),
         "without: max_backoff, then look again"
     );
