@@ -504,6 +504,7 @@ impl HumanSink {
             Event::RunStarted { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => self.subagent_started(task, model),

@@ -252,6 +252,19 @@ pub enum Event {
         #[serde(skip)]
         line: String,
     },
+    /// `--check`: one rate limit of a model and where it came from (SPEC
+    /// 24; an addition to SPEC's events).
+    #[strum(serialize = "check.limit")]
+    CheckLimit {
+        model: String,
+        /// `24 requests/min`.
+        limit: String,
+        /// `declared` or `learned`.
+        source: String,
+        /// The human line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
     /// `--check`: one budget (SPEC 19) and its current period, after the
     /// models' verdicts (an addition to SPEC's events).
     #[strum(serialize = "check.budget")]
@@ -344,6 +357,7 @@ impl Event {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. }
             | Event::RunFinished { .. } => None,

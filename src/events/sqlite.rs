@@ -407,6 +407,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }
         | Event::CheckBudget { .. }
+        | Event::CheckLimit { .. }
         | Event::CheckHealth { .. }
         | Event::CheckFinished { .. }
         | Event::Warning { .. } => Ok(()),

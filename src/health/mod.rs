@@ -210,6 +210,18 @@ impl Location {
         keys.iter().map(|key| store.read(key)).collect()
     }
 
+    /// The limit the record learned for each of `keys` (SPEC 24), read
+    /// once (`--check` and `/model` list it). A file not made yet is read
+    /// as empty, not created.
+    pub(crate) fn read_learned(&self, keys: &[PaceKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        if matches!(self, Location::File(path) if !path.exists()) {
+            return Ok(vec![None; keys.len()]);
+        }
+        let mut store = self.open()?;
+        let now = now_millis();
+        keys.iter().map(|key| store.learned(key, now)).collect()
+    }
+
     fn open(&self) -> Result<Box<dyn Store>, StoreError> {
         match self {
             Location::File(path) => open(path),

@@ -28,7 +28,7 @@
 //! (`model::gate::pacing`).
 
 mod learned;
-mod windows;
+pub(crate) mod windows;
 
 use std::fmt;
 

@@ -18,6 +18,8 @@ mod models;
 mod policies;
 mod rate_limits;
 
+pub(crate) use rate_limits::{listed as listed_limits, DeclaredLimits};
+
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -93,7 +95,7 @@ pub(crate) struct Settings {
     /// `budgets:` spend caps shared on the health record (SPEC 19).
     pub budgets: Vec<Budget>,
     /// `limits:` and the named providers' own (SPEC 24).
-    pub rate_limits: rate_limits::DeclaredLimits,
+    pub rate_limits: DeclaredLimits,
     /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
     pub approval: approval::Choice,
 }

@@ -51,11 +51,50 @@ impl DeclaredLimits {
         }
         out
     }
+}
 
-    /// Whether no limit is declared.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
+/// One limit of a member as `--check` and `/model` list it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListedLimit {
+    /// `24 requests/min`.
+    pub limit: String,
+    /// `declared` or `learned`.
+    pub source: &'static str,
+}
+
+/// The limits of each of `models` (specs with their pacing keys): every
+/// declared one, then the learned one the record at `location` keeps
+/// (`None`: the record is off or cannot be read; none listed).
+pub(crate) fn listed(
+    declared: &DeclaredLimits,
+    models: &[(String, crate::health::PaceKey)],
+    location: Option<&crate::health::Location>,
+) -> Vec<Vec<ListedLimit>> {
+    let keys: Vec<_> = models.iter().map(|(_, key)| key.clone()).collect();
+    let learned = location
+        .and_then(|l| l.read_learned(&keys).ok())
+        .unwrap_or_else(|| vec![None; keys.len()]);
+    models
+        .iter()
+        .zip(learned)
+        .map(|((spec, _), learned)| {
+            let mut out: Vec<ListedLimit> = declared
+                .windows(spec)
+                .iter()
+                .map(|w| ListedLimit {
+                    limit: w.to_string(),
+                    source: "declared",
+                })
+                .collect();
+            if let Some(rpm) = learned {
+                out.push(ListedLimit {
+                    limit: format!("{rpm} requests/min"),
+                    source: "learned",
+                });
+            }
+            out
+        })
+        .collect()
 }
 
 /// A limit's windows: one per count given.

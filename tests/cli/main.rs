@@ -34,6 +34,7 @@ mod outage;
 mod outage_probes;
 mod oversized;
 mod pacing;
+mod pacing_limits;
 mod providers_anthropic;
 mod providers_azure;
 mod providers_bedrock;

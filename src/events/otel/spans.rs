@@ -496,6 +496,7 @@ impl Spans {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
         }

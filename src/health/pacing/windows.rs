@@ -147,6 +147,13 @@ impl fmt::Display for PaceSource {
     }
 }
 
+/// How far a window's refill trails the clock: the provider counts a
+/// request when it arrives, a little after it was reserved here (a first
+/// request on a new connection later than the next one), so a window that
+/// refilled on time would let a request in just before the provider's
+/// own window holds it.
+pub const REFILL_LAG: Millis = 250;
+
 /// One window's level: units held at `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bucket {
@@ -167,6 +174,7 @@ impl Bucket {
     /// clock that went back keeps the level; one that went back further
     /// than a whole window restarts the time base there.
     pub fn refill(&mut self, w: &Window, now: Millis) {
+        let now = now.saturating_sub(REFILL_LAG);
         let limit = w.limit as f64;
         if now >= self.at {
             let gained = (now - self.at) as f64 * limit / w.per_ms.max(1) as f64;
@@ -180,16 +188,17 @@ impl Bucket {
         }
     }
 
-    /// How long until the window holds `need` (capped at the whole
-    /// window); zero when it does now. A window owes at most one whole
+    /// When the window (refilled) holds `need` (capped at the whole
+    /// window); `None` when it does now. A window owes at most one whole
     /// window (`take`), so no wait is longer than two.
-    pub fn wait_for(&self, w: &Window, need: u64) -> Millis {
+    pub fn ready_at(&self, w: &Window, need: u64) -> Option<Millis> {
         let want = need.min(w.limit) as f64;
         if self.level >= want {
-            return 0;
+            return None;
         }
         let ms = (want - self.level) * w.per_ms as f64 / w.limit.max(1) as f64;
-        (ms.ceil() as Millis).clamp(1, w.per_ms.max(1).saturating_mul(2))
+        let ms = (ms.ceil() as Millis).clamp(1, w.per_ms.max(1).saturating_mul(2));
+        Some(self.at.saturating_add(ms).saturating_add(REFILL_LAG))
     }
 }
 
@@ -286,11 +295,11 @@ impl WindowState {
         let all = self.levels(ask, now);
         all.into_iter()
             .filter_map(|(w, source, id)| {
-                let wait = self.bucket(&id)?.wait_for(&w, ask.need(w.dim));
-                (wait > 0).then_some(Shortfall {
+                let ready_at = self.bucket(&id)?.ready_at(&w, ask.need(w.dim))?;
+                Some(Shortfall {
                     window: w,
                     source,
-                    ready_at: now.saturating_add(wait),
+                    ready_at: ready_at.max(now.saturating_add(1)),
                 })
             })
             .max_by_key(|s| s.ready_at)

@@ -59,7 +59,9 @@ local function save(keep)
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 end
+local LAG = 250
 local function refill(b, w)
+  local now = now - LAG
   if now >= b[2] then
     b[1] = math.min(w.l, b[1] + (now - b[2]) * w.l / math.max(w.p, 1))
     b[2] = now
@@ -166,7 +168,8 @@ for _, w in ipairs(W) do
     if b[1] < want then
       local ms = math.ceil((want - b[1]) * w.p / math.max(w.l, 1))
       ms = math.max(1, math.min(ms, 2 * math.max(w.p, 1)))
-      if not short or now + ms > short[5] then short = {w.d, w.l, w.p, w.src, now + ms} end
+      local ready = math.max(b[2] + ms + LAG, now + 1)
+      if not short or ready > short[5] then short = {w.d, w.l, w.p, w.src, ready} end
     end
   end
 end

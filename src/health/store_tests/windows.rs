@@ -2,6 +2,7 @@
 //! the memory and SQLite stores through `WindowState`, Redis through its
 //! Lua, on one store per rule set with a key per rule.
 
+use super::super::pacing::windows::REFILL_LAG as LAG;
 use super::super::pacing::{Ask, Dim, PaceKey, PaceSource, Reservation, Shortfall, Window};
 use super::{pace_key, requests, Store};
 
@@ -47,10 +48,18 @@ fn declared_requests(s: &mut dyn Store) {
     }
     let (ready, source) = waits_until(reserve(s, &k, &a, 1_003));
     assert_eq!(source, PaceSource::Declared);
-    // One request refills in 20 s; 1 ms of it came since the last take.
-    assert!((20_999..=21_003).contains(&ready), "{ready}");
-    assert_eq!(reserve(s, &k, &a, 21_002), Reservation::Taken);
-    assert!(matches!(reserve(s, &k, &a, 21_003), Reservation::Window(_)));
+    // One request refills in 20 s, counted from the take, the refill
+    // trailing the clock by LAG.
+    assert_eq!(ready, 21_000 + LAG);
+    assert!(matches!(
+        reserve(s, &k, &a, 20_999 + LAG),
+        Reservation::Window(_)
+    ));
+    assert_eq!(reserve(s, &k, &a, 21_000 + LAG), Reservation::Taken);
+    assert!(matches!(
+        reserve(s, &k, &a, 21_001 + LAG),
+        Reservation::Window(_)
+    ));
 }
 
 /// Token windows: a need above what is held waits in proportion; a need
@@ -65,13 +74,14 @@ fn declared_tokens(s: &mut dyn Store) {
     }];
     assert_eq!(reserve(s, &k, &ask(600, 0, &w), 0), Reservation::Taken);
     let (ready, _) = waits_until(reserve(s, &k, &ask(600, 0, &w), 0));
-    assert_eq!(ready, 12_000, "200 tokens at 1000/min");
+    assert_eq!(ready, 12_000 + LAG, "200 tokens at 1000/min");
     // Full again after a minute: a request of five windows goes.
-    assert_eq!(reserve(s, &k, &ask(5_000, 0, &w), MIN), Reservation::Taken);
-    let (ready, _) = waits_until(reserve(s, &k, &ask(1, 0, &w), MIN));
+    let full = MIN + LAG;
+    assert_eq!(reserve(s, &k, &ask(5_000, 0, &w), full), Reservation::Taken);
+    let (ready, _) = waits_until(reserve(s, &k, &ask(1, 0, &w), full));
     assert_eq!(
         ready,
-        MIN + 60_060,
+        MIN + 60_060 + LAG,
         "it overdrew the window, by one window at most"
     );
 
@@ -134,11 +144,11 @@ fn learned(s: &mut dyn Store) {
     // The window starts empty: one request in 3 s.
     let (ready, source) = waits_until(reserve(s, &k, &Ask::tokens(1), refused_at));
     assert_eq!(source, PaceSource::Learned);
-    assert_eq!(ready, refused_at + 3_000);
+    assert_eq!(ready, refused_at + 3_000 + LAG);
     // Sent at the limit for the whole minute: 19 requests.
     for i in 1..20 {
         let r = s
-            .reserve(&k, &Ask::tokens(1), refused_at + i * 3_000)
+            .reserve(&k, &Ask::tokens(1), refused_at + i * 3_000 + LAG)
             .unwrap();
         assert_eq!(r.outcome, Reservation::Taken, "{i}");
         assert_eq!(r.grown, None);

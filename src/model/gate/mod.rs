@@ -475,6 +475,19 @@ impl MemberTurn<'_> {
             gate.retry.max_backoff,
             self.can_leave,
         );
+        if let Some(Admission::Wait {
+            wait,
+            source: PaceSource::Learned,
+            ..
+        }) = &paced
+        {
+            // A learned limit is a refusal's wait: it counts toward the
+            // step's rate-limit budget, so a server that refuses
+            // everything ends the step as SPEC 4 says (SPEC 24).
+            if !self.within_rate_limit_budget(*wait) {
+                return Admission::MoveOn(SwitchReason::RateLimit);
+            }
+        }
         paced.unwrap_or(Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),
         })

@@ -112,12 +112,6 @@ impl Pacer {
         members.get_mut(index).map(f)
     }
 
-    /// Member `index`'s declared windows (for `--check` and `/model`).
-    pub(crate) fn declared(&self, index: usize) -> Vec<Window> {
-        self.member(index, |m| m.declared.clone())
-            .unwrap_or_default()
-    }
-
     /// Whether member `index` may be sent a request of `tokens` estimated
     /// input tokens now (`None`: nothing holds it back; the request is
     /// reserved), or must wait, or move on when the wait is longer than
@@ -250,12 +244,6 @@ impl Pacer {
     pub(crate) fn take_notices(&self, index: usize) -> Vec<LimitLearned> {
         self.member(index, |m| std::mem::take(&mut m.notices))
             .unwrap_or_default()
-    }
-
-    /// Member `index`'s learned limit, if the record keeps one.
-    pub(crate) fn learned(&self, health: &Health, index: usize) -> Option<u64> {
-        let key = self.member(index, |m| m.key.clone())?;
-        health.pace(|store, now| store.learned(&key, now))
     }
 }
 

@@ -15,14 +15,20 @@ fn w(limit: u64, per_ms: Millis) -> Window {
 fn a_bucket_refills_evenly_and_never_past_its_limit() {
     let win = w(60, 60_000);
     let mut b = Bucket { level: 0.0, at: 0 };
-    b.refill(&win, 30_000);
-    assert_eq!(b.level, 30.0);
+    // The refill trails the clock by REFILL_LAG.
+    b.refill(&win, 30_000 + REFILL_LAG);
+    assert_eq!((b.level, b.at), (30.0, 30_000));
     b.refill(&win, 10_000_000);
     assert_eq!(b.level, 60.0);
-    assert_eq!(b.wait_for(&win, 1), 0);
+    assert_eq!(b.ready_at(&win, 1), None);
     b.level = -0.5;
-    assert_eq!(b.wait_for(&win, 1), 1_500);
-    assert_eq!(b.wait_for(&win, 1_000), 60_500, "a whole window at most");
+    let at = b.at;
+    assert_eq!(b.ready_at(&win, 1), Some(at + 1_500 + REFILL_LAG));
+    assert_eq!(
+        b.ready_at(&win, 1_000),
+        Some(at + 60_500 + REFILL_LAG),
+        "a whole window at most"
+    );
 }
 
 #[test]
@@ -34,7 +40,7 @@ fn a_clock_that_goes_back_keeps_the_level() {
     };
     b.refill(&win, 90_000);
     assert_eq!((b.level, b.at), (5.0, 100_000));
-    b.refill(&win, 0);
+    b.refill(&win, REFILL_LAG);
     assert_eq!(
         (b.level, b.at),
         (5.0, 0),
