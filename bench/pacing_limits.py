@@ -176,7 +176,8 @@ def scenario(binary, door, mode, redis_port):
         menv = dict(env, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"),
                     XDG_STATE_HOME=os.path.join(home, ".local/state"))
         for _ in range(RUNS_PER_MACHINE):
-            procs.append(subprocess.Popen([binary, "-q", "--no-save", "-m", model, "go"], env=menv,
+            procs.append(subprocess.Popen([binary, "-q", "--no-save", "-m", model, "--log-db",
+                                           os.path.join(home, f"log{len(procs)}.db"), "go"], env=menv,
                                           cwd=os.path.join(home, "work"), stdout=subprocess.DEVNULL,
                                           stderr=subprocess.PIPE, text=True))
     results = [(p.wait(), p.stderr.read()) for p in procs]
@@ -190,7 +191,13 @@ def scenario(binary, door, mode, redis_port):
         lines = [json.loads(l) for l in f if l.strip()]
     refusals = sum(1 for l in lines if l["throttled"])
     learned = sum(r[1].count("rate limit learned") for r in results)
-    shutil.rmtree(tmp, ignore_errors=True)
+    if os.environ.get("KEEP"):
+        for i, (_, err) in enumerate(results):
+            with open(os.path.join(tmp, f"stderr{i}.txt"), "w") as f:
+                f.write(err)
+        print(f"  kept {tmp}", flush=True)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {"refusals": refusals, "requests": len(lines), "makespan": makespan,
             "exits": sorted(set(r[0] for r in results)), "learned_lines": learned}
 
@@ -200,6 +207,7 @@ def main():
     if not binary:
         subprocess.run(["cargo", "build", "--quiet"], cwd=ROOT, check=True)
         binary = os.path.join(ROOT, "target/debug/tinyagent")
+    binary = os.path.abspath(binary)
     floor = (RUNS_PER_MACHINE * 2 * STEPS - LIMIT) / LIMIT * 60
     print(f"{RUNS_PER_MACHINE * 2} runs x {STEPS} requests, hidden limit {LIMIT}/min from a full bucket: floor {floor:.0f} s")
     redis, redis_port = start_redis()

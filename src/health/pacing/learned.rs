@@ -10,13 +10,13 @@
 //! A refusal of a request sent before the limit was last set says nothing
 //! new (the limit already answers it), so a burst of refusals in flight
 //! lowers the limit once, as TCP halves its window once per loss event.
+//! The rules that move the limit are `WindowState`'s (`windows.rs`).
 
 use serde::{Deserialize, Serialize};
 
-use super::windows::{Dim, Window, WindowState};
 use super::Millis;
 
-const MINUTE: Millis = 60_000;
+pub(super) const MINUTE: Millis = 60_000;
 /// How long a learned limit outlives its last refusal.
 pub const FORGET_AFTER: Millis = 3_600_000;
 /// How many seconds of sends a key keeps (enough for the minute before
@@ -39,17 +39,8 @@ pub struct Learned {
 }
 
 impl Learned {
-    /// Its window: `rpm` requests a minute.
-    pub fn window(&self) -> Window {
-        Window {
-            dim: Dim::Requests,
-            limit: self.rpm.max(1),
-            per_ms: MINUTE,
-        }
-    }
-
     /// A limit set at `now` to seven tenths of `sent` (at least 1).
-    fn set(sent: u64, now: Millis) -> Learned {
+    pub(super) fn set(sent: u64, now: Millis) -> Learned {
         Learned {
             rpm: (sent.saturating_mul(7) / 10).max(1),
             changed_at: now,
@@ -98,59 +89,5 @@ impl SendLog {
         if len > KEEP_SECONDS as usize {
             self.0.drain(..len - KEEP_SECONDS as usize);
         }
-    }
-}
-
-impl WindowState {
-    /// The learned limit at `now`: forgotten an hour after its last
-    /// refusal; grown by a tenth (at least 1) for a whole minute that ended
-    /// without a refusal and with sends at nine tenths of it or more.
-    /// Returns the new limit when it grew.
-    pub fn tick(&mut self, now: Millis) -> Option<u64> {
-        let learned = self.learned.as_mut()?;
-        if now.saturating_sub(learned.refused_at) >= FORGET_AFTER {
-            self.drop_learned();
-            return None;
-        }
-        if now < learned.minute_start.saturating_add(MINUTE) {
-            return None;
-        }
-        let ended = learned.minute_start + MINUTE;
-        let grown =
-            (learned.minute_sent.saturating_mul(10) >= learned.rpm.saturating_mul(9)).then(|| {
-                learned.rpm = learned.rpm.saturating_add((learned.rpm / 10).max(1));
-                learned.changed_at = ended;
-                learned.rpm
-            });
-        // Minutes after the first that ended since had no sends counted.
-        let whole = (now - learned.minute_start) / MINUTE;
-        learned.minute_start = learned.minute_start.saturating_add(whole * MINUTE);
-        learned.minute_sent = 0;
-        grown
-    }
-
-    /// A refusal at `now` of a request sent at `sent_at`: the limit is set
-    /// to seven tenths of the last minute's sends, and its window emptied.
-    /// Returns the limit when it is new or changed; a request sent before
-    /// the limit was last set changes nothing.
-    pub fn refused(&mut self, sent_at: Millis, now: Millis) -> Option<u64> {
-        let before = self.learned;
-        if before.is_some_and(|l| l.changed_at > sent_at) {
-            if let Some(l) = &mut self.learned {
-                l.refused_at = l.refused_at.max(now);
-            }
-            return None;
-        }
-        let learned = Learned::set(self.sends.last_minute(now), now);
-        self.learned = Some(learned);
-        self.empty_learned(now);
-        (before.map(|b| b.rpm) != Some(learned.rpm)).then_some(learned.rpm)
-    }
-
-    /// The learned limit at `now`, if one is kept.
-    pub fn learned_rpm(&self, now: Millis) -> Option<u64> {
-        self.learned
-            .filter(|l| now.saturating_sub(l.refused_at) < FORGET_AFTER)
-            .map(|l| l.rpm)
     }
 }

@@ -251,6 +251,7 @@ impl Gate {
             fleet_probe: AtomicBool::new(false),
             glitch_retried: AtomicBool::new(false),
             rate_limit_waited: Mutex::new(Duration::ZERO),
+            taught: AtomicBool::new(false),
         }
     }
 
@@ -413,6 +414,9 @@ pub(crate) struct MemberTurn<'g> {
     glitch_retried: AtomicBool,
     /// What this turn has waited on rate limits so far.
     rate_limit_waited: Mutex<Duration>,
+    /// A refusal in this turn set or changed the member's learned limit
+    /// (its retries are not held by it: SPEC 24).
+    taught: AtomicBool,
 }
 
 impl MemberTurn<'_> {
@@ -473,17 +477,28 @@ impl MemberTurn<'_> {
             self.index,
             self.estimated_input_tokens,
             gate.retry.max_backoff,
-            self.can_leave,
+            // A turn whose refusal taught the limit retries as SPEC 4 says
+            // rather than leaving for it (below).
+            self.can_leave && !self.taught.load(Ordering::Relaxed),
         );
+        let send = Admission::Send {
+            first_event_deadline: self.first_event_deadline(attempt),
+        };
         if let Some(Admission::Wait {
             wait,
             source: PaceSource::Learned,
             ..
         }) = &paced
         {
+            // The retries of SPEC 4 still apply to the refusal that taught
+            // the limit: they go as section 4 says; the limit paces the
+            // next requests (SPEC 24).
+            if self.taught.load(Ordering::Relaxed) {
+                return send;
+            }
             // A learned limit is a refusal's wait: it counts toward the
             // step's rate-limit budget, so a server that refuses
-            // everything ends the step as SPEC 4 says (SPEC 24).
+            // everything ends the step as SPEC 4 says.
             if !self.within_rate_limit_budget(*wait) {
                 return Admission::MoveOn(SwitchReason::RateLimit);
             }
@@ -507,8 +522,12 @@ impl Referee for MemberTurn<'_> {
         self.learn(failed.timing);
         if failed.reason == FailureReason::Http(429) {
             let gate = self.gate;
-            gate.pacer
-                .refused(gate.record.health(), self.index, &failed.reason.to_string());
+            if gate
+                .pacer
+                .refused(gate.record.health(), self.index, &failed.reason.to_string())
+            {
+                self.taught.store(true, Ordering::Relaxed);
+            }
         }
         if let Some(verdict) = self.after_outage_probe(failed) {
             return verdict;

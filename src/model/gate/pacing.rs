@@ -219,25 +219,27 @@ impl Pacer {
 
     /// Member `index` was refused with a rate limit (`reason`): a member
     /// with no declared limit learns one from it, unless its key publishes
-    /// its own (SPEC 24).
-    pub(crate) fn refused(&self, health: &Health, index: usize, reason: &str) {
+    /// its own (SPEC 24). Whether this refusal set or changed the limit.
+    pub(crate) fn refused(&self, health: &Health, index: usize, reason: &str) -> bool {
         let Some((key, sent_at)) = self
             .member(index, |m| {
                 m.declared.is_empty().then(|| (m.key.clone(), m.sent_at))
             })
             .flatten()
         else {
-            return;
+            return false;
         };
         let learned = health.pace(|store, now| store.refused(&key, sent_at, now));
-        if let Some(rpm) = learned {
-            self.member(index, |m| {
-                m.notices.push(LimitLearned {
-                    requests_per_minute: rpm,
-                    reason: reason.to_string(),
-                })
-            });
-        }
+        let Some(rpm) = learned else {
+            return false;
+        };
+        self.member(index, |m| {
+            m.notices.push(LimitLearned {
+                requests_per_minute: rpm,
+                reason: reason.to_string(),
+            })
+        });
+        true
     }
 
     /// The limit changes of member `index` not yet announced.

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::health::{Health, HealthKey, MemoryStore, PaceLimit};
+use crate::health::{Health, HealthKey, MemoryStore, PaceLimit, PaceSource};
+use crate::model::gate::LimitLearned;
 use crate::model::ratelimit::{RateLimits, Window};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -183,6 +184,65 @@ fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
     let warnings = warnings.lock().unwrap();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("/x/health.db") && warnings[0].contains("locked"));
+}
+
+#[test]
+fn a_refusal_teaches_a_limit_once_and_the_next_request_waits_for_it() {
+    let (pacer, health, clock) = setup();
+    for _ in 0..10 {
+        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+        clock.fetch_add(1_000, Ordering::SeqCst);
+    }
+    pacer.refused(&health, 0, "http_429");
+    // A second refusal of the same request changes nothing.
+    pacer.refused(&health, 0, "http_429");
+    assert_eq!(
+        pacer.take_notices(0),
+        [LimitLearned {
+            requests_per_minute: 7,
+            reason: "http_429".into()
+        }]
+    );
+    assert!(pacer.take_notices(0).is_empty(), "announced once");
+    match pacer.admit(&health, 0, 1, MINUTE, true) {
+        Some(Admission::Wait {
+            wait,
+            source: PaceSource::Learned,
+            rate: Some(rate),
+            ..
+        }) => {
+            assert_eq!(rate.to_string(), "7 requests/min");
+            // One request of seven a minute, from an empty window.
+            assert!(wait >= Duration::from_millis(8_571), "{wait:?}");
+            assert!(wait <= Duration::from_millis(9_800), "{wait:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_declared_window_paces_and_the_unused_reply_budget_comes_back() {
+    let (pacer, health, clock) = setup();
+    let out = crate::health::Window {
+        dim: crate::health::Dim::OutputTokens,
+        limit: 1_000,
+        per_ms: 60_000,
+    };
+    let pacer = pacer.with_limits(vec![(vec![out], Some(800))]);
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+    match pacer.admit(&health, 0, 1, MINUTE, true) {
+        Some(Admission::Wait { source, limit, .. }) => {
+            assert_eq!((source, limit), (PaceSource::Declared, PaceLimit::Tokens))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The reply used 100 of its 800: 700 go back, 800 are held again.
+    pacer.settle(&health, 0, 100);
+    clock.fetch_add(1, Ordering::SeqCst);
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+    // Refusals of a member with a declared limit teach nothing.
+    pacer.refused(&health, 0, "http_429");
+    assert!(pacer.take_notices(0).is_empty());
 }
 
 mod paced_loop {
