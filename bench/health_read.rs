@@ -116,6 +116,7 @@ fn main() {
         input_tokens: 1_000,
         output_tokens: 4_096,
         windows: &declared,
+        force: false,
     };
     let reserve = median(
         (0..rounds)

@@ -197,7 +197,7 @@ pub fn reserve(
     let grown = state.tick(now);
     let before = *record;
     let outcome = match record.reserve(ask.input_tokens, now) {
-        Reservation::Taken => match state.short(ask, now) {
+        Reservation::Taken => match state.short(ask, now).filter(|_| !ask.force) {
             Some(short) => {
                 *record = before;
                 Reservation::Window(short)

@@ -165,8 +165,11 @@ fn a_declared_limit_holds_two_machines_sharing_one_redis() {
 fn a_bedrock_throttle_without_retry_after_teaches_a_limit() {
     // Hidden: 20 a minute. The 21st request is refused: 21 sent in the
     // minute before, the limit learned is 14.
-    let env = env("health_db: off\n");
-    let fake = FakeCloud::scripted("bedrock", &env, &task(21), &["--hidden-limit", "20"]);
+    // The refused request's retries go as SPEC 4 says (backoff 1 s, 2 s:
+    // the third passes); the two requests after it wait for the limit.
+    let env = TestEnv::new();
+    env.user_config("health_db: off\nretry: {attempts: 6, backoff: 1s, max_backoff: 30s, jitter: 0, stream_first_event_timeout: 5s, stream_idle_timeout: 5s}\n");
+    let fake = FakeCloud::scripted("bedrock", &env, &task(23), &["--hidden-limit", "20"]);
     let out = bedrock_cmd(&env, &fake)
         .stdin(std::process::Stdio::null())
         .output()
@@ -190,7 +193,7 @@ fn a_bedrock_throttle_without_retry_after_teaches_a_limit() {
         .iter()
         .all(|p| p["source"] == "learned" && p["limit"] == "requests"));
     let throttled = log(&fake).iter().filter(|(_, t)| *t).count();
-    assert_eq!(throttled, 1, "paced after the one refusal");
+    assert_eq!(throttled, 2, "the refusal and its first retry, then paced");
 }
 
 #[test]

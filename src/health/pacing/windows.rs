@@ -106,6 +106,9 @@ pub struct Ask<'a> {
     pub output_tokens: u64,
     /// The declared windows of the member.
     pub windows: &'a [Window],
+    /// Taken off the windows even when one is short: a retry of the
+    /// refusal that taught the limit goes as SPEC 4 says, and counts.
+    pub force: bool,
 }
 
 impl Ask<'_> {
@@ -115,6 +118,7 @@ impl Ask<'_> {
             input_tokens: tokens,
             output_tokens: 0,
             windows: &[],
+            force: false,
         }
     }
 

@@ -132,7 +132,8 @@ return -1
 /// The windows part of `pacing::reserve`, run inside the reserve script
 /// after the published counts were found not short (`req`, `tok` are
 /// their counts, `need` the input tokens). ARGV: now, input, output, then
-/// the declared windows (count, and dim, limit, per for each). Sets
+/// the declared windows (count, and dim, limit, per for each), then force
+/// (1: taken even when short). Sets
 /// `short` to `{dim, limit, per, source (2 declared, 3 learned), ready_at}`
 /// or takes from every window and logs the send.
 pub(super) const RESERVE_WINDOWS: &str = r#"
@@ -173,6 +174,7 @@ for _, w in ipairs(W) do
     end
   end
 end
+if short and ARGV[5 + 3 * n] == '1' then short = nil end
 if not short then
   for _, w in ipairs(W) do
     local b = B[w.id]

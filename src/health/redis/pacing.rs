@@ -204,6 +204,7 @@ impl PacingStore for RedisStore {
             ask.output_tokens.min(i64::MAX as u64).to_string(),
         ];
         args.extend(window_args(ask.windows));
+        args.push(if ask.force { "1" } else { "0" }.to_string());
         let reply: Vec<i64> = self.eval(&self.scripts.pace_reserve, &[&hash], &args)?;
         Ok(match reply.as_slice() {
             [0, limit, reset, g] => Reserved {

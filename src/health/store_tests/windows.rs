@@ -21,6 +21,7 @@ fn ask<'a>(input: u64, output: u64, windows: &'a [Window]) -> Ask<'a> {
         input_tokens: input,
         output_tokens: output,
         windows,
+        force: false,
     }
 }
 

@@ -480,6 +480,7 @@ impl MemberTurn<'_> {
             // A turn whose refusal taught the limit retries as SPEC 4 says
             // rather than leaving for it (below).
             self.can_leave && !self.taught.load(Ordering::Relaxed),
+            self.taught.load(Ordering::Relaxed),
         );
         let send = Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),

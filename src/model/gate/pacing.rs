@@ -116,6 +116,8 @@ impl Pacer {
     /// input tokens now (`None`: nothing holds it back; the request is
     /// reserved), or must wait, or move on when the wait is longer than
     /// `max_backoff` and `can_leave` (there is another member to go to).
+    /// With `force` the declared and learned windows take it even when
+    /// short (a retry of the refusal that taught the limit).
     pub(crate) fn admit(
         &self,
         health: &Health,
@@ -123,6 +125,7 @@ impl Pacer {
         tokens: u64,
         max_backoff: Duration,
         can_leave: bool,
+        force: bool,
     ) -> Option<Admission> {
         let (key, declared, output) = self.member(index, |m| {
             (m.key.clone(), m.declared.clone(), m.reply_budget)
@@ -131,6 +134,7 @@ impl Pacer {
             input_tokens: tokens,
             output_tokens: output,
             windows: &declared,
+            force,
         };
         let (found, now) = health.pace(|store, now| Ok((store.reserve(&key, &ask, now)?, now)));
         let Reserved { outcome, grown } = found;
@@ -142,7 +146,11 @@ impl Pacer {
                 });
             }
             if outcome == Reservation::Taken {
-                m.sent_at = now;
+                // A forced retry's refusal teaches nothing new: the limit
+                // was set by the refusal it retries.
+                if !force {
+                    m.sent_at = now;
+                }
                 m.reserved_output = output;
             }
         });

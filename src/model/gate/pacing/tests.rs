@@ -61,7 +61,10 @@ fn setup() -> (Pacer, Health, Arc<AtomicI64>) {
 fn a_member_that_published_nothing_is_sent_at_once() {
     let (pacer, health, _) = setup();
     for _ in 0..3 {
-        assert_eq!(pacer.admit(&health, 0, 1_000_000, MINUTE, true), None);
+        assert_eq!(
+            pacer.admit(&health, 0, 1_000_000, MINUTE, true, false),
+            None
+        );
     }
 }
 
@@ -69,11 +72,11 @@ fn a_member_that_published_nothing_is_sent_at_once() {
 fn a_spent_limit_waits_until_its_reset_plus_a_tenth_at_most() {
     let (pacer, health, clock) = setup();
     pacer.heard(&health, 0, &requests(2, Duration::from_secs(20)));
-    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true), None);
-    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true), None);
+    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true, false), None);
+    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true, false), None);
     let mut waits = Vec::new();
     for _ in 0..50 {
-        let (wait, limit) = waited(pacer.admit(&health, 0, 10, MINUTE, true));
+        let (wait, limit) = waited(pacer.admit(&health, 0, 10, MINUTE, true, false));
         assert_eq!(limit, PaceLimit::Requests);
         assert!(
             wait >= Duration::from_secs(20) && wait <= Duration::from_secs(22),
@@ -85,7 +88,7 @@ fn a_spent_limit_waits_until_its_reset_plus_a_tenth_at_most() {
     assert!(waits.len() > 10, "the spread is random: {waits:?}");
     clock.fetch_add(20_000, Ordering::SeqCst);
     assert_eq!(
-        pacer.admit(&health, 0, 10, MINUTE, true),
+        pacer.admit(&health, 0, 10, MINUTE, true, false),
         None,
         "after the reset the count starts again from its limit"
     );
@@ -99,10 +102,10 @@ fn tokens_fewer_than_the_estimate_wait_for_their_reset() {
         tokens: window(30_000, 8_000, Duration::from_secs(6)),
     };
     pacer.heard(&health, 0, &limits);
-    let (wait, limit) = waited(pacer.admit(&health, 0, 9_000, MINUTE, true));
+    let (wait, limit) = waited(pacer.admit(&health, 0, 9_000, MINUTE, true, false));
     assert_eq!(limit, PaceLimit::Tokens);
     assert!(wait >= Duration::from_secs(6), "{wait:?}");
-    assert_eq!(pacer.admit(&health, 0, 7_000, MINUTE, true), None);
+    assert_eq!(pacer.admit(&health, 0, 7_000, MINUTE, true, false), None);
 }
 
 #[test]
@@ -110,14 +113,14 @@ fn a_wait_past_max_backoff_moves_on_or_waits_max_backoff() {
     let (pacer, health, _) = setup();
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(90)));
     assert_eq!(
-        pacer.admit(&health, 0, 1, MINUTE, true),
+        pacer.admit(&health, 0, 1, MINUTE, true, false),
         Some(Admission::PacedAway {
             reset: Duration::from_secs(90)
         }),
         "with somewhere to go: `rate_limit`, the reset known"
     );
     assert_eq!(
-        pacer.admit(&health, 0, 1, MINUTE, false),
+        pacer.admit(&health, 0, 1, MINUTE, false, false),
         Some(Admission::Wait {
             wait: MINUTE,
             limit: PaceLimit::Requests,
@@ -134,9 +137,9 @@ fn a_count_started_again_and_spent_looks_again_shortly() {
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(1)));
     clock.fetch_add(1_000, Ordering::SeqCst);
     for _ in 0..100 {
-        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
     }
-    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true));
+    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true, false));
     assert!(
         wait >= LOOK_AGAIN && wait <= LOOK_AGAIN.mul_f64(1.1),
         "{wait:?}"
@@ -148,10 +151,10 @@ fn pacing_off_reads_and_reserves_nothing() {
     let (_, health, _) = setup();
     let off = Pacer::off();
     off.heard(&health, 0, &requests(0, Duration::from_secs(30)));
-    assert_eq!(off.admit(&health, 0, 1, MINUTE, true), None);
+    assert_eq!(off.admit(&health, 0, 1, MINUTE, true, false), None);
     let on = Pacer::new(vec![key()]);
     assert_eq!(
-        on.admit(&health, 0, 1, MINUTE, true),
+        on.admit(&health, 0, 1, MINUTE, true, false),
         None,
         "nothing was recorded"
     );
@@ -162,7 +165,7 @@ fn without_a_shared_record_the_run_paces_itself_in_memory() {
     let pacer = Pacer::new(vec![key()]);
     let health = Health::off();
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(30)));
-    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true));
+    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true, false));
     assert!(wait >= Duration::from_secs(29), "{wait:?}");
 }
 
@@ -178,7 +181,7 @@ fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
     let pacer = Pacer::new(vec![key()]);
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(30)));
     assert!(matches!(
-        pacer.admit(&health, 0, 1, MINUTE, true),
+        pacer.admit(&health, 0, 1, MINUTE, true, false),
         Some(Admission::Wait { .. })
     ));
     let warnings = warnings.lock().unwrap();
@@ -190,7 +193,7 @@ fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
 fn a_refusal_teaches_a_limit_once_and_the_next_request_waits_for_it() {
     let (pacer, health, clock) = setup();
     for _ in 0..10 {
-        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
         clock.fetch_add(1_000, Ordering::SeqCst);
     }
     pacer.refused(&health, 0, "http_429");
@@ -204,7 +207,7 @@ fn a_refusal_teaches_a_limit_once_and_the_next_request_waits_for_it() {
         }]
     );
     assert!(pacer.take_notices(0).is_empty(), "announced once");
-    match pacer.admit(&health, 0, 1, MINUTE, true) {
+    match pacer.admit(&health, 0, 1, MINUTE, true, false) {
         Some(Admission::Wait {
             wait,
             source: PaceSource::Learned,
@@ -229,8 +232,8 @@ fn a_declared_window_paces_and_the_unused_reply_budget_comes_back() {
         per_ms: 60_000,
     };
     let pacer = pacer.with_limits(vec![(vec![out], Some(800))]);
-    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
-    match pacer.admit(&health, 0, 1, MINUTE, true) {
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
+    match pacer.admit(&health, 0, 1, MINUTE, true, false) {
         Some(Admission::Wait { source, limit, .. }) => {
             assert_eq!((source, limit), (PaceSource::Declared, PaceLimit::Tokens))
         }
@@ -239,7 +242,7 @@ fn a_declared_window_paces_and_the_unused_reply_budget_comes_back() {
     // The reply used 100 of its 800: 700 go back, 800 are held again.
     pacer.settle(&health, 0, 100);
     clock.fetch_add(1, Ordering::SeqCst);
-    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
     // Refusals of a member with a declared limit teach nothing.
     pacer.refused(&health, 0, "http_429");
     assert!(pacer.take_notices(0).is_empty());
