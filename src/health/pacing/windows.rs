@@ -156,7 +156,7 @@ impl fmt::Display for PaceSource {
 /// request on a new connection later than the next one), so a window that
 /// refilled on time would let a request in just before the provider's
 /// own window holds it.
-pub const REFILL_LAG: Millis = 250;
+pub(crate) const REFILL_LAG: Millis = 250;
 
 /// One window's level: units held at `at`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
