@@ -364,3 +364,38 @@ fn a_named_providers_own_limits_apply_to_its_models() {
     assert!(sources(&outs).iter().all(|s| s == "declared"));
     assert!(!sources(&outs).is_empty());
 }
+
+#[test]
+fn a_google_resource_exhausted_teaches_a_limit_and_a_daily_quota_does_not() {
+    const KEY: &str = "AIzaSy-fake-PACING-0000000000000000";
+    let run = |replies: Value| {
+        let env = TestEnv::new();
+        env.user_config(
+            "health_db: off\nretry: {attempts: 3, backoff: 1ms, max_backoff: 5s, jitter: 0}\n",
+        );
+        let fake = FakeCloud::scripted("gemini", &env, &replies, &["--key", KEY]);
+        let out = env
+            .cmd()
+            .env("GEMINI_BASE_URL", format!("{}/v1beta", fake.url()))
+            .env("GEMINI_API_KEY", KEY)
+            .args(["--json", "-m", "gemini/gemini-2.5-flash", "go"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            events(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, ev, stderr) = run(json!([{"retry_delay": "1s"}, {"text": "done"}]));
+    assert_eq!(code, Some(0), "{stderr}");
+    let learned = of_type(&ev, "provider.limit_learned");
+    assert_eq!(learned.len(), 1, "{ev:?}");
+    assert_eq!(learned[0]["reason"], "http_429");
+    assert_eq!(learned[0]["requests_per_minute"], 1);
+    assert!(stderr.contains("rate limit learned: gemini/gemini-2.5-flash at 1 requests/min"));
+    // A daily quota is `quota`, not a rate limit: nothing is learned.
+    let (_, ev, stderr) = run(json!([{"daily_quota": true}]));
+    assert!(of_type(&ev, "provider.limit_learned").is_empty(), "{ev:?}");
+    assert!(!stderr.contains("rate limit learned"));
+}
