@@ -399,3 +399,51 @@ fn a_google_resource_exhausted_teaches_a_limit_and_a_daily_quota_does_not() {
     assert!(of_type(&ev, "provider.limit_learned").is_empty(), "{ev:?}");
     assert!(!stderr.contains("rate limit learned"));
 }
+
+#[test]
+fn check_lists_each_models_limits_with_their_source() {
+    let refusing = Stub::start(|_, _| Reply::status(429));
+    let answering = Stub::start(|_, _| chat_sse_submit("call_1", "ok"));
+    let env = TestEnv::new();
+    let db = env.home().join("shared-health.db");
+    env.user_config(&format!(
+        "health_db: {}\nretry: {{attempts: 1, rate_limit_attempts: 1, backoff: 1ms, jitter: 0}}\nlimits: [{{model: \"gw2/*\", requests: 5, per: hour}}]\nproviders:\n  gw: {{api: openai, endpoint: {}/v1}}\n  gw2: {{api: openai, endpoint: {}/v1}}\n",
+        db.display(),
+        refusing.url(),
+        answering.url()
+    ));
+    // A refused run teaches gw/m its limit on the shared record.
+    let out = env.cmd().args(["-q", "-m", "gw/m", "go"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(75));
+    let out = env
+        .cmd()
+        .args(["--check", "-m", "gw/m", "--fallback-model", "gw2/m"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("limit  gw/m  1 requests/min  learned"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("limit  gw2/m  5 requests/h  declared"),
+        "{stdout}"
+    );
+    let out = env
+        .cmd()
+        .args([
+            "--check",
+            "--json",
+            "-m",
+            "gw/m",
+            "--fallback-model",
+            "gw2/m",
+        ])
+        .output()
+        .unwrap();
+    let limits = of_type(&events(&out.stdout), "check.limit")
+        .iter()
+        .map(|e| (e["model"].to_string(), e["source"].to_string()))
+        .collect::<Vec<_>>();
+    assert_eq!(limits.len(), 2, "{limits:?}");
+}
