@@ -14,24 +14,32 @@ use crate::setup::Env;
 /// How long `az` may take (azure-identity's default).
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why the Azure CLI cannot give a token: where it was looked for.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CliMissing {
+    #[error("the Azure CLI (az not found on PATH)")]
+    NotOnPath,
+    #[error("the Azure CLI (neither AZURE_CONFIG_DIR nor HOME is set)")]
+    NoConfigDir,
+    #[error("the Azure CLI (not logged in: no subscription in {})", .0.display())]
+    NotLoggedIn(PathBuf),
+}
+
 /// `az` and its configuration directory, or where it was looked for.
-pub(super) fn locate(env: Env) -> Result<(PathBuf, PathBuf), String> {
+pub(super) fn locate(env: Env) -> Result<(PathBuf, PathBuf), CliMissing> {
     let Some(program) = on_path(env("PATH").as_deref().unwrap_or_default()) else {
-        return Err("the Azure CLI (az not found on PATH)".into());
+        return Err(CliMissing::NotOnPath);
     };
     let config_dir = env("AZURE_CONFIG_DIR")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| env("HOME").map(|h| Path::new(&h).join(".azure")));
     let Some(config_dir) = config_dir else {
-        return Err("the Azure CLI (neither AZURE_CONFIG_DIR nor HOME is set)".into());
+        return Err(CliMissing::NoConfigDir);
     };
     let profile = config_dir.join("azureProfile.json");
     if !logged_in(&profile) {
-        return Err(format!(
-            "the Azure CLI (not logged in: no subscription in {})",
-            profile.display()
-        ));
+        return Err(CliMissing::NotLoggedIn(profile));
     }
     Ok((program, config_dir))
 }

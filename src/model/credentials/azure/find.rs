@@ -111,7 +111,7 @@ pub(crate) fn find(env: Env, scope: &str) -> Result<AzureCredentials, FindError>
             ))
         }
         Err(why) => {
-            looked.push(why);
+            looked.push(why.to_string());
             Err(FindError::NotFound(looked))
         }
     }
