@@ -16,6 +16,7 @@ const LEAVES: &[&str] = &[
     "policy",
     "prompt_cache",
     "reason",
+    "regions",
     "setup",
     "suggest",
     "wire_api",
@@ -205,6 +206,15 @@ fn top_level_modules_form_no_cycle() {
     for (from, to) in FORBIDDEN {
         if let Some(file) = graph.get(*from).and_then(|e| e.get(*to)) {
             panic!("{from} must not import {to} ({})", file.display());
+        }
+    }
+    for (from, edges) in &graph {
+        if let Some(file) = edges.get("config") {
+            assert!(
+                matches!(from.as_str(), "settings" | "fuzz_tests"),
+                "only settings imports config, not {from} ({})",
+                file.display()
+            );
         }
     }
     for leaf in LEAVES {
