@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use tinyagent::health::{Health, HealthKey, HealthStore, RedisStore, SqliteStore};
+use tinyagent::health::{
+    Ask, Dim, Health, HealthKey, HealthStore, PaceKey, PacingStore, RedisStore, SqliteStore, Window,
+};
 
 fn key(i: usize) -> HealthKey {
     HealthKey {
@@ -99,6 +101,38 @@ fn main() {
             .collect(),
     );
 
+    // A reservation on a declared window (SPEC 24): one transaction.
+    let declared = [Window {
+        dim: Dim::Requests,
+        limit: 1_000_000_000,
+        per_ms: 60_000,
+    }];
+    let pace = PaceKey {
+        model: "bedrock/m".into(),
+        endpoint: "https://bedrock-runtime.us-east-1.amazonaws.com".into(),
+        account: String::new(),
+    };
+    let ask = Ask {
+        input_tokens: 1_000,
+        output_tokens: 4_096,
+        windows: &declared,
+        force: false,
+    };
+    let reserve = median(
+        (0..rounds)
+            .map(|r| {
+                per_call(500, |i| {
+                    store
+                        .reserve(&pace, &ask, 5_000 + (r * 1_000 + i as usize) as i64)
+                        .unwrap();
+                })
+            })
+            .collect(),
+    );
+    println!(
+        "pacing reserve (declared window, WAL):    {:>8.1} µs",
+        reserve.as_secs_f64() * 1e6
+    );
     println!(
         "read one key (store):                     {:>8.1} µs",
         read.as_secs_f64() * 1e6

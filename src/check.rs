@@ -231,7 +231,8 @@ impl Sink for Lines {
     fn handle(&mut self, record: &crate::events::EventRecord) {
         if let Event::CheckResult { line, .. }
         | Event::CheckHealth { line, .. }
-        | Event::CheckBudget { line, .. } = &record.event
+        | Event::CheckBudget { line, .. }
+        | Event::CheckLimit { line, .. } = &record.event
         {
             println!("{line}");
         }
@@ -291,6 +292,9 @@ pub(crate) fn run(cli: &Cli, env: Env) -> i32 {
             credentials: v.credentials.clone(),
             line: v.line(),
         });
+    }
+    for event in limit_events(&settings) {
+        emitter.emit(event);
     }
     // Budgets are read from the record: none to show when it is unusable.
     match record_failure(&settings) {
@@ -359,6 +363,29 @@ fn record_failure(settings: &Settings) -> Option<Event> {
         ok: false,
         message: error.to_string(),
     })
+}
+
+/// `limit  <spec>  <N> <what>/<period>  <declared|learned>`: each model's
+/// rate limits and where they came from (SPEC 24).
+fn limit_events(settings: &Settings) -> Vec<Event> {
+    let models: Vec<(String, crate::health::PaceKey)> = models(settings)
+        .into_iter()
+        .map(|m| (m.spec.to_string(), m.pace_key()))
+        .collect();
+    let listed =
+        crate::settings::listed_limits(&settings.rate_limits, &models, settings.health_db.as_ref());
+    models
+        .iter()
+        .zip(listed)
+        .flat_map(|((spec, _), limits)| {
+            limits.into_iter().map(move |l| Event::CheckLimit {
+                model: spec.clone(),
+                line: format!("limit  {spec}  {}  {}", l.limit, l.source),
+                limit: l.limit,
+                source: l.source.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// One `check.budget` per configured budget, read from the shared record

@@ -11,6 +11,12 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use serde_yaml::Value;
 
+mod rate_limits;
+
+#[cfg(test)]
+pub(crate) use rate_limits::Per;
+pub(crate) use rate_limits::{LimitEntry, ProviderLimits, Rates};
+
 use crate::budget::Period;
 use crate::duration;
 use crate::policy::{Cooldown, HedgeAfter};
@@ -128,6 +134,8 @@ pub(crate) struct Config {
     pub approval_allow: Option<Vec<crate::approval_config::AllowPrefix>>,
     /// `prompt_cache: on | off | 1h` for every member (SPEC 25).
     pub prompt_cache: Option<PromptCache>,
+    /// `limits:` rate limits for providers that publish none (SPEC 24).
+    pub limits: Option<Vec<LimitEntry>>,
 }
 
 /// One entry of `budgets:`: `{usd: AMOUNT, per: PERIOD}` with `model` or
@@ -275,6 +283,8 @@ pub(crate) struct ProviderConfig {
     /// Azure OpenAI's `api-version` (`api: azure`: in place of
     /// `AZURE_OPENAI_API_VERSION`): the classic deployment URL.
     pub api_version: Option<String>,
+    /// Rate limits for each of its models (SPEC 24).
+    pub limits: Option<ProviderLimits>,
 }
 
 /// Per-model metadata of a named provider.

@@ -457,12 +457,16 @@ impl HumanSink {
                 model,
                 wait_seconds,
                 limit,
+                source,
+                rate,
                 ..
             } => self.waiting(
-                &lines::paced(model, *wait_seconds, limit),
+                &lines::paced(model, *wait_seconds, limit, source, rate.as_deref()),
                 *wait_seconds,
                 &format!("pacing {model} for its {limit} limit"),
             ),
+            // Printed above with the switch lines (SPEC 24).
+            Event::LimitLearned { .. } => {}
             Event::AttemptReset { model, .. } => self.attempt_reset(model),
             Event::AssistantMessage {
                 text, tool_calls, ..
@@ -508,6 +512,7 @@ impl HumanSink {
             Event::RunStarted { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
             Event::SubagentStarted { task, model, .. } => self.subagent_started(task, model),

@@ -105,14 +105,29 @@ pub enum Event {
     },
     #[strum(serialize = "model.attempt_reset")]
     AttemptReset { step: u32, model: String },
-    /// A wait before a request to stay under the provider's published
-    /// rate limit (SPEC 17); `limit` is `requests` or `tokens`.
+    /// A wait before a request to stay under the member's rate limit
+    /// (SPEC 17, 24); `limit` is `requests` or `tokens`, `source`
+    /// `published`, `declared` or `learned`.
     #[strum(serialize = "provider.paced")]
     ProviderPaced {
         step: u32,
         model: String,
         wait_seconds: f64,
         limit: String,
+        source: String,
+        /// The declared or learned window (`24 requests/min`), for the
+        /// human line only.
+        #[serde(skip)]
+        rate: Option<String>,
+    },
+    /// A rate limit learned or changed from a refusal, or grown
+    /// (`reason` `increase`) (SPEC 24).
+    #[strum(serialize = "provider.limit_learned")]
+    LimitLearned {
+        step: u32,
+        model: String,
+        requests_per_minute: u64,
+        reason: String,
     },
     #[strum(serialize = "model.fallback")]
     ModelFallback {
@@ -251,6 +266,19 @@ pub enum Event {
         #[serde(skip)]
         line: String,
     },
+    /// `--check`: one rate limit of a model and where it came from (SPEC
+    /// 24; an addition to SPEC's events).
+    #[strum(serialize = "check.limit")]
+    CheckLimit {
+        model: String,
+        /// `24 requests/min`.
+        limit: String,
+        /// `declared` or `learned`.
+        source: String,
+        /// The human line; not in `--json`.
+        #[serde(skip)]
+        line: String,
+    },
     /// `--check`: one budget (SPEC 19) and its current period, after the
     /// models' verdicts (an addition to SPEC's events).
     #[strum(serialize = "check.budget")]
@@ -338,6 +366,7 @@ impl Event {
             | Event::ProviderRetry { step, .. }
             | Event::AttemptReset { step, .. }
             | Event::ProviderPaced { step, .. }
+            | Event::LimitLearned { step, .. }
             | Event::ModelFallback { step, .. }
             | Event::ModelRestore { step, .. }
             | Event::ModelHedge { step, .. }
@@ -355,6 +384,7 @@ impl Event {
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. }
             | Event::RunFinished { .. } => None,
@@ -485,6 +515,13 @@ pub(crate) fn switch_line(event: &Event) -> Option<String> {
         Event::ModelRestore { step, from, to } => {
             Some(format!("model restore: {from} -> {to} at step {step}"))
         }
+        Event::LimitLearned {
+            model,
+            requests_per_minute,
+            ..
+        } => Some(format!(
+            "rate limit learned: {model} at {requests_per_minute} requests/min"
+        )),
         Event::ModelHedge {
             step,
             from,

@@ -224,6 +224,7 @@ fn slim(event: &Event, capture: bool) -> Option<Event> {
         | Event::Warning { .. }
         | Event::CheckResult { .. }
         | Event::CheckBudget { .. }
+        | Event::CheckLimit { .. }
         | Event::CheckHealth { .. }
         | Event::CheckFinished { .. } => return None,
         _ if capture => event.clone(),

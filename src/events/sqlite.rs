@@ -419,6 +419,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         Event::StepStarted { .. }
         | Event::ProviderRetry { .. }
         | Event::ProviderPaced { .. }
+        | Event::LimitLearned { .. }
         | Event::AttemptReset { .. }
         | Event::ModelFallback { .. }
         | Event::ModelRestore { .. }
@@ -432,6 +433,7 @@ fn write_record(tx: &Transaction, record: &EventRecord) -> rusqlite::Result<()> 
         | Event::SubagentFinished { .. }
         | Event::CheckResult { .. }
         | Event::CheckBudget { .. }
+        | Event::CheckLimit { .. }
         | Event::CheckHealth { .. }
         | Event::CheckFinished { .. }
         | Event::Warning { .. } => Ok(()),

@@ -1,15 +1,25 @@
 //! A store whose every call fails, as a locked file or a dead Redis: for
 //! tests of what a run does when the shared record cannot be reached.
 
+use super::pacing::{Ask, Reserved, Window};
 use super::{
     BudgetSlot, BudgetStore, HealthKey, HealthStore, Heard, LatencyStore, Millis, OutageRecord,
-    OutageStore, PaceKey, PacingStore, Record, Reservation, StoreError,
+    OutageStore, PaceKey, PacingStore, Record, StoreError,
 };
 
 /// Every call fails with "database is locked".
 pub(crate) struct LockedStore;
 impl PacingStore for LockedStore {
-    fn reserve(&mut self, _: &PaceKey, _: u64, _: Millis) -> Result<Reservation, StoreError> {
+    fn reserve(&mut self, _: &PaceKey, _: &Ask<'_>, _: Millis) -> Result<Reserved, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn settle(&mut self, _: &PaceKey, _: &[Window], _: u64, _: Millis) -> Result<(), StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn refused(&mut self, _: &PaceKey, _: Millis, _: Millis) -> Result<Option<u64>, StoreError> {
+        Err(StoreError("database is locked".into()))
+    }
+    fn learned(&mut self, _: &PaceKey, _: Millis) -> Result<Option<u64>, StoreError> {
         Err(StoreError("database is locked".into()))
     }
     fn hear(&mut self, _: &PaceKey, _: &Heard, _: Millis) -> Result<(), StoreError> {

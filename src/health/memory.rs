@@ -9,7 +9,9 @@ mod outage;
 
 use std::collections::{HashMap, VecDeque};
 
-use super::pacing::{Heard, PaceKey, PaceRecord, PacingStore, Reservation};
+use super::pacing::{
+    self, Ask, Heard, PaceKey, PaceRecord, PacingStore, Reserved, Window, WindowState,
+};
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
 #[derive(Debug, Default, Clone)]
@@ -27,6 +29,8 @@ pub(crate) struct MemoryStore {
     /// Spend per budget slot (`memory/budget.rs`).
     spend: HashMap<super::BudgetSlot, i64>,
     pacing: HashMap<PaceKey, PaceRecord>,
+    /// Declared and learned windows per key (SPEC 24).
+    windows: HashMap<PaceKey, WindowState>,
     /// The last first-event times per model (`memory/latency.rs`).
     first_events: HashMap<HealthKey, VecDeque<u64>>,
 }
@@ -35,13 +39,16 @@ impl PacingStore for MemoryStore {
     fn reserve(
         &mut self,
         key: &PaceKey,
-        tokens: u64,
+        ask: &Ask<'_>,
         now: Millis,
-    ) -> Result<Reservation, StoreError> {
-        Ok(match self.pacing.get_mut(key) {
-            Some(record) => record.reserve(tokens, now),
-            None => Reservation::Taken,
-        })
+    ) -> Result<Reserved, StoreError> {
+        let mut record = self.pacing.get(key).copied().unwrap_or_default();
+        let state = self.windows.entry(key.clone()).or_default();
+        let reserved = pacing::reserve(&mut record, state, ask, now);
+        if !record.is_empty() {
+            self.pacing.insert(key.clone(), record);
+        }
+        Ok(reserved)
     }
 
     fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
@@ -54,6 +61,34 @@ impl PacingStore for MemoryStore {
             record.give_back(tokens, now);
         }
         Ok(())
+    }
+
+    fn settle(
+        &mut self,
+        key: &PaceKey,
+        windows: &[Window],
+        unused: u64,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if let Some(state) = self.windows.get_mut(key) {
+            state.settle(windows, unused, now);
+        }
+        Ok(())
+    }
+
+    fn refused(
+        &mut self,
+        key: &PaceKey,
+        sent_at: Millis,
+        now: Millis,
+    ) -> Result<Option<u64>, StoreError> {
+        let record = self.pacing.get(key).copied().unwrap_or_default();
+        let state = self.windows.entry(key.clone()).or_default();
+        Ok(pacing::refused(&record, state, sent_at, now))
+    }
+
+    fn learned(&mut self, key: &PaceKey, now: Millis) -> Result<Option<u64>, StoreError> {
+        Ok(self.windows.get(key).and_then(|s| s.learned_rpm(now)))
     }
 }
 
@@ -132,12 +167,12 @@ impl<S: PacingStore> PacingStore for std::sync::Arc<std::sync::Mutex<S>> {
     fn reserve(
         &mut self,
         key: &PaceKey,
-        tokens: u64,
+        ask: &Ask<'_>,
         now: Millis,
-    ) -> Result<Reservation, StoreError> {
+    ) -> Result<Reserved, StoreError> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .reserve(key, tokens, now)
+            .reserve(key, ask, now)
     }
     fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError> {
         self.lock()
@@ -148,6 +183,32 @@ impl<S: PacingStore> PacingStore for std::sync::Arc<std::sync::Mutex<S>> {
         self.lock()
             .unwrap_or_else(|e| e.into_inner())
             .give_back(key, tokens, now)
+    }
+    fn settle(
+        &mut self,
+        key: &PaceKey,
+        windows: &[Window],
+        unused: u64,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .settle(key, windows, unused, now)
+    }
+    fn refused(
+        &mut self,
+        key: &PaceKey,
+        sent_at: Millis,
+        now: Millis,
+    ) -> Result<Option<u64>, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refused(key, sent_at, now)
+    }
+    fn learned(&mut self, key: &PaceKey, now: Millis) -> Result<Option<u64>, StoreError> {
+        self.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .learned(key, now)
     }
 }
 

@@ -32,7 +32,10 @@ pub use latency::{LatencyStore, KEPT_FIRST_EVENTS};
 pub(crate) use locked::LockedStore;
 pub(crate) use memory::MemoryStore;
 pub use outage::{OutageRecord, OutageStore};
-pub use pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
+pub use pacing::{
+    Ask, Dim, Heard, PaceKey, PaceLimit, PaceSource, PacingStore, Published, Reservation, Reserved,
+    Shortfall, Window,
+};
 pub use redis::RedisStore;
 pub use sqlite::SqliteStore;
 
@@ -205,6 +208,18 @@ impl Location {
     pub(crate) fn read_records(&self, keys: &[HealthKey]) -> Result<Vec<Record>, StoreError> {
         let mut store = self.open()?;
         keys.iter().map(|key| store.read(key)).collect()
+    }
+
+    /// The limit the record learned for each of `keys` (SPEC 24), read
+    /// once (`--check` and `/model` list it). A file not made yet is read
+    /// as empty, not created.
+    pub(crate) fn read_learned(&self, keys: &[PaceKey]) -> Result<Vec<Option<u64>>, StoreError> {
+        if matches!(self, Location::File(path) if !path.exists()) {
+            return Ok(vec![None; keys.len()]);
+        }
+        let mut store = self.open()?;
+        let now = now_millis();
+        keys.iter().map(|key| store.learned(key, now)).collect()
     }
 
     fn open(&self) -> Result<Box<dyn Store>, StoreError> {

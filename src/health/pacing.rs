@@ -23,10 +23,21 @@
 //!   what other runs reserved since); the first response after a reset
 //!   starts the new count.
 //!
+//! Beside the published counts, each key keeps its declared and learned
+//! windows (SPEC 24, `windows.rs`, `learned.rs`): a reservation checks the
+//! published counts and every window in the same atomic step, and takes
+//! from all of them or from none.
+//!
 //! Whether to wait, how long and whether to move on instead is the gate's
 //! (`model::gate::pacing`).
 
+mod learned;
+pub(crate) mod windows;
+
 use std::fmt;
+
+pub use learned::{Learned, SendLog, FORGET_AFTER};
+pub use windows::{Ask, Bucket, Dim, PaceSource, Shortfall, Window, WindowState};
 
 use super::{Millis, StoreError};
 
@@ -124,31 +135,102 @@ pub enum Reservation {
     /// Taken off the record (or the record holds no count: nothing to take).
     #[default]
     Taken,
-    /// Nothing taken: `limit` is short until `reset_at` (`None`: it started
-    /// again and no response has told its reset yet).
+    /// Nothing taken: the published `limit` is short until `reset_at`
+    /// (`None`: it started again and no response has told its reset yet).
     Short {
         limit: PaceLimit,
         reset_at: Option<Millis>,
     },
+    /// Nothing taken: a declared or learned window holds the request back.
+    Window(Shortfall),
+}
+
+/// A reservation's outcome, and the learned limit when this step grew it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reserved {
+    pub outcome: Reservation,
+    pub grown: Option<u64>,
 }
 
 /// The pacing records. Each call is one atomic step, safe with other
 /// processes calling at once.
 pub trait PacingStore: Send {
-    /// Takes one request and `tokens` tokens off `key`'s record at `now`,
-    /// or finds a count short and takes nothing (`PaceRecord::reserve`).
+    /// Takes `ask` off `key`'s record at `now` (one request and its tokens
+    /// off the published counts, its need off every window), or finds one
+    /// short and takes nothing (`reserve`).
     fn reserve(
         &mut self,
         key: &PaceKey,
-        tokens: u64,
+        ask: &Ask<'_>,
         now: Millis,
-    ) -> Result<Reservation, StoreError>;
+    ) -> Result<Reserved, StoreError>;
     /// Folds what a response published into `key`'s record at `now`
     /// (`PaceRecord::hear`).
     fn hear(&mut self, key: &PaceKey, heard: &Heard, now: Millis) -> Result<(), StoreError>;
     /// Returns a reservation of one request and `tokens` tokens that was
     /// never used to `key`'s record at `now` (`PaceRecord::give_back`).
     fn give_back(&mut self, key: &PaceKey, tokens: u64, now: Millis) -> Result<(), StoreError>;
+    /// Gives back `unused` output tokens to `windows` (`WindowState::settle`).
+    fn settle(
+        &mut self,
+        key: &PaceKey,
+        windows: &[Window],
+        unused: u64,
+        now: Millis,
+    ) -> Result<(), StoreError>;
+    /// A rate-limit refusal at `now` of a request sent at `sent_at`, on a
+    /// member with no declared window: learns a limit unless the key
+    /// publishes its own (`refused`). The limit when it is new or changed.
+    fn refused(
+        &mut self,
+        key: &PaceKey,
+        sent_at: Millis,
+        now: Millis,
+    ) -> Result<Option<u64>, StoreError>;
+    /// The learned limit of `key` at `now`, if one is kept.
+    fn learned(&mut self, key: &PaceKey, now: Millis) -> Result<Option<u64>, StoreError>;
+}
+
+/// `PacingStore::reserve` on one key's published counts and windows (the
+/// memory and SQLite stores): the learned limit ticks first (`tick`); then
+/// a short published count, else the window that holds the request back
+/// longest, takes nothing; else all are taken from at once.
+pub fn reserve(
+    record: &mut PaceRecord,
+    state: &mut WindowState,
+    ask: &Ask<'_>,
+    now: Millis,
+) -> Reserved {
+    let grown = state.tick(now);
+    let before = *record;
+    let outcome = match record.reserve(ask.input_tokens, now) {
+        Reservation::Taken => match state.short(ask, now).filter(|_| !ask.force) {
+            Some(short) => {
+                *record = before;
+                Reservation::Window(short)
+            }
+            None => {
+                state.take(ask, now);
+                Reservation::Taken
+            }
+        },
+        short => short,
+    };
+    Reserved { outcome, grown }
+}
+
+/// `PacingStore::refused` on one key: a key that publishes counts learns
+/// nothing.
+pub fn refused(
+    record: &PaceRecord,
+    state: &mut WindowState,
+    sent_at: Millis,
+    now: Millis,
+) -> Option<u64> {
+    if !record.is_empty() {
+        return None;
+    }
+    state.refused(sent_at, now)
 }
 
 impl Count {

@@ -24,6 +24,7 @@ use redis::{AsyncConnectionConfig, Script};
 
 use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIKES};
 
+mod pace_windows;
 mod pacing;
 
 /// The longest one operation may take, connecting included (SPEC 13).
@@ -133,6 +134,9 @@ struct Scripts {
     pace_reserve: Script,
     pace_hear: Script,
     pace_give_back: Script,
+    pace_settle: Script,
+    pace_refused: Script,
+    pace_learned: Script,
 }
 
 /// Why a store could not be made or used, never holding the password.
@@ -175,9 +179,12 @@ impl RedisStore {
                 success: Script::new(SUCCESS),
                 cooling: Script::new(COOLING),
                 lease: Script::new(LEASE),
-                pace_reserve: Script::new(pacing::RESERVE),
+                pace_reserve: Script::new(&pacing::reserve_script()),
                 pace_hear: Script::new(pacing::HEAR),
                 pace_give_back: Script::new(pacing::GIVE_BACK),
+                pace_settle: Script::new(&pacing::with_prelude(pace_windows::SETTLE)),
+                pace_refused: Script::new(&pacing::with_prelude(pace_windows::REFUSED)),
+                pace_learned: Script::new(&pacing::with_prelude(pace_windows::LEARNED)),
             },
         })
     }

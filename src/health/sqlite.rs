@@ -20,10 +20,10 @@ use super::{HealthKey, HealthStore, Lease, Millis, Record, StoreError, MAX_STRIK
 
 /// Schema version kept in `PRAGMA user_version`: 2 added the probe lease,
 /// 3 the outage record, 4 the budgets' spend, 5 the pacing records, 6 the
-/// first-event times. Each
+/// first-event times, 7 the pacing windows. Each
 /// step only creates what is missing, so a file at any older version goes
 /// straight to this one.
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 /// How long a call waits for another process's write before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -155,6 +155,10 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
         }
         if v < 6 {
             conn.execute_batch(latency::SCHEMA)
+                .map_err(err("cannot migrate the table"))?;
+        }
+        if v < 7 {
+            conn.execute_batch(pacing::WINDOWS)
                 .map_err(err("cannot migrate the table"))?;
         }
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)

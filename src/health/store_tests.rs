@@ -6,7 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod latency;
-use super::pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
+mod windows;
+use super::pacing::{Ask, Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
 use super::{
     BudgetSlot, BudgetStore, HealthKey, HealthStore, MemoryStore, OutageRecord, OutageStore,
     RedisStore, SqliteStore, Store,
@@ -218,6 +219,13 @@ fn requests(limit: u64, remaining: u64, reset_at: i64) -> Heard {
     }
 }
 
+/// A reservation of one request and `tokens` input tokens, no window.
+fn take<S: PacingStore + ?Sized>(s: &mut S, k: &PaceKey, tokens: u64, now: i64) -> Reservation {
+    let reserved = s.reserve(k, &Ask::tokens(tokens), now).unwrap();
+    assert_eq!(reserved.grown, None);
+    reserved.outcome
+}
+
 fn short(limit: PaceLimit, reset_at: Option<i64>) -> Reservation {
     Reservation::Short { limit, reset_at }
 }
@@ -227,37 +235,26 @@ fn short(limit: PaceLimit, reset_at: Option<i64>) -> Reservation {
 /// limit; the first reply after that tells the new reset.
 fn pacing_requests(s: &mut dyn PacingStore) {
     let k = pace_key("a1");
-    assert_eq!(
-        s.reserve(&k, 100, 500).unwrap(),
-        Reservation::Taken,
-        "unknown key"
-    );
+    assert_eq!(take(s, &k, 100, 500), Reservation::Taken, "unknown key");
     s.hear(&k, &requests(3, 2, 10_000), 1_000).unwrap();
-    assert_eq!(s.reserve(&k, 100, 1_001).unwrap(), Reservation::Taken);
-    assert_eq!(s.reserve(&k, 100, 1_002).unwrap(), Reservation::Taken);
+    assert_eq!(take(s, &k, 100, 1_001), Reservation::Taken);
+    assert_eq!(take(s, &k, 100, 1_002), Reservation::Taken);
     let spent = short(PaceLimit::Requests, Some(10_000));
-    assert_eq!(s.reserve(&k, 100, 1_003).unwrap(), spent);
+    assert_eq!(take(s, &k, 100, 1_003), spent);
     s.hear(&k, &requests(3, 1, 9_000), 1_004).unwrap();
-    assert_eq!(s.reserve(&k, 100, 1_005).unwrap(), spent, "never raised");
+    assert_eq!(take(s, &k, 100, 1_005), spent, "never raised");
     assert_eq!(
-        s.reserve(&pace_key("b2"), 100, 1_006).unwrap(),
+        take(s, &pace_key("b2"), 100, 1_006),
         Reservation::Taken,
         "another key's record"
     );
     for now in [10_000, 10_001, 10_002] {
-        assert_eq!(
-            s.reserve(&k, 100, now).unwrap(),
-            Reservation::Taken,
-            "{now}"
-        );
+        assert_eq!(take(s, &k, 100, now), Reservation::Taken, "{now}");
     }
-    assert_eq!(
-        s.reserve(&k, 100, 10_003).unwrap(),
-        short(PaceLimit::Requests, None)
-    );
+    assert_eq!(take(s, &k, 100, 10_003), short(PaceLimit::Requests, None));
     s.hear(&k, &requests(3, 0, 70_000), 10_500).unwrap();
     assert_eq!(
-        s.reserve(&k, 100, 10_600).unwrap(),
+        take(s, &k, 100, 10_600),
         short(PaceLimit::Requests, Some(70_000))
     );
 }
@@ -282,29 +279,26 @@ fn pacing_tokens(s: &mut dyn PacingStore) {
     };
     s.hear(&k, &heard, 1_000).unwrap();
     assert_eq!(
-        s.reserve(&k, 600, 1_001).unwrap(),
+        take(s, &k, 600, 1_001),
         short(PaceLimit::Tokens, Some(5_000)),
         "both short: the later reset"
     );
     // The requests' count is forgotten at its reset (no limit known).
     assert_eq!(
-        s.reserve(&k, 600, 4_000).unwrap(),
+        take(s, &k, 600, 4_000),
         short(PaceLimit::Tokens, Some(5_000))
     );
-    assert_eq!(s.reserve(&k, 400, 4_001).unwrap(), Reservation::Taken);
+    assert_eq!(take(s, &k, 400, 4_001), Reservation::Taken);
     assert_eq!(
-        s.reserve(&k, 200, 4_002).unwrap(),
+        take(s, &k, 200, 4_002),
         short(PaceLimit::Tokens, Some(5_000))
     );
     assert_eq!(
-        s.reserve(&k, 9_999, 5_000).unwrap(),
+        take(s, &k, 9_999, 5_000),
         Reservation::Taken,
         "a full window"
     );
-    assert_eq!(
-        s.reserve(&k, 1, 5_001).unwrap(),
-        short(PaceLimit::Tokens, None)
-    );
+    assert_eq!(take(s, &k, 1, 5_001), short(PaceLimit::Tokens, None));
 }
 
 /// A reservation never used is given back: never above the limit, and
@@ -313,7 +307,7 @@ fn pacing_tokens(s: &mut dyn PacingStore) {
 fn pacing_give_back(s: &mut dyn PacingStore) {
     let k = pace_key("g1");
     s.give_back(&k, 100, 500).unwrap();
-    assert_eq!(s.reserve(&k, 100, 501).unwrap(), Reservation::Taken);
+    assert_eq!(take(s, &k, 100, 501), Reservation::Taken);
     let heard = Heard {
         requests: Some(Published {
             limit: Some(2),
@@ -327,28 +321,25 @@ fn pacing_give_back(s: &mut dyn PacingStore) {
         }),
     };
     s.hear(&k, &heard, 1_000).unwrap();
-    assert_eq!(s.reserve(&k, 300, 1_001).unwrap(), Reservation::Taken);
+    assert_eq!(take(s, &k, 300, 1_001), Reservation::Taken);
     let spent = short(PaceLimit::Tokens, Some(10_000));
-    assert_eq!(s.reserve(&k, 1, 1_002).unwrap(), spent);
+    assert_eq!(take(s, &k, 1, 1_002), spent);
     s.give_back(&k, 300, 1_003).unwrap();
     // Back to one request and 300 tokens: taken once more, then short.
-    assert_eq!(s.reserve(&k, 300, 1_004).unwrap(), Reservation::Taken);
-    assert_eq!(s.reserve(&k, 1, 1_005).unwrap(), spent);
+    assert_eq!(take(s, &k, 300, 1_004), Reservation::Taken);
+    assert_eq!(take(s, &k, 1, 1_005), spent);
     // Never above the limit: two give-backs of 900 leave 1 000 tokens and
     // two requests.
     s.give_back(&k, 900, 1_006).unwrap();
     s.give_back(&k, 900, 1_007).unwrap();
-    assert_eq!(s.reserve(&k, 1_000, 1_008).unwrap(), Reservation::Taken);
-    assert_eq!(s.reserve(&k, 1, 1_009).unwrap(), spent);
+    assert_eq!(take(s, &k, 1_000, 1_008), Reservation::Taken);
+    assert_eq!(take(s, &k, 1, 1_009), spent);
     // Past the reset the counts start a new window: nothing given back
     // to them (two requests in it, not three).
     s.give_back(&k, 100, 10_500).unwrap();
-    assert_eq!(s.reserve(&k, 0, 10_501).unwrap(), Reservation::Taken);
-    assert_eq!(s.reserve(&k, 0, 10_502).unwrap(), Reservation::Taken);
-    assert_eq!(
-        s.reserve(&k, 0, 10_503).unwrap(),
-        short(PaceLimit::Requests, None)
-    );
+    assert_eq!(take(s, &k, 0, 10_501), Reservation::Taken);
+    assert_eq!(take(s, &k, 0, 10_502), Reservation::Taken);
+    assert_eq!(take(s, &k, 0, 10_503), short(PaceLimit::Requests, None));
 }
 
 /// A lease held for no time at all (a probe lease given up unused) is
@@ -377,6 +368,7 @@ fn all_rules(make: &dyn Fn() -> Box<dyn Store>) {
     pacing_give_back(&mut *make());
     lease_given_up(&mut *make());
     latency::first_events_keep_the_last_fifty(&mut *make());
+    windows::all_rules(make);
 }
 
 #[test]
@@ -402,7 +394,7 @@ fn reservations_never_overspend(make: &(dyn Fn() -> Box<dyn Store> + Sync)) {
             scope.spawn(|| {
                 let mut s = make();
                 for i in 0..20 {
-                    if s.reserve(&k, 0, 2 + i).unwrap() == Reservation::Taken {
+                    if take(&mut *s, &k, 0, 2 + i) == Reservation::Taken {
                         taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }
                 }
@@ -657,4 +649,37 @@ fn many_runs_opening_a_new_file_at_once_all_get_the_record() {
         });
         assert!(opened.iter().all(|ok| *ok), "{opened:?}");
     }
+}
+
+#[test]
+fn redis_reads_garbage_in_a_windows_record_as_fresh() {
+    let server = RedisServer::start(&[]);
+    let mut s = RedisStore::connect(&server.url(0), None).unwrap();
+    let client = redis::Client::open(server.url(0)).unwrap();
+    let write = |garbage: &str| {
+        let mut conn = client.get_connection().unwrap();
+        let _: () = redis::cmd("HSET")
+            .arg("tinyagent:pace:openai/gpt-5|http://127.0.0.1:8080/v1|hostile")
+            .arg("w")
+            .arg(garbage)
+            .query(&mut conn)
+            .unwrap();
+    };
+    windows::hostile_windows(&mut s, &write);
+}
+
+#[test]
+fn sqlite_reads_garbage_in_a_windows_record_as_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("health.db");
+    let mut s = SqliteStore::open(&path).unwrap();
+    let write = |garbage: &str| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT OR REPLACE INTO pace_windows VALUES ('openai/gpt-5', 'http://127.0.0.1:8080/v1', 'hostile', ?1, 0)",
+            [garbage],
+        )
+        .unwrap();
+    };
+    windows::hostile_windows(&mut s, &write);
 }

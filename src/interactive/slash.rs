@@ -84,6 +84,18 @@ pub(crate) fn model_report(cli: &Cli, conversation: Option<&Trajectory>) -> Stri
     if conversation.is_none() {
         out.push_str(" (no run yet)");
     }
+    let models: Vec<_> = settings
+        .chain()
+        .map(|m| (m.spec.to_string(), m.pace_key()))
+        .collect();
+    let limits =
+        settings::listed_limits(&settings.rate_limits, &models, settings.health_db.as_ref());
+    for ((spec, _), limits) in models.iter().zip(limits) {
+        for l in limits {
+            // Each member's rate limits and their source (SPEC 24).
+            out.push_str(&format!("\nlimit:  {spec}  {}  {}", l.limit, l.source));
+        }
+    }
     let Some(location) = &settings.health_db else {
         out.push_str("\nhealth record: off (config health_db)");
         return out;

@@ -246,10 +246,22 @@ fn build_chain<'a>(
     models: impl Iterator<Item = &'a ResolvedModel>,
     settings: &Settings,
 ) -> Result<ChainModel, RegistryError> {
+    let models: Vec<&ResolvedModel> = models.collect();
+    // Each member's declared limits and the reply budget its requests
+    // reserve as output tokens (SPEC 24).
+    let limits = models
+        .iter()
+        .map(|m| {
+            let budget = m.reply_budget.or(settings.max_output_tokens);
+            (settings.rate_limits.windows(m.spec.as_str()), budget)
+        })
+        .collect();
     let members = models
+        .into_iter()
         .map(|model| build_member(model, settings.retry.stream_timeouts()))
         .collect::<Result<Vec<_>, _>>()?;
     let chain = ChainModel::new(members, settings.retry.clone(), settings.fallback.clone())
+        .with_pace_limits(limits)
         .with_outage_wait(settings.outage_wait)
         .with_hedging(settings.hedge);
     Ok(if settings.pacing {

@@ -243,6 +243,16 @@ impl ChainModel {
         self
     }
 
+    /// Paces each member (chain order) under its declared limits, its
+    /// requests taken as their reply budget in output tokens (SPEC 24).
+    pub(crate) fn with_pace_limits(
+        mut self,
+        limits: Vec<(Vec<crate::health::Window>, Option<u32>)>,
+    ) -> Self {
+        self.gate = set_up(self.gate, |g| g.with_pace_limits(limits));
+        self
+    }
+
     /// Turns pacing (SPEC 17, on by default) off: `pacing: off`.
     pub(crate) fn without_pacing(mut self) -> Self {
         self.gate = set_up(self.gate, |g| g.with_pacer(Pacer::off()));

@@ -207,6 +207,10 @@ pub(crate) async fn request_with_retries_from(
         match sent.result {
             Ok(response) => {
                 referee.succeeded(timing);
+                if response.usage_reported {
+                    referee.settled(response.usage.output_tokens);
+                }
+                announce_limits(referee, request.spec, ctx);
                 return Ok(response);
             }
             Err(error) => {
@@ -362,7 +366,9 @@ fn decide(
         error: &error,
         timing,
     };
-    let wait = match referee.after_failure(&failed) {
+    let verdict = referee.after_failure(&failed);
+    announce_limits(referee, request.spec, ctx);
+    let wait = match verdict {
         Verdict::Retry(wait) => wait,
         Verdict::MoveOn(reason) => {
             return Err(Failure::MovedOn {
@@ -389,6 +395,19 @@ fn decide(
     Ok(Next::Retry(wait))
 }
 
+/// Emits `provider.limit_learned` for each change of the member's rate
+/// limit since the last call (SPEC 24).
+fn announce_limits(referee: &dyn Referee, spec: &str, ctx: RequestCtx<'_>) {
+    for learned in referee.limit_notices() {
+        ctx.emitter.emit(Event::LimitLearned {
+            step: ctx.step,
+            model: spec.to_string(),
+            requests_per_minute: learned.requests_per_minute,
+            reason: learned.reason,
+        });
+    }
+}
+
 /// Asks `referee` until it says send, waiting out each pacing wait it asks
 /// for (`provider.paced`) against `ctx.stop`; returns the time waited and
 /// the request's first-event deadline.
@@ -406,7 +425,10 @@ async fn admitted(
         match referee.before_send(attempt) {
             Admission::Send {
                 first_event_deadline,
-            } => return Ok((paced, first_event_deadline)),
+            } => {
+                announce_limits(referee, spec, ctx);
+                return Ok((paced, first_event_deadline));
+            }
             Admission::MoveOn(reason) => {
                 return Err(Failure::MovedOn {
                     reason,
@@ -424,12 +446,20 @@ async fn admitted(
                 })
             }
             Admission::Halt(halt) => return Err(Failure::Halted(halt)),
-            Admission::Wait { wait, limit } => {
+            Admission::Wait {
+                wait,
+                limit,
+                source,
+                rate,
+            } => {
+                announce_limits(referee, spec, ctx);
                 ctx.emitter.emit(Event::ProviderPaced {
                     step: ctx.step,
                     model: spec.to_string(),
                     wait_seconds: (wait.as_secs_f64() * 1000.0).round() / 1000.0,
                     limit: limit.to_string(),
+                    source: source.to_string(),
+                    rate: rate.map(|r| r.to_string()),
                 });
                 let started = Instant::now();
                 ctx.stop.sleep(wait).await.map_err(Failure::Stopped)?;

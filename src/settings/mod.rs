@@ -16,6 +16,9 @@ mod jobs;
 mod limits;
 mod models;
 mod policies;
+mod rate_limits;
+
+pub(crate) use rate_limits::{listed as listed_limits, DeclaredLimits};
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -92,6 +95,8 @@ pub(crate) struct Settings {
     pub outage_wait: Duration,
     /// `budgets:` spend caps shared on the health record (SPEC 19).
     pub budgets: Vec<Budget>,
+    /// `limits:` and the named providers' own (SPEC 24).
+    pub rate_limits: DeclaredLimits,
     /// `--approval`, `approval` and `approval_allow` (the gate is made per run).
     pub approval: approval::Choice,
 }
@@ -160,6 +165,7 @@ impl Settings {
         let health_db = health::location(config.health_db.as_deref(), env);
         let save_runs = save_runs(cli, &config);
         let budgets = budgets::resolve(config.budgets.as_deref(), &config.providers)?;
+        let rate_limits = rate_limits::resolve(config.limits.as_deref(), &config.providers)?;
         let approval =
             approval::Choice::resolve(cli.approval, config.approval, config.approval_allow);
         let pacing = config.pacing != Some(config::Pacing::Off);
@@ -195,6 +201,7 @@ impl Settings {
             tools,
             outage_wait,
             budgets,
+            rate_limits,
             approval,
         })
     }

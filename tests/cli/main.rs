@@ -37,6 +37,7 @@ mod outage;
 mod outage_probes;
 mod oversized;
 mod pacing;
+mod pacing_limits;
 mod prompt_cache;
 mod providers_anthropic;
 mod providers_azure;

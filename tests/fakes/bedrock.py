@@ -31,6 +31,10 @@ is one of:
   {"hostile": "bad_crc" | "huge_length" | "unknown_header_type" |
               "lying_length" | "no_stop" | "trickle"}
 
+--hidden-limit N [--hidden-period SECONDS] enforces a limit it never
+publishes: N requests per period (default 60 s), refilling evenly from a
+full bucket; a request past it is refused 429 `ThrottlingException` with no
+Retry-After. Each log line also holds "at" (unix seconds) and "throttled".
 The prompt cache (`prompt_cache.Explicit`, one per model id): `cachePoint`
 blocks in `toolConfig.tools`, `system` and message contents are the
 checkpoints, `ttl` "5m" (default) or "1h". As Bedrock documents it, Claude
@@ -261,7 +265,29 @@ class Fake:
             akid, secret, *token = entry.split(":", 2)
             self.credentials[akid] = (secret, token[0] if token else None)
         self.bearers = set(args.bearer or [])
+        # A hidden rate limit (SPEC 24's fakes): `hidden_limit` requests per
+        # `hidden_period` seconds, refilling evenly from a full bucket,
+        # refused with a ThrottlingException and no Retry-After, as Bedrock
+        # refuses past a quota; no rate-limit headers are ever sent.
+        self.hidden_limit = args.hidden_limit
+        self.hidden_period = args.hidden_period
+        self.level = float(args.hidden_limit or 0)
+        self.level_at = time.monotonic()
         self.caches = {}
+
+    def admit(self):
+        """Takes one request off the hidden bucket; False when it is empty."""
+        if not self.hidden_limit:
+            return True
+        with self.lock:
+            now = time.monotonic()
+            rate = self.hidden_limit / self.hidden_period
+            self.level = min(self.hidden_limit, self.level + (now - self.level_at) * rate)
+            self.level_at = now
+            if self.level >= 1:
+                self.level -= 1
+                return True
+            return False
 
     def cache_usage(self, model, body):
         """The request's usage through the model's prompt cache."""
@@ -331,9 +357,11 @@ def make_handler(fake):
                 parsed = json.loads(body or b"null")
             except ValueError:
                 parsed = None
+            admitted = verdict != "ok" or fake.admit()
             fake.record({
                 "method": "POST", "path": path, "model": model, "auth": kind,
                 "signature_ok": verdict == "ok", "headers": headers, "body": parsed,
+                "at": time.time(), "throttled": not admitted,
             })
             if verdict != "ok":
                 message = {
@@ -341,6 +369,8 @@ def make_handler(fake):
                     "InvalidSignatureException": "The request signature we calculated does not match the signature you provided.",
                 }.get(verdict, "Authorization is missing or malformed.")
                 return self.error(403, verdict, message)
+            if not admitted:
+                return self.error(429, "ThrottlingException", "Too many requests, please wait before trying again.")
             if model is None or parts[3] != "converse-stream":
                 return self.error(404, "UnknownOperationException", "unknown operation")
             if not isinstance(parsed, dict) or not parsed.get("messages"):
@@ -432,6 +462,8 @@ def main():
     p.add_argument("--script")
     p.add_argument("--credentials", action="append")
     p.add_argument("--bearer", action="append")
+    p.add_argument("--hidden-limit", type=int, default=0, help="requests per --hidden-period, no headers")
+    p.add_argument("--hidden-period", type=float, default=60.0, help="seconds")
     args = p.parse_args()
     fake = Fake(args)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(fake))

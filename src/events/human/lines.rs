@@ -138,9 +138,21 @@ pub(crate) fn plan_items(args: &Value) -> (Vec<String>, usize, usize) {
 
 /// `pacing <spec>: waiting <N>s for its <requests|tokens> limit` (SPEC 17),
 /// the wait in whole seconds, rounded up.
-pub(crate) fn paced(model: &str, wait_seconds: f64, limit: &str) -> String {
+pub(crate) fn paced(
+    model: &str,
+    wait_seconds: f64,
+    limit: &str,
+    source: &str,
+    rate: Option<&str>,
+) -> String {
     let seconds = wait_seconds.max(0.0).ceil().max(1.0) as u64;
-    format!("pacing {model}: waiting {seconds}s for its {limit} limit")
+    match rate {
+        // `pacing <spec>: waiting 4s for its learned limit of 8 requests/min` (SPEC 24)
+        Some(rate) => {
+            format!("pacing {model}: waiting {seconds}s for its {source} limit of {rate}")
+        }
+        None => format!("pacing {model}: waiting {seconds}s for its {limit} limit"),
+    }
 }
 
 /// Milliseconds as `120ms`, `1.2s`, `1m12s`, `1h02m`.

@@ -500,10 +500,12 @@ impl Spans {
             }
             Event::ProviderRetry { .. }
             | Event::ProviderPaced { .. }
+            | Event::LimitLearned { .. }
             | Event::AttemptReset { .. }
             | Event::Warning { .. }
             | Event::CheckResult { .. }
             | Event::CheckBudget { .. }
+            | Event::CheckLimit { .. }
             | Event::CheckHealth { .. }
             | Event::CheckFinished { .. } => {}
         }

@@ -1,15 +1,21 @@
-//! The pacing records (SPEC 17) in Redis: one hash per model, endpoint and
-//! key fingerprint under `tinyagent:pace:`, each operation one Lua script
-//! (one atomic round trip) that follows `PaceRecord`'s rules, and a TTL
-//! that outlives the record's furthest reset by an hour.
+//! The pacing records (SPEC 17, 24) in Redis: one hash per model, endpoint
+//! and key fingerprint under `tinyagent:pace:`, each operation one Lua
+//! script (one atomic round trip) that follows `PaceRecord`'s rules (and
+//! `WindowState`'s, `pace_windows.rs`), and a TTL that outlives the
+//! record's furthest reset by an hour (its windows by their period and an
+//! hour).
 //!
 //! Fields: `rl`, `rr`, `rt` (the requests' limit, remaining, reset time in
 //! unix ms) and `tl`, `tr`, `tt` (the tokens'); a count is there when its
 //! remaining is, and a count without a reset started again at its reset
 //! and awaits its first response.
 
+use super::pace_windows::{PRELUDE, RESERVE_WINDOWS, TICK};
 use super::RedisStore;
-use crate::health::pacing::{Heard, PaceKey, PaceLimit, PacingStore, Published, Reservation};
+use crate::health::pacing::{
+    Ask, Dim, Heard, PaceKey, PaceLimit, PaceSource, PacingStore, Published, Reservation, Reserved,
+    Shortfall, Window,
+};
 use crate::health::{Millis, StoreError};
 
 /// How long a record outlives its furthest reset (its limits stay known).
@@ -17,19 +23,23 @@ const KEEP_AFTER: Millis = 3_600_000;
 /// Key prefix of every pacing record.
 const PREFIX: &str = "tinyagent:pace:";
 
-/// `PaceRecord::reserve`. KEYS: the record hash. ARGV: now, tokens.
-/// Returns `{1}` when taken, else `{0, limit (1 requests, 2 tokens),
-/// reset_at or -1 when unknown}`.
+/// `pacing::reserve` after the prelude (`pace_windows.rs`). KEYS: the
+/// record hash. ARGV: now, input tokens, output tokens, the declared
+/// windows (count, then dim, limit, per for each). Returns `{1, grown}`
+/// when taken; `{0, limit (1 requests, 2 tokens), reset_at or -1, grown}`
+/// for a short published count; `{2, dim, limit, per, source (2 declared,
+/// 3 learned), ready_at, grown}` for a short window (`grown`: the learned
+/// limit when it grew, else -1).
 pub(super) const RESERVE: &str = r#"
-local now = tonumber(ARGV[1])
 local need = tonumber(ARGV[2])
-if redis.call('EXISTS', KEYS[1]) == 0 then return {1} end
+load()
+%TICK%
 local function int(x) return string.format('%d', x) end
 local f = redis.call('HMGET', KEYS[1], 'rl', 'rr', 'rt', 'tl', 'tr', 'tt')
 -- The count at now: as is before its reset; after it, started again from
 -- its limit, or gone when the limit is unknown.
 local function at(p, l, r, t)
-  if not r then return nil end
+  if not r or not tonumber(r) then return nil end
   local c = {l = l and tonumber(l), r = tonumber(r), t = t and tonumber(t)}
   if c.t and c.t <= now then
     if not c.l then
@@ -43,7 +53,7 @@ local function at(p, l, r, t)
   end
   return c
 end
-local function short(c, n)
+local function short_of(c, n)
   if not c then return false end
   local want = n
   if c.l and c.l < want then want = c.l end
@@ -53,18 +63,40 @@ local req = at('r', f[1], f[2], f[3])
 local tok = at('t', f[4], f[5], f[6])
 local limit, reset = nil, nil
 for i, c in ipairs({{1, req, 1}, {2, tok, need}}) do
-  if short(c[2], c[3]) then
+  if short_of(c[2], c[3]) then
     local t = c[2].t or -1
     if limit == nil or t == -1 or (reset ~= -1 and t >= reset) then
       limit, reset = c[1], t
     end
   end
 end
-if limit then return {0, limit, reset} end
+if limit then
+  save(7200000)
+  return {0, limit, reset, grown}
+end
+local short = nil
+%WINDOWS%
+if short then
+  return {2, short[1], short[2], short[3], short[4], short[5], grown}
+end
 if req then redis.call('HSET', KEYS[1], 'rr', int(req.r - 1)) end
 if tok then redis.call('HSET', KEYS[1], 'tr', int(math.max(tok.r - need, 0))) end
-return {1}
+return {1, grown}
 "#;
+
+/// A script that starts with the windows' prelude.
+pub(super) fn with_prelude(body: &str) -> String {
+    format!("{PRELUDE}{body}")
+}
+
+/// The reserve script, whole.
+pub(super) fn reserve_script() -> String {
+    with_prelude(
+        &RESERVE
+            .replace("%TICK%", TICK)
+            .replace("%WINDOWS%", RESERVE_WINDOWS),
+    )
+}
 
 /// `PaceRecord::hear`. KEYS: the record hash. ARGV: now, keep, then for
 /// the requests and the tokens: present (1 or 0), limit (-1: unknown),
@@ -103,7 +135,12 @@ for i = 1, 2 do
 end
 -- Resets lie at most a day ahead (the parser's bound); a stray value
 -- keeps the record two days at most.
-redis.call('PEXPIRE', KEYS[1], int(math.min(last - now, 172800000) + keep))
+local ttl = math.min(last - now, 172800000) + keep
+-- Declared and learned windows keep the hash as long as they need.
+if redis.call('HEXISTS', KEYS[1], 'w') == 1 then
+  ttl = math.max(ttl, redis.call('PTTL', KEYS[1]))
+end
+redis.call('PEXPIRE', KEYS[1], int(ttl))
 return 1
 "#;
 
@@ -143,29 +180,82 @@ fn published(p: Option<Published>) -> [String; 4] {
     }
 }
 
+/// The declared windows as script arguments: their count, then dim,
+/// limit and period of each.
+fn window_args(windows: &[Window]) -> Vec<String> {
+    let mut args = vec![windows.len().to_string()];
+    for w in windows {
+        args.extend([
+            w.dim.code().to_string(),
+            w.limit.min(i64::MAX as u64).to_string(),
+            w.per_ms.to_string(),
+        ]);
+    }
+    args
+}
+
+fn dim(code: i64) -> Dim {
+    match code {
+        2 => Dim::InputTokens,
+        3 => Dim::OutputTokens,
+        4 => Dim::Tokens,
+        _ => Dim::Requests,
+    }
+}
+
+fn grown(g: i64) -> Option<u64> {
+    (g > 0).then_some(g as u64)
+}
+
 impl PacingStore for RedisStore {
     fn reserve(
         &mut self,
         key: &PaceKey,
-        tokens: u64,
+        ask: &Ask<'_>,
         now: Millis,
-    ) -> Result<Reservation, StoreError> {
+    ) -> Result<Reserved, StoreError> {
         let hash = hash(key);
-        let reply: Vec<i64> = self.eval(
-            &self.scripts.pace_reserve,
-            &[&hash],
-            &[now.to_string(), tokens.to_string()],
-        )?;
+        let mut args = vec![
+            now.to_string(),
+            ask.input_tokens.min(i64::MAX as u64).to_string(),
+            ask.output_tokens.min(i64::MAX as u64).to_string(),
+        ];
+        args.extend(window_args(ask.windows));
+        args.push(if ask.force { "1" } else { "0" }.to_string());
+        let reply: Vec<i64> = self.eval(&self.scripts.pace_reserve, &[&hash], &args)?;
         Ok(match reply.as_slice() {
-            [0, limit, reset] => Reservation::Short {
-                limit: if *limit == 1 {
-                    PaceLimit::Requests
-                } else {
-                    PaceLimit::Tokens
+            [0, limit, reset, g] => Reserved {
+                outcome: Reservation::Short {
+                    limit: if *limit == 1 {
+                        PaceLimit::Requests
+                    } else {
+                        PaceLimit::Tokens
+                    },
+                    reset_at: (*reset >= 0).then_some(*reset),
                 },
-                reset_at: (*reset >= 0).then_some(*reset),
+                grown: grown(*g),
             },
-            _ => Reservation::Taken,
+            [2, d, limit, per, source, ready_at, g] => Reserved {
+                outcome: Reservation::Window(Shortfall {
+                    window: Window {
+                        dim: dim(*d),
+                        limit: (*limit).max(1) as u64,
+                        per_ms: (*per).max(1),
+                    },
+                    source: if *source == 3 {
+                        PaceSource::Learned
+                    } else {
+                        PaceSource::Declared
+                    },
+                    ready_at: *ready_at,
+                }),
+                grown: grown(*g),
+            },
+            [_, g] => Reserved {
+                outcome: Reservation::Taken,
+                grown: grown(*g),
+            },
+            _ => Reserved::default(),
         })
     }
 
@@ -183,5 +273,42 @@ impl PacingStore for RedisStore {
         let args = [now.to_string(), tokens.to_string()];
         let _: i64 = self.eval(&self.scripts.pace_give_back, &[&hash], &args)?;
         Ok(())
+    }
+    fn settle(
+        &mut self,
+        key: &PaceKey,
+        windows: &[Window],
+        unused: u64,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        if windows.is_empty() || unused == 0 {
+            return Ok(());
+        }
+        let hash = hash(key);
+        let mut args = vec![now.to_string(), unused.min(i64::MAX as u64).to_string()];
+        args.extend(window_args(windows));
+        let _: i64 = self.eval(&self.scripts.pace_settle, &[&hash], &args)?;
+        Ok(())
+    }
+
+    fn refused(
+        &mut self,
+        key: &PaceKey,
+        sent_at: Millis,
+        now: Millis,
+    ) -> Result<Option<u64>, StoreError> {
+        let hash = hash(key);
+        let rpm: i64 = self.eval(
+            &self.scripts.pace_refused,
+            &[&hash],
+            &[now.to_string(), sent_at.to_string()],
+        )?;
+        Ok(grown(rpm))
+    }
+
+    fn learned(&mut self, key: &PaceKey, now: Millis) -> Result<Option<u64>, StoreError> {
+        let hash = hash(key);
+        let rpm: i64 = self.eval(&self.scripts.pace_learned, &[&hash], &[now.to_string()])?;
+        Ok(grown(rpm))
     }
 }

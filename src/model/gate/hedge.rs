@@ -540,8 +540,15 @@ mod tests {
         let turn = gate.hedge(0, 50).expect("a partner may be asked");
         let admitted = turn.admission().await;
         assert!(admitted.deadline.is_some(), "the partner's last request");
-        let reserve =
-            |s: &mut MemoryStore| s.reserve(&partner, 0, crate::health::now_millis()).unwrap();
+        let reserve = |s: &mut MemoryStore| {
+            s.reserve(
+                &partner,
+                &crate::health::Ask::tokens(0),
+                crate::health::now_millis(),
+            )
+            .unwrap()
+            .outcome
+        };
         // The original's first event came meanwhile: no hedge goes.
         drop(admitted);
         assert!(

@@ -48,12 +48,12 @@ use std::time::Duration;
 use super::ratelimit::RateLimits;
 use super::reason::{FailureReason, SwitchReason};
 use super::ModelError;
-use crate::health::{Health, HealthKey, Millis, PaceLimit};
+use crate::health::{Health, HealthKey, Millis, PaceLimit, PaceSource, Window};
 use crate::policy::{FallbackPolicy, RetryPolicy, Wait};
 pub(crate) use budget::{BudgetBook, BudgetSpent, Standing};
 pub(crate) use hedge::{HedgeTurn, PartnerAdmission};
 pub(crate) use outage::{Next, Outage};
-pub(crate) use pacing::Pacer;
+pub(crate) use pacing::{LimitLearned, Pacer};
 pub(crate) use shared::SharedRecord;
 use shared::Strike;
 
@@ -63,9 +63,15 @@ pub(crate) enum Admission {
     /// Send it, giving its first stream event this long (response headers
     /// included).
     Send { first_event_deadline: Duration },
-    /// Not yet: wait this long to stay under the provider's published
-    /// `limit` (SPEC 17), then ask again.
-    Wait { wait: Duration, limit: PaceLimit },
+    /// Not yet: wait this long to stay under the member's `limit` from
+    /// `source` (SPEC 17, 24; `rate`: the declared or learned window),
+    /// then ask again.
+    Wait {
+        wait: Duration,
+        limit: PaceLimit,
+        source: PaceSource,
+        rate: Option<Window>,
+    },
     /// Do not send it: the run moves on to the next member.
     MoveOn(SwitchReason),
     /// Do not send it: the member's published limit resets `reset` from
@@ -135,6 +141,14 @@ pub(crate) trait Referee: Sync {
     fn succeeded(&self, timing: Timing);
     /// After any response that published rate limits (a 429 included).
     fn heard(&self, limits: &RateLimits);
+    /// A reply reported it used `output_tokens` (SPEC 24: declared
+    /// windows get back what its reservation took beyond that).
+    fn settled(&self, _output_tokens: u64) {}
+    /// The member's rate-limit changes since the last call, to announce
+    /// (`provider.limit_learned`).
+    fn limit_notices(&self) -> Vec<LimitLearned> {
+        Vec::new()
+    }
 }
 
 /// Every member's state, and the run's retry and fallback policy.
@@ -194,6 +208,15 @@ impl Gate {
         Gate { pacer, ..self }
     }
 
+    /// The same gate, its pacer knowing each member's declared limits and
+    /// reply budget (SPEC 24).
+    pub(crate) fn with_pace_limits(self, limits: Vec<(Vec<Window>, Option<u32>)>) -> Gate {
+        Gate {
+            pacer: self.pacer.with_limits(limits),
+            ..self
+        }
+    }
+
     /// The same gate on another health record (the run's, once it has an
     /// emitter for the record's one warning).
     pub(crate) fn with_health(self, health: Health) -> Gate {
@@ -228,6 +251,7 @@ impl Gate {
             fleet_probe: AtomicBool::new(false),
             glitch_retried: AtomicBool::new(false),
             rate_limit_waited: Mutex::new(Duration::ZERO),
+            taught: AtomicBool::new(false),
         }
     }
 
@@ -390,6 +414,9 @@ pub(crate) struct MemberTurn<'g> {
     glitch_retried: AtomicBool,
     /// What this turn has waited on rate limits so far.
     rate_limit_waited: Mutex<Duration>,
+    /// A refusal in this turn set or changed the member's learned limit
+    /// (its retries are not held by it: SPEC 24).
+    taught: AtomicBool,
 }
 
 impl MemberTurn<'_> {
@@ -450,8 +477,33 @@ impl MemberTurn<'_> {
             self.index,
             self.estimated_input_tokens,
             gate.retry.max_backoff,
-            self.can_leave,
+            // A turn whose refusal taught the limit retries as SPEC 4 says
+            // rather than leaving for it (below).
+            self.can_leave && !self.taught.load(Ordering::Relaxed),
+            self.taught.load(Ordering::Relaxed),
         );
+        let send = Admission::Send {
+            first_event_deadline: self.first_event_deadline(attempt),
+        };
+        if let Some(Admission::Wait {
+            wait,
+            source: PaceSource::Learned,
+            ..
+        }) = &paced
+        {
+            // The retries of SPEC 4 still apply to the refusal that taught
+            // the limit: they go as section 4 says; the limit paces the
+            // next requests (SPEC 24).
+            if self.taught.load(Ordering::Relaxed) {
+                return send;
+            }
+            // A learned limit is a refusal's wait: it counts toward the
+            // step's rate-limit budget, so a server that refuses
+            // everything ends the step as SPEC 4 says.
+            if !self.within_rate_limit_budget(*wait) {
+                return Admission::MoveOn(SwitchReason::RateLimit);
+            }
+        }
         paced.unwrap_or(Admission::Send {
             first_event_deadline: self.first_event_deadline(attempt),
         })
@@ -469,6 +521,15 @@ impl Referee for MemberTurn<'_> {
 
     fn after_failure(&self, failed: &Failed<'_>) -> Verdict {
         self.learn(failed.timing);
+        if failed.reason == FailureReason::Http(429) {
+            let gate = self.gate;
+            if gate
+                .pacer
+                .refused(gate.record.health(), self.index, &failed.reason.to_string())
+            {
+                self.taught.store(true, Ordering::Relaxed);
+            }
+        }
         if let Some(verdict) = self.after_outage_probe(failed) {
             return verdict;
         }
@@ -516,5 +577,15 @@ impl Referee for MemberTurn<'_> {
     fn heard(&self, limits: &RateLimits) {
         let gate = self.gate;
         gate.pacer.heard(gate.record.health(), self.index, limits);
+    }
+
+    fn settled(&self, output_tokens: u64) {
+        let gate = self.gate;
+        gate.pacer
+            .settle(gate.record.health(), self.index, output_tokens);
+    }
+
+    fn limit_notices(&self) -> Vec<LimitLearned> {
+        self.gate.pacer.take_notices(self.index)
     }
 }

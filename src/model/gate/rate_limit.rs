@@ -36,6 +36,17 @@ impl MemberTurn<'_> {
             && waited.saturating_add(self.waited_out(wait)) <= retry.rate_limit_budget
     }
 
+    /// Adds a pacing wait for a learned limit to the turn's waits on rate
+    /// limits; whether they still fit `retry.rate_limit_budget`.
+    pub(super) fn within_rate_limit_budget(&self, wait: Duration) -> bool {
+        let mut waited = self
+            .rate_limit_waited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *waited = waited.saturating_add(wait);
+        *waited <= self.gate.retry.rate_limit_budget
+    }
+
     /// Adds a wait after a rate limit to the turn's budget.
     pub(super) fn count_rate_limit_wait(&self, failed: &Failed<'_>, wait: Duration) {
         if is_rate_limit(failed.reason) {

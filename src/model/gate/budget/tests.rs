@@ -68,11 +68,38 @@ impl crate::health::PacingStore for Breakable {
     fn reserve(
         &mut self,
         key: &crate::health::PaceKey,
-        tokens: u64,
+        ask: &crate::health::Ask<'_>,
         now: i64,
-    ) -> Result<crate::health::Reservation, StoreError> {
+    ) -> Result<crate::health::Reserved, StoreError> {
         self.check()?;
-        self.inner.reserve(key, tokens, now)
+        self.inner.reserve(key, ask, now)
+    }
+    fn settle(
+        &mut self,
+        key: &crate::health::PaceKey,
+        windows: &[crate::health::Window],
+        unused: u64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.settle(key, windows, unused, now)
+    }
+    fn refused(
+        &mut self,
+        key: &crate::health::PaceKey,
+        sent_at: i64,
+        now: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.check()?;
+        self.inner.refused(key, sent_at, now)
+    }
+    fn learned(
+        &mut self,
+        key: &crate::health::PaceKey,
+        now: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        self.check()?;
+        self.inner.learned(key, now)
     }
     fn hear(
         &mut self,

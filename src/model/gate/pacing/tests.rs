@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::health::{Health, HealthKey, MemoryStore, PaceLimit};
+use crate::health::{Health, HealthKey, MemoryStore, PaceLimit, PaceSource};
+use crate::model::gate::LimitLearned;
 use crate::model::ratelimit::{RateLimits, Window};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -45,7 +46,7 @@ fn requests(remaining: u64, reset: Duration) -> RateLimits {
 
 fn waited(admission: Option<Admission>) -> (Duration, PaceLimit) {
     match admission {
-        Some(Admission::Wait { wait, limit }) => (wait, limit),
+        Some(Admission::Wait { wait, limit, .. }) => (wait, limit),
         other => panic!("expected a wait, got {other:?}"),
     }
 }
@@ -60,7 +61,10 @@ fn setup() -> (Pacer, Health, Arc<AtomicI64>) {
 fn a_member_that_published_nothing_is_sent_at_once() {
     let (pacer, health, _) = setup();
     for _ in 0..3 {
-        assert_eq!(pacer.admit(&health, 0, 1_000_000, MINUTE, true), None);
+        assert_eq!(
+            pacer.admit(&health, 0, 1_000_000, MINUTE, true, false),
+            None
+        );
     }
 }
 
@@ -68,11 +72,11 @@ fn a_member_that_published_nothing_is_sent_at_once() {
 fn a_spent_limit_waits_until_its_reset_plus_a_tenth_at_most() {
     let (pacer, health, clock) = setup();
     pacer.heard(&health, 0, &requests(2, Duration::from_secs(20)));
-    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true), None);
-    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true), None);
+    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true, false), None);
+    assert_eq!(pacer.admit(&health, 0, 10, MINUTE, true, false), None);
     let mut waits = Vec::new();
     for _ in 0..50 {
-        let (wait, limit) = waited(pacer.admit(&health, 0, 10, MINUTE, true));
+        let (wait, limit) = waited(pacer.admit(&health, 0, 10, MINUTE, true, false));
         assert_eq!(limit, PaceLimit::Requests);
         assert!(
             wait >= Duration::from_secs(20) && wait <= Duration::from_secs(22),
@@ -84,7 +88,7 @@ fn a_spent_limit_waits_until_its_reset_plus_a_tenth_at_most() {
     assert!(waits.len() > 10, "the spread is random: {waits:?}");
     clock.fetch_add(20_000, Ordering::SeqCst);
     assert_eq!(
-        pacer.admit(&health, 0, 10, MINUTE, true),
+        pacer.admit(&health, 0, 10, MINUTE, true, false),
         None,
         "after the reset the count starts again from its limit"
     );
@@ -98,10 +102,10 @@ fn tokens_fewer_than_the_estimate_wait_for_their_reset() {
         tokens: window(30_000, 8_000, Duration::from_secs(6)),
     };
     pacer.heard(&health, 0, &limits);
-    let (wait, limit) = waited(pacer.admit(&health, 0, 9_000, MINUTE, true));
+    let (wait, limit) = waited(pacer.admit(&health, 0, 9_000, MINUTE, true, false));
     assert_eq!(limit, PaceLimit::Tokens);
     assert!(wait >= Duration::from_secs(6), "{wait:?}");
-    assert_eq!(pacer.admit(&health, 0, 7_000, MINUTE, true), None);
+    assert_eq!(pacer.admit(&health, 0, 7_000, MINUTE, true, false), None);
 }
 
 #[test]
@@ -109,17 +113,19 @@ fn a_wait_past_max_backoff_moves_on_or_waits_max_backoff() {
     let (pacer, health, _) = setup();
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(90)));
     assert_eq!(
-        pacer.admit(&health, 0, 1, MINUTE, true),
+        pacer.admit(&health, 0, 1, MINUTE, true, false),
         Some(Admission::PacedAway {
             reset: Duration::from_secs(90)
         }),
         "with somewhere to go: `rate_limit`, the reset known"
     );
     assert_eq!(
-        pacer.admit(&health, 0, 1, MINUTE, false),
+        pacer.admit(&health, 0, 1, MINUTE, false, false),
         Some(Admission::Wait {
             wait: MINUTE,
-            limit: PaceLimit::Requests
+            limit: PaceLimit::Requests,
+            source: crate::health::PaceSource::Published,
+            rate: None,
         }),
         "without: max_backoff, then look again"
     );
@@ -131,9 +137,9 @@ fn a_count_started_again_and_spent_looks_again_shortly() {
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(1)));
     clock.fetch_add(1_000, Ordering::SeqCst);
     for _ in 0..100 {
-        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true), None);
+        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
     }
-    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true));
+    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true, false));
     assert!(
         wait >= LOOK_AGAIN && wait <= LOOK_AGAIN.mul_f64(1.1),
         "{wait:?}"
@@ -145,10 +151,10 @@ fn pacing_off_reads_and_reserves_nothing() {
     let (_, health, _) = setup();
     let off = Pacer::off();
     off.heard(&health, 0, &requests(0, Duration::from_secs(30)));
-    assert_eq!(off.admit(&health, 0, 1, MINUTE, true), None);
+    assert_eq!(off.admit(&health, 0, 1, MINUTE, true, false), None);
     let on = Pacer::new(vec![key()]);
     assert_eq!(
-        on.admit(&health, 0, 1, MINUTE, true),
+        on.admit(&health, 0, 1, MINUTE, true, false),
         None,
         "nothing was recorded"
     );
@@ -159,7 +165,7 @@ fn without_a_shared_record_the_run_paces_itself_in_memory() {
     let pacer = Pacer::new(vec![key()]);
     let health = Health::off();
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(30)));
-    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true));
+    let (wait, _) = waited(pacer.admit(&health, 0, 1, MINUTE, true, false));
     assert!(wait >= Duration::from_secs(29), "{wait:?}");
 }
 
@@ -175,12 +181,71 @@ fn a_failing_store_warns_once_and_pacing_goes_on_in_memory() {
     let pacer = Pacer::new(vec![key()]);
     pacer.heard(&health, 0, &requests(0, Duration::from_secs(30)));
     assert!(matches!(
-        pacer.admit(&health, 0, 1, MINUTE, true),
+        pacer.admit(&health, 0, 1, MINUTE, true, false),
         Some(Admission::Wait { .. })
     ));
     let warnings = warnings.lock().unwrap();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("/x/health.db") && warnings[0].contains("locked"));
+}
+
+#[test]
+fn a_refusal_teaches_a_limit_once_and_the_next_request_waits_for_it() {
+    let (pacer, health, clock) = setup();
+    for _ in 0..10 {
+        assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
+        clock.fetch_add(1_000, Ordering::SeqCst);
+    }
+    pacer.refused(&health, 0, "http_429");
+    // A second refusal of the same request changes nothing.
+    pacer.refused(&health, 0, "http_429");
+    assert_eq!(
+        pacer.take_notices(0),
+        [LimitLearned {
+            requests_per_minute: 7,
+            reason: "http_429".into()
+        }]
+    );
+    assert!(pacer.take_notices(0).is_empty(), "announced once");
+    match pacer.admit(&health, 0, 1, MINUTE, true, false) {
+        Some(Admission::Wait {
+            wait,
+            source: PaceSource::Learned,
+            rate: Some(rate),
+            ..
+        }) => {
+            assert_eq!(rate.to_string(), "7 requests/min");
+            // One request of seven a minute, from an empty window.
+            assert!(wait >= Duration::from_millis(8_571), "{wait:?}");
+            assert!(wait <= Duration::from_millis(9_800), "{wait:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_declared_window_paces_and_the_unused_reply_budget_comes_back() {
+    let (pacer, health, clock) = setup();
+    let out = crate::health::Window {
+        dim: crate::health::Dim::OutputTokens,
+        limit: 1_000,
+        per_ms: 60_000,
+    };
+    let pacer = pacer.with_limits(vec![(vec![out], Some(800))]);
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
+    match pacer.admit(&health, 0, 1, MINUTE, true, false) {
+        Some(Admission::Wait { source, limit, .. }) => {
+            assert_eq!((source, limit), (PaceSource::Declared, PaceLimit::Tokens))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The reply used 100 of its 800: 700 go back, 800 are held again.
+    pacer.settle(&health, 0, 100);
+    clock.fetch_add(1, Ordering::SeqCst);
+    assert_eq!(pacer.admit(&health, 0, 1, MINUTE, true, false), None);
+    // Refusals of a member with a declared limit teach nothing.
+    pacer.refused(&health, 0, "http_429");
+    assert!(pacer.take_notices(0).is_empty());
 }
 
 mod paced_loop {
