@@ -449,10 +449,10 @@ impl Agent {
                 None,
             )),
             Err(error @ ChainError::Exhausted { .. }) => Err(StepEnd::Outage {
-                down: super::down_models(&error),
+                down: super::request::down_models(&error),
                 error: format!("compacting the context failed: {error}"),
             }),
-            Err(ChainError::Halted(halt)) => Err(super::halted(&halt)),
+            Err(ChainError::Halted(halt)) => Err(super::request::halted(&halt)),
             Err(error) => Err(StepEnd::Finish(
                 Status::Error,
                 Value::Null,

@@ -8,6 +8,8 @@ pub(crate) mod compact;
 pub(crate) mod hooks;
 pub(crate) mod instructions;
 mod prompt;
+mod record;
+mod request;
 pub(crate) mod schema;
 mod setup;
 pub(crate) mod subagent;
@@ -19,17 +21,14 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::conversation::{FinishReason, Message, Role, ToolCall, ToolSpec};
-use crate::events::{CacheTotals, DownModel, Emitter, Event, ToolCallView};
+use crate::events::{DownModel, Emitter, Event, ToolCallView};
 use crate::exit::Status;
-use crate::model::chain::{Answer, ChainError, ChainModel};
-use crate::model::gate::Halt;
-use crate::model::retry::RequestCtx;
-use crate::model::Prompt;
+use crate::model::chain::ChainModel;
 use crate::stop::{Stop, StopCause};
 use crate::tools::delegate::delegate_spec;
 use crate::tools::plan::SharedPlan;
 use crate::tools::{submit_spec, ToolCtx, ToolRegistry};
-use crate::trajectory::{Checkpoint, JournalOp, Trajectory};
+use crate::trajectory::{Checkpoint, Trajectory};
 
 use answer::{FinalAnswer, Ruling};
 pub(crate) use prompt::system_prompt;
@@ -315,100 +314,6 @@ impl Agent {
         end
     }
 
-    /// Asks the chain for this step's answer, with the request's size in
-    /// characters. A context overflow compacts and asks again, once per step
-    /// (`compacted` says whether the step already compacted); any other
-    /// failure ends the step.
-    async fn request_answer(
-        &mut self,
-        step: u32,
-        system: &str,
-        tool_specs: &[ToolSpec],
-        mut compacted: bool,
-    ) -> Result<(Answer, u64), StepEnd> {
-        loop {
-            let chars = usage::request_chars(system, &self.doc.messages, tool_specs);
-            let prompt = Prompt {
-                system,
-                messages: &self.doc.messages,
-                tools: tool_specs,
-                output_schema: self.options.output_schema.as_ref(),
-                max_output_tokens: self.options.max_output_tokens,
-                reasoning_effort: self.options.reasoning_effort.as_deref(),
-                estimated_input_tokens: self.meter.estimate(self.chain.active_spec(), chars),
-            };
-            let ctx = RequestCtx {
-                step,
-                emitter: &self.emitter,
-                stop: &self.stop,
-            };
-            let answer = self.chain.complete(&prompt, ctx).await;
-            self.account_hedged_out();
-            match answer {
-                Ok(answer) => return Ok((answer, chars)),
-                Err(ChainError::Stopped(cause)) => {
-                    return Err(StepEnd::Finish(stop_status(cause), Value::Null, None))
-                }
-                // An overflow compacts and retries once; never a fallback.
-                Err(ChainError::ContextOverflow { spec, error }) if !compacted => {
-                    self.learn_overflow(spec.as_str(), &error.to_string(), system, tool_specs);
-                    self.compact(step, system, tool_specs, true).await?;
-                    compacted = true;
-                }
-                Err(error @ ChainError::ContextOverflow { .. }) => {
-                    return Err(self.overflow_after_compaction(&error, system, tool_specs))
-                }
-                // A refusal is the model's own answer: `model refused: <text>`, no spec.
-                Err(ChainError::Fatal {
-                    error: error @ crate::model::ModelError::Refusal { .. },
-                    ..
-                }) => {
-                    return Err(StepEnd::Finish(
-                        Status::Error,
-                        Value::Null,
-                        Some(error.to_string()),
-                    ))
-                }
-                Err(error @ ChainError::Exhausted { .. }) => {
-                    return Err(StepEnd::Outage {
-                        down: down_models(&error),
-                        error: error.to_string(),
-                    })
-                }
-                Err(ChainError::Halted(halt)) => return Err(halted(&halt)),
-                Err(error) => {
-                    return Err(StepEnd::Finish(
-                        Status::Error,
-                        Value::Null,
-                        Some(error.to_string()),
-                    ))
-                }
-            }
-        }
-    }
-
-    /// The step's end when the context overflows although it was already
-    /// compacted: an error naming the size it was compacted to.
-    fn overflow_after_compaction(
-        &self,
-        error: &ChainError,
-        system: &str,
-        tool_specs: &[ToolSpec],
-    ) -> StepEnd {
-        let tokens = self.estimate_request(system, &self.doc.messages, tool_specs);
-        let window = self
-            .context_window()
-            .map(|w| format!(", window {w}"))
-            .unwrap_or_default();
-        StepEnd::Finish(
-            Status::Error,
-            Value::Null,
-            Some(format!(
-                "{error} (the context was already compacted, to about {tokens} tokens{window})"
-            )),
-        )
-    }
-
     async fn after_response(
         &mut self,
         step: u32,
@@ -463,158 +368,6 @@ impl Agent {
         }
         self.run_tools(step, calls, counters).await
     }
-
-    fn push_message(&mut self, message: Message) {
-        let index = self.doc.messages.len();
-        self.doc.messages.push(message);
-        if self.checkpoint.is_some() {
-            let op = JournalOp::Message {
-                index,
-                message: self.doc.messages[index].clone(),
-            };
-            self.journal(&op);
-        }
-    }
-
-    fn sync_doc(&mut self) {
-        self.doc.plan = self.plan.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let switches = self.chain.switches();
-        self.doc.model_switches.truncate(self.prior_switches);
-        self.doc.model_switches.extend(switches.iter().cloned());
-        self.doc.hedges.truncate(self.prior_hedges);
-        self.doc.hedges.extend(self.chain.hedges());
-        // A checkpoint's caps stay, for a member no longer in the chain too.
-        self.doc.reply_caps.extend(self.chain.reply_caps());
-    }
-
-    fn journal_state(&mut self) {
-        self.sync_doc();
-        let op = JournalOp::State {
-            steps: self.doc.steps,
-            totals: self.doc.totals,
-            active_model: self.doc.active_model.clone(),
-            model_switches: self.doc.model_switches.clone(),
-            hedges: self.doc.hedges.clone(),
-            reply_caps: self.doc.reply_caps.clone(),
-            plan: self.doc.plan.clone(),
-            messages: Some(self.doc.messages.len()),
-        };
-        self.journal(&op);
-    }
-
-    fn journal(&mut self, op: &JournalOp) {
-        if let Some(cp) = self.checkpoint.as_mut() {
-            if let Err(e) = cp.append(op, &self.doc) {
-                self.checkpoint = None;
-                self.emitter.warn(format!(
-                    "trajectory checkpoint failed, no longer writing it: {e}"
-                ));
-            }
-        }
-    }
-
-    /// Ends the run at once, without a request: a resumed checkpoint whose
-    /// last reply was already a final answer.
-    pub(crate) fn finish_now(
-        mut self,
-        new_messages: Vec<Message>,
-        status: Status,
-        output: Value,
-    ) -> Outcome {
-        for message in new_messages {
-            self.push_message(message);
-        }
-        self.finish(status, output, None, Instant::now(), None)
-    }
-
-    fn finish(
-        &mut self,
-        status: Status,
-        output: Value,
-        error: Option<String>,
-        started: Instant,
-        outage: Option<Vec<DownModel>>,
-    ) -> Outcome {
-        let exit_code = crate::exit::exit_code(status, outage.is_some());
-        self.sync_doc();
-        self.doc.active_model = self.chain.active_spec().to_string();
-        self.doc.status = status;
-        self.doc.error = error.clone();
-        self.doc.output = output.clone();
-        self.doc.finished_at = Some(crate::trajectory::now_rfc3339());
-        if let Some(cp) = self.checkpoint.as_mut() {
-            if let Err(e) = cp.finish(&self.doc) {
-                self.emitter
-                    .warn(format!("could not write the trajectory: {e}"));
-            }
-        }
-        let down = outage.unwrap_or_default();
-        // A subagent's end is its parent's `subagent.finished`.
-        if !self.emitter.is_child() {
-            self.emit_run_finished(status, exit_code, &output, &error, started, down.clone());
-        }
-        self.emitter.finish();
-        Outcome {
-            status,
-            exit_code,
-            output,
-            error,
-            steps: self.doc.steps,
-            down,
-        }
-    }
-
-    fn emit_run_finished(
-        &self,
-        status: Status,
-        exit_code: i32,
-        output: &Value,
-        error: &Option<String>,
-        started: Instant,
-        down: Vec<DownModel>,
-    ) {
-        self.emitter.emit(Event::RunFinished {
-            status,
-            exit_code,
-            steps: self.doc.steps,
-            input_tokens: self.doc.totals.input_tokens,
-            output_tokens: self.doc.totals.output_tokens,
-            cost_usd: self.doc.totals.cost_usd,
-            duration_ms: started.elapsed().as_millis() as u64,
-            model_fallbacks: self.doc.model_switches.len() as u32,
-            active_model: self.doc.active_model.clone(),
-            output: output.clone(),
-            error: error.clone(),
-            down,
-            cache: CacheTotals {
-                cached_input_tokens: self.doc.totals.cached_input_tokens,
-                cache_write_tokens: self.doc.totals.cache_write_tokens,
-            },
-        });
-    }
-}
-
-/// Every model an exhausted chain tried, with its last reason.
-fn down_models(error: &ChainError) -> Vec<DownModel> {
-    match error {
-        ChainError::Exhausted { tried, .. } => tried
-            .iter()
-            .map(|(spec, reason)| DownModel {
-                model: spec.to_string(),
-                reason: reason.clone(),
-            })
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The end of a run the gate halted: a spent budget is `budget_limit`,
-/// its error naming the budgets, their spend and when their periods end.
-fn halted(halt: &Halt) -> StepEnd {
-    let status = match halt {
-        Halt::Budget(_) => Status::BudgetLimit,
-    };
-    StepEnd::Finish(status, Value::Null, Some(halt.to_string()))
 }
 
 fn stop_status(cause: StopCause) -> Status {

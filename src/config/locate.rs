@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::Spot;
+use super::read::Spot;
 
 /// What the error a search raises at the node it looks for expects; the
 /// parser reports the node's position with it.

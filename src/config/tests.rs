@@ -3,18 +3,18 @@
 #[test]
 fn deep_nesting_and_huge_files_are_refused_before_parsing() {
     let deep = format!("model: {}x{}\n", "[".repeat(100_000), "]".repeat(100_000));
-    let err = super::check_shape(&deep).unwrap_err().to_string();
+    let err = super::read::check_shape(&deep).unwrap_err().to_string();
     assert!(err.contains("nesting deeper than 64"), "{err}");
-    assert!(super::check_shape(&"#".repeat(5 << 20)).is_err());
+    assert!(super::read::check_shape(&"#".repeat(5 << 20)).is_err());
     // Brackets in quotes and comments do not count; nor does a quote
     // inside a plain scalar open one.
     let fine = format!(
         "a: \"{0}\"\nb: '{0}'\n# {0}\nc: don't [x, {{y: [z]}}]\nd: \"q\\\"{0}\"\n",
         "[".repeat(500)
     );
-    assert_eq!(super::check_shape(&fine), Ok(()));
+    assert_eq!(super::read::check_shape(&fine), Ok(()));
     let sneaky = format!("a: x'\nb: {}\n", "[".repeat(100));
-    assert!(super::check_shape(&sneaky).is_err());
+    assert!(super::read::check_shape(&sneaky).is_err());
 }
 
 use super::*;

@@ -1,6 +1,7 @@
 //! Tests of `events`.
 
 use super::*;
+use std::sync::{Arc, Mutex};
 
 struct Capture(Arc<Mutex<Vec<Value>>>);
 impl Sink for Capture {

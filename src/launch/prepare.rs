@@ -56,23 +56,23 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     let session = start.session;
     let compact = start.compact;
     let mut store_cwd = start.store_cwd;
-    let (resume, write_back) = if let Some(doc) = start.previous {
-        let cp = resume::Checkpointed {
-            path: PathBuf::new(),
-            doc,
-            started: Vec::new(),
-        };
-        (Some(cp), None)
-    } else if let Some(path) = &cli.resume {
-        (Some(resume::load_for(path, has_task)?), Some(path.clone()))
-    } else if cli.continue_run {
-        let dir = launch_dir(cli)?;
-        let (cp, skipped) = runs::find_continue(store.as_ref(), &dir, has_task)?;
-        diagnostics.extend(Origin::Store, skipped);
-        store_cwd = store_cwd.or(Some(dir));
-        (Some(cp), None)
-    } else {
-        (None, None)
+    let (resume, write_back) = match start.previous {
+        // A session's follow-up continues its conversation in memory.
+        Some(doc) => {
+            let cp = resume::Checkpointed {
+                path: PathBuf::new(),
+                doc,
+                started: Vec::new(),
+            };
+            (Some(cp), None)
+        }
+        None => to_resume(
+            cli,
+            store.as_ref(),
+            has_task,
+            &mut diagnostics,
+            &mut store_cwd,
+        )?,
     };
     let settings = match start.task {
         Some(task) => Settings::from_parts(
@@ -90,30 +90,11 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
     });
     let chain = build_chain(settings.chain(), &settings)?;
     let tool_filter = settings.tools.clone();
-    let subagent = match &settings.subagents {
-        None => None,
-        Some(sub) => {
-            let chain = build_chain(
-                std::iter::once(&sub.primary).chain(&sub.fallbacks),
-                &settings,
-            )
-            .map_err(|e| SetupError(format!("config subagents: {e}")))?;
-            let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
-            Some(Subagent::new(
-                chain,
-                fallback_models,
-                sub.step_limit,
-                tool_filter.clone(),
-            ))
-        }
-    };
-    // A denied `delegate` means no subagent.
-    let subagent = subagent.filter(|_| tool_filter.allows("delegate"));
     let mut jobs = job_options(
         cli.output_schema.as_deref(),
         settings.compaction,
         settings.hooks.clone(),
-        subagent,
+        subagent(&settings, &tool_filter)?,
     )?;
     let mut instructions = instructions::load(&settings.instructions, &settings.cwd)?;
     diagnostics.extend(
@@ -154,6 +135,57 @@ pub(super) fn prepare(cli: &Cli, start: Start) -> Result<Prepared, SetupError> {
         session,
         compact,
     })
+}
+
+/// The checkpoint a run given on the command line continues, if any:
+/// `--resume FILE` (written back to FILE when no `-o` is given), or
+/// `--continue`, the store's last run started in this directory (whose
+/// directory the run is then kept under).
+fn to_resume(
+    cli: &Cli,
+    store: Option<&runs::RunStore>,
+    has_task: bool,
+    diagnostics: &mut Diagnostics,
+    store_cwd: &mut Option<PathBuf>,
+) -> Result<(Option<resume::Checkpointed>, Option<PathBuf>), SetupError> {
+    if let Some(path) = &cli.resume {
+        return Ok((Some(resume::load_for(path, has_task)?), Some(path.clone())));
+    }
+    if !cli.continue_run {
+        return Ok((None, None));
+    }
+    let dir = launch_dir(cli)?;
+    let (cp, skipped) = runs::find_continue(store, &dir, has_task)?;
+    diagnostics.extend(Origin::Store, skipped);
+    if store_cwd.is_none() {
+        *store_cwd = Some(dir);
+    }
+    Ok((Some(cp), None))
+}
+
+/// The `delegate` tool's child, with `subagents:` configured and
+/// `delegate` not denied (a denied `delegate` means no subagent): its own
+/// chain, built as the run's is.
+fn subagent(settings: &Settings, tool_filter: &ToolFilter) -> Result<Option<Subagent>, SetupError> {
+    let Some(sub) = &settings.subagents else {
+        return Ok(None);
+    };
+    // Built (and so checked) even when `delegate` is denied.
+    let chain = build_chain(
+        std::iter::once(&sub.primary).chain(&sub.fallbacks),
+        settings,
+    )
+    .map_err(|e| SetupError(format!("config subagents: {e}")))?;
+    if !tool_filter.allows("delegate") {
+        return Ok(None);
+    }
+    let fallback_models = sub.fallbacks.iter().map(|m| m.spec.to_string()).collect();
+    Ok(Some(Subagent::new(
+        chain,
+        fallback_models,
+        sub.step_limit,
+        tool_filter.clone(),
+    )))
 }
 
 /// Whether a trajectory can be written at `path` as `Checkpoint` writes it

@@ -11,7 +11,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -19,10 +18,14 @@ use std::time::{Duration, Instant};
 use super::attempt::{Accept, Attempted, Cut, Deadlines, Place, RequestCtx, Sending, Sent};
 use super::gate::{HedgeTurn, PartnerAdmission};
 use super::member::Member;
-use super::{Request, StreamObserver, Usage};
+use super::{Request, Usage};
 use crate::events::Event;
 use crate::reason::RequestOutcome;
 use crate::stop::StopCause;
+
+mod sides;
+
+use sides::{Race, SideObserver};
 
 /// A hedge as the trajectory's `hedges` lists it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -117,97 +120,6 @@ impl Cut for RaceCut {
             RaceCut::Stopped(cause) => cause.outcome(),
             RaceCut::Lost => RequestOutcome::HedgedOut,
         }
-    }
-}
-
-/// Who sent the first event; set once, from either side's first-event hook.
-#[derive(Default)]
-struct Race {
-    winner: AtomicU8,
-}
-
-impl Race {
-    fn winner(&self) -> Option<Side> {
-        match self.winner.load(Ordering::Acquire) {
-            1 => Some(Side::Original),
-            2 => Some(Side::Hedge),
-            _ => None,
-        }
-    }
-
-    fn hook(self: &Arc<Self>, side: Side) -> crate::model::watch::FirstEventHook {
-        let race = self.clone();
-        Arc::new(move || {
-            let _ =
-                race.winner
-                    .compare_exchange(0, side as u8, Ordering::AcqRel, Ordering::Acquire);
-        })
-    }
-
-    /// Ready once the other side won. It registers no waker: the race polls
-    /// the loser again right after a winner is set.
-    fn lost(&self, side: Side) -> impl Future<Output = ()> + '_ {
-        std::future::poll_fn(move |_| match self.winner() {
-            Some(winner) if winner != side => Poll::Ready(()),
-            _ => Poll::Pending,
-        })
-    }
-}
-
-/// Forwards one side's stream to the turn's observer once it is the
-/// winner; until then holds it back, and drops it if it lost.
-struct SideObserver<'a> {
-    side: Side,
-    race: &'a Race,
-    target: &'a dyn StreamObserver,
-    held: Mutex<Vec<Option<String>>>,
-}
-
-impl<'a> SideObserver<'a> {
-    fn new(side: Side, race: &'a Race, target: &'a dyn StreamObserver) -> Self {
-        SideObserver {
-            side,
-            race,
-            target,
-            held: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn pass(&self, delta: Option<&str>) {
-        match self.race.winner() {
-            Some(winner) if winner == self.side => {
-                self.flush();
-                match delta {
-                    Some(text) => self.target.text_delta(text),
-                    None => self.target.tool_call_delta(),
-                }
-            }
-            Some(_) => {}
-            None => self
-                .held
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(delta.map(str::to_string)),
-        }
-    }
-
-    fn flush(&self) {
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|e| e.into_inner()));
-        for delta in held {
-            match delta {
-                Some(text) => self.target.text_delta(&text),
-                None => self.target.tool_call_delta(),
-            }
-        }
-    }
-}
-
-impl StreamObserver for SideObserver<'_> {
-    fn text_delta(&self, text: &str) {
-        self.pass(Some(text));
-    }
-    fn tool_call_delta(&self) {
-        self.pass(None);
     }
 }
 

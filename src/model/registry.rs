@@ -1,6 +1,6 @@
 //! Builds the models a run asks from resolved models: the wire form of the
 //! member's API (its value in `api.rs`), with the transport's key, headers and stream timeouts. The one
-//! place that builds a `Member`, for the chain (`lib.rs`) and `--check`.
+//! place that builds a `Member`, for the chain (`launch/prepare.rs`) and `--check`.
 
 use std::path::Path;
 

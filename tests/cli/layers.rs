@@ -16,6 +16,7 @@ const LEAVES: &[&str] = &[
     "policy",
     "prompt_cache",
     "reason",
+    "regions",
     "setup",
     "suggest",
     "wire_api",
@@ -43,9 +44,28 @@ const ADAPTERS: &[&str] = &[
     "model/anthropic",
     "model/responses",
     "model/ollama.rs",
+    "model/bedrock",
+    "model/gemini",
+    "model/azure",
+    "model/foundry",
     "model/http.rs",
     "model/sse.rs",
 ];
+
+/// The wire folders (and files) of `model/`: one per API, each a `WireForm`.
+const WIRE_FORMS: &[&str] = &[
+    "openai",
+    "responses",
+    "anthropic",
+    "ollama",
+    "bedrock",
+    "gemini",
+    "azure",
+    "foundry",
+];
+
+/// Names of clouds, which no file of the gate or the chain may use.
+const CLOUDS: &[&str] = &["bedrock", "vertex", "azure", "gemini", "foundry"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -188,6 +208,15 @@ fn top_level_modules_form_no_cycle() {
             panic!("{from} must not import {to} ({})", file.display());
         }
     }
+    for (from, edges) in &graph {
+        if let Some(file) = edges.get("config") {
+            assert!(
+                matches!(from.as_str(), "settings" | "fuzz_tests"),
+                "only settings imports config, not {from} ({})",
+                file.display()
+            );
+        }
+    }
     for leaf in LEAVES {
         let edges = graph.get(*leaf).map(|e| e.len()).unwrap_or(0);
         assert_eq!(
@@ -208,16 +237,8 @@ fn top_level_modules_form_no_cycle() {
 
 #[test]
 fn adapters_do_not_reach_the_chain() {
-    let root = src();
     for adapter in ADAPTERS {
-        let path = root.join(adapter);
-        let mut files = Vec::new();
-        if path.is_dir() {
-            rust_files(&path, &mut files);
-        } else {
-            files.push(path);
-        }
-        for file in files {
+        for file in files_under(adapter) {
             let code = code(&file);
             for layer in ["chain", "registry", "retry"] {
                 for prefix in ["super::", "crate::model::", "super::super::"] {
@@ -231,6 +252,126 @@ fn adapters_do_not_reach_the_chain() {
             }
         }
     }
+}
+
+/// The files of `model/<rel>`, a folder or one file.
+fn files_under(rel: &str) -> Vec<PathBuf> {
+    let path = src().join(rel);
+    let mut files = Vec::new();
+    if path.is_dir() {
+        rust_files(&path, &mut files);
+    } else {
+        files.push(path);
+    }
+    files
+}
+
+#[test]
+fn every_wire_folder_is_an_adapter() {
+    for wire in WIRE_FORMS {
+        let folder = format!("model/{wire}");
+        let file = format!("model/{wire}.rs");
+        assert!(
+            src().join(&folder).is_dir() || src().join(&file).is_file(),
+            "{wire} is no longer a wire form of model/: update WIRE_FORMS"
+        );
+        assert!(
+            ADAPTERS.contains(&folder.as_str()) || ADAPTERS.contains(&file.as_str()),
+            "{wire} is missing from ADAPTERS"
+        );
+    }
+}
+
+#[test]
+fn credentials_reach_neither_the_transport_nor_an_adapter() {
+    let mut files = Vec::new();
+    rust_files(&src().join("model/credentials"), &mut files);
+    assert!(!files.is_empty());
+    for file in files {
+        let rel = file.strip_prefix(src()).unwrap();
+        let module = module_path(rel);
+        for path in module_refs(&module, &code_before_tests(&file)) {
+            if path.len() < 2 || path[0] != "model" {
+                continue;
+            }
+            let to = path[1].as_str();
+            assert!(
+                to != "http" && !WIRE_FORMS.contains(&to) && to != "adapter",
+                "{} reaches model::{to}: credentials know neither the transport nor an adapter",
+                rel.display()
+            );
+        }
+    }
+}
+
+/// Whether `code` uses `word` as an identifier or a path segment (any case,
+/// within `snake_case` and `CamelCase` names too), outside comments and strings.
+fn names(code: &str, word: &str) -> bool {
+    let code = without_strings(code).to_ascii_lowercase();
+    code.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .flat_map(|ident| ident.split('_'))
+        .any(|part| part.starts_with(word))
+}
+
+/// `code` with the contents of its string literals blanked (a message may
+/// quote a cloud; the code may not depend on one).
+fn without_strings(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let code = code.replace("'\"'", "' '");
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in code.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+                out.push(c);
+            }
+            continue;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn the_gate_and_the_chain_name_no_cloud() {
+    let mut files = Vec::new();
+    rust_files(&src().join("model/gate"), &mut files);
+    for entry in std::fs::read_dir(src().join("model")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("chain") {
+            files.extend(files_under(&format!("model/{name}")));
+        }
+    }
+    assert!(files.len() > 2);
+    for file in files {
+        let code = code(&file);
+        for cloud in CLOUDS {
+            assert!(
+                !names(&code, cloud),
+                "{} names {cloud}: the gate and the chain know no cloud",
+                file.strip_prefix(src()).unwrap().display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_cloud_is_found_in_names_not_in_strings() {
+    assert!(names("use crate::model::bedrock::X;", "bedrock"));
+    assert!(names("let is_vertex = true;", "vertex"));
+    assert!(names("AzureToken::new()", "azure"));
+    assert!(!names("let s = \"a bedrock model\";", "bedrock"));
+    assert!(!names("if c == '\"' { x }", "x_never"));
+    assert!(!names("let bedrocky_not = 1;", "azure"));
 }
 
 #[test]
