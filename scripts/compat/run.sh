@@ -102,8 +102,12 @@ litellm_settings:
   # translates from /v1/messages and /v1/responses; llama-cpp-python's
   # template needs the key (HTTP 500 "'dict object' has no attribute
   # 'content'"). This hook (written below) puts content "" back, as
-  # tinyagent itself sends on Chat Completions. Anyone running this pair
-  # needs it, whatever the client.
+  # tinyagent itself sends on Chat Completions. It also joins a system
+  # message's text blocks into one string: /v1/messages takes "system" as a
+  # list of blocks (every client that asks for a prompt cache sends one,
+  # tinyagent included), LiteLLM passes the list on, and llama-cpp-python
+  # takes only a string (HTTP 500 "Input should be a valid string").
+  # Anyone running this pair needs it, whatever the client.
   callbacks: content_hook.handler
   # /v1/messages through llama-cpp-python's Chat Completions (not Responses).
   use_chat_completions_url_for_anthropic_messages: true
@@ -117,6 +121,10 @@ class RestoreContent(CustomLogger):
         for m in kwargs.get("messages") or []:
             if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None:
                 m["content"] = ""
+            if isinstance(m, dict) and m.get("role") == "system" and isinstance(m.get("content"), list):
+                m["content"] = "\n\n".join(
+                    b.get("text", "") for b in m["content"] if isinstance(b, dict)
+                )
         return kwargs
 
 
